@@ -1,0 +1,230 @@
+"""Encoding of envelopes as Kafka record values (orjson), and of the trace context as
+record headers.
+
+The format is a JSON object `{"v": VERSION, "at": ms, "a": [source, request_id,
+server], "e": [event, ...]}`; each event is an object with a type tag `t` and short
+field names. Bodies are base64 (JSON has no bytes). Decoding is strict: an unknown
+version, type or a missing field raises `CodecError` naming the problem, so a record
+written by a newer pinledger is never half-understood.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from ledger.events import (
+    Actor,
+    Checkpointed,
+    Claimed,
+    Collected,
+    Deleted,
+    Enqueued,
+    Envelope,
+    Event,
+    Failed,
+    QueueCreated,
+    QueueDeleted,
+    Retried,
+    Succeeded,
+    TimedOut,
+)
+
+VERSION = 1
+TRACEPARENT_HEADER = "traceparent"
+
+Headers = list[tuple[str, bytes]]
+
+
+class CodecError(ValueError):
+    """A record value that is not a valid pinledger envelope."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    # binascii.Error for bad padding or alphabet; a plain ValueError for non-ASCII text.
+    except ValueError as exc:
+        raise CodecError(f"invalid base64 body: {exc}") from None
+
+
+def _opt_b64(data: bytes | None) -> str | None:
+    return None if data is None else _b64(data)
+
+
+def _encode_event(event: Event) -> dict[str, Any]:
+    match event:
+        case Enqueued():
+            return {
+                "t": "enq",
+                "b": _b64(event.body),
+                "p": event.priority,
+                "r": event.run_after,
+                "n": event.attempts_allowed,
+                "s": event.custom_status,
+            }
+        case Claimed():
+            return {"t": "clm", "j": event.local_id, "c": event.claim}
+        case Succeeded():
+            return {"t": "ok", "j": event.local_id, "s": event.append_status, "c": event.claim}
+        case Failed():
+            return {
+                "t": "fail",
+                "j": event.local_id,
+                "d": event.retry_delay_ms,
+                "s": event.append_status,
+                "c": event.claim,
+            }
+        case Checkpointed():
+            return {
+                "t": "ckpt",
+                "j": event.local_id,
+                "b": _opt_b64(event.new_body),
+                "m": event.move_to_pending,
+                "r": event.run_after,
+                "n": event.attempts_allowed,
+                "s": event.prepend_status,
+                "c": event.claim,
+            }
+        case TimedOut():
+            return {"t": "tmo", "j": event.local_id, "c": event.claim, "h": event.touched_at}
+        case Retried():
+            return {
+                "t": "rtry",
+                "j": event.local_id,
+                "n": event.attempts_allowed,
+                "r": event.run_after,
+            }
+        case Deleted():
+            return {"t": "del", "j": event.local_id}
+        case Collected():
+            return {"t": "gc", "j": event.local_id}
+        case QueueCreated():
+            return {"t": "qnew", "q": event.name, "n": event.partitions}
+        case QueueDeleted():
+            return {"t": "qdel", "q": event.name}
+
+
+def _field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    what = f"event {obj['t']!r}" if "t" in obj else "record"
+    try:
+        value = obj[key]
+    except KeyError:
+        raise CodecError(f"{what} lacks field {key!r}") from None
+    # bool is an int in Python; a flag must not pass as a number or the reverse.
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise CodecError(f"{what} field {key!r} has type {type(value).__name__}")
+    return value
+
+
+def _opt(obj: Mapping[str, Any], key: str, kind: type) -> Any:
+    if obj.get(key) is None:
+        return None
+    return _field(obj, key, kind)
+
+
+_DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
+    "enq": lambda o: Enqueued(
+        body=_unb64(_field(o, "b", str)),
+        priority=_field(o, "p", int),
+        run_after=_field(o, "r", int),
+        attempts_allowed=_field(o, "n", int),
+        custom_status=_field(o, "s", str),
+    ),
+    "clm": lambda o: Claimed(local_id=_field(o, "j", int), claim=_field(o, "c", str)),
+    "ok": lambda o: Succeeded(
+        local_id=_field(o, "j", int), append_status=_field(o, "s", str), claim=_opt(o, "c", str)
+    ),
+    "fail": lambda o: Failed(
+        local_id=_field(o, "j", int),
+        retry_delay_ms=_field(o, "d", int),
+        append_status=_field(o, "s", str),
+        claim=_opt(o, "c", str),
+    ),
+    "ckpt": lambda o: Checkpointed(
+        local_id=_field(o, "j", int),
+        new_body=None if o.get("b") is None else _unb64(_field(o, "b", str)),
+        move_to_pending=_field(o, "m", bool),
+        run_after=_opt(o, "r", int),
+        attempts_allowed=_opt(o, "n", int),
+        prepend_status=_opt(o, "s", str),
+        claim=_opt(o, "c", str),
+    ),
+    "tmo": lambda o: TimedOut(
+        local_id=_field(o, "j", int), claim=_field(o, "c", str), touched_at=_field(o, "h", int)
+    ),
+    "rtry": lambda o: Retried(
+        local_id=_field(o, "j", int),
+        attempts_allowed=_field(o, "n", int),
+        run_after=_field(o, "r", int),
+    ),
+    "del": lambda o: Deleted(local_id=_field(o, "j", int)),
+    "gc": lambda o: Collected(local_id=_field(o, "j", int)),
+    "qnew": lambda o: QueueCreated(name=_field(o, "q", str), partitions=_field(o, "n", int)),
+    "qdel": lambda o: QueueDeleted(name=_field(o, "q", str)),
+}
+
+
+def encode(envelope: Envelope) -> bytes:
+    actor = envelope.actor
+    return orjson.dumps(
+        {
+            "v": VERSION,
+            "at": envelope.at,
+            "a": [actor.source, actor.request_id, actor.server],
+            "e": [_encode_event(e) for e in envelope.events],
+        }
+    )
+
+
+def _decode_event(obj: Any) -> Event:
+    if not isinstance(obj, dict):
+        raise CodecError(f"an event must be an object, got {type(obj).__name__}")
+    tag = obj.get("t")
+    decoder = _DECODERS.get(tag) if isinstance(tag, str) else None
+    if decoder is None:
+        raise CodecError(f"unknown event type {obj.get('t')!r}")
+    return decoder(obj)
+
+
+def decode(value: bytes) -> Envelope:
+    try:
+        obj = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise CodecError(f"record value is not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise CodecError("record value must be a JSON object")
+    # `type(...) is int`: JSON true and 1.0 compare equal to 1 in Python.
+    if type(obj.get("v")) is not int or obj["v"] != VERSION:
+        raise CodecError(
+            f"record version {obj.get('v')!r} is not {VERSION}: written by another "
+            "pinledger version; upgrade this one to read it"
+        )
+    actor = _field(obj, "a", list)
+    if len(actor) != 3 or not all(isinstance(x, str) for x in actor):
+        raise CodecError("record actor must be [source, request_id, server]")
+    events: Sequence[Any] = _field(obj, "e", list)
+    return Envelope(
+        at=_field(obj, "at", int),
+        actor=Actor(*actor),
+        events=tuple(_decode_event(e) for e in events),
+    )
+
+
+def trace_headers(traceparent: str | None) -> Headers:
+    """Record headers carrying the W3C trace context of the call that wrote a record."""
+    return [] if not traceparent else [(TRACEPARENT_HEADER, traceparent.encode("ascii"))]
+
+
+def traceparent_of(headers: Sequence[tuple[str, bytes]] | None) -> str | None:
+    for key, value in headers or ():
+        if key == TRACEPARENT_HEADER:
+            return value.decode("ascii", errors="replace")
+    return None

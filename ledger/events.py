@@ -1,0 +1,149 @@
+"""The event model: what the ledger records, one type per action.
+
+A Kafka record holds one `Envelope`: the time, the actor and a list of events that
+all concern one partition of one queue (or, for queue events, the catalog). Batching
+events per record keeps the log cheap (one record per enqueue call or dequeue call
+per partition) while the state machine still sees one event per job.
+
+Every job event names its job by `local_id`, except `Enqueued`, whose local id is
+derived from the record's offset and the event's index (`descriptor.local_id_for`):
+the id does not exist until Kafka has placed the record.
+
+Times are integer milliseconds since the Unix epoch, taken from the envelope: the
+state machine never reads a clock, so replaying a partition always gives the same
+state. Event encoding lives in `codec.py`; bump `codec.VERSION` when a field changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who asked: PinLater's RequestContext (`source` is "service:host"), and the
+    pinledger server that appended the record."""
+
+    source: str = ""
+    request_id: str = ""
+    server: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    body: bytes
+    priority: int
+    run_after: int
+    attempts_allowed: int
+    custom_status: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A dequeue call claimed the job; one claim descriptor per dequeue call."""
+
+    local_id: int
+    claim: str
+
+
+@dataclass(frozen=True, slots=True)
+class Succeeded:
+    """A success ack. `claim` fences it to one attempt when the caller knows its claim;
+    PinLater acks carry no claim, so without one the ack is fenced by the claim's
+    source (see state.py)."""
+
+    local_id: int
+    append_status: str = ""
+    claim: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A failure ack: retry after `retry_delay_ms` while attempts remain."""
+
+    local_id: int
+    retry_delay_ms: int = 0
+    append_status: str = ""
+    claim: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpointed:
+    """A heartbeat, optionally replacing the body, resetting attempts, prepending to the
+    custom status, or moving the job back to PENDING (chained and cron-like jobs)."""
+
+    local_id: int
+    new_body: bytes | None = None
+    move_to_pending: bool = False
+    run_after: int | None = None
+    attempts_allowed: int | None = None
+    prepend_status: str | None = None
+    claim: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimedOut:
+    """The owner found the claim expired. `claim` and `touched_at` are what the owner
+    saw, so a heartbeat that landed in between wins over the timeout."""
+
+    local_id: int
+    claim: str
+    touched_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Retried:
+    """An operator's retryFailedJobs: FAILED back to PENDING."""
+
+    local_id: int
+    attempts_allowed: int
+    run_after: int
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    """An operator's deleteJobs."""
+
+    local_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Collected:
+    """Garbage collection of a finished job past its TTL; its history stays in the log."""
+
+    local_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCreated:
+    name: str
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDeleted:
+    name: str
+
+
+JobEvent = (
+    Enqueued
+    | Claimed
+    | Succeeded
+    | Failed
+    | Checkpointed
+    | TimedOut
+    | Retried
+    | Deleted
+    | Collected
+)
+QueueEvent = QueueCreated | QueueDeleted
+Event = JobEvent | QueueEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One Kafka record: the events of one append, with when and by whom."""
+
+    at: int
+    actor: Actor
+    events: tuple[Event, ...]

@@ -1,0 +1,330 @@
+"""The job state machine: the one place where a job's state changes.
+
+`evolve(job, event, stamp)` is total and pure. The log cannot refuse what it already
+holds, so an event that does not apply (a stale ack, a second claim, a timeout that a
+heartbeat overtook) leaves the job unchanged and comes back with a rejected `Verdict`
+saying why; the projection records that verdict in the job's trace.
+
+States (PinLater's PinLaterJobState, same numbers):
+
+- PENDING: waiting for `run_after`. In by Enqueued, Failed with attempts left,
+  TimedOut with attempts left, Checkpointed(move_to_pending), Retried. Out by Claimed.
+- IN_PROGRESS: claimed by one dequeue call, the only state with a claim. In by
+  Claimed. Out by Succeeded, Failed, TimedOut, Checkpointed(move_to_pending).
+- SUCCEEDED: done. In by Succeeded. Out only by Deleted or Collected.
+- FAILED: attempts exhausted. In by Failed or TimedOut on the last attempt. Out by
+  Retried (operator), Deleted, Collected.
+
+Deleted removes a job in any state; Collected removes a finished one. A removed job is
+`None`; its history stays in the log and in the job_events projection.
+
+Ack fencing (a fix of PinLater, which let a timed-out worker overwrite a newer
+attempt): an ack or checkpoint applies only to an IN_PROGRESS job, and only under the
+claim it names, or, since PinLater acks carry no claim, only when it comes from the
+same `RequestContext.source` as the claim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import IntEnum
+
+from ledger.descriptor import local_id_for
+from ledger.events import (
+    Actor,
+    Checkpointed,
+    Claimed,
+    Collected,
+    Deleted,
+    Enqueued,
+    Failed,
+    JobEvent,
+    Retried,
+    Succeeded,
+    TimedOut,
+)
+
+# PinLater truncated custom status at 5000 characters rather than refusing it.
+MAX_CUSTOM_STATUS = 5000
+
+
+class JobState(IntEnum):
+    PENDING = 0
+    IN_PROGRESS = 1
+    SUCCEEDED = 2
+    FAILED = 3
+
+
+FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED})
+
+# The transition table: for each (state before, event type), the states `evolve` may
+# produce when it applies the event; None is "no job" (not yet enqueued, or removed). A
+# pair that is not listed never applies: the event is rejected and the job is unchanged.
+# `evolve` below is the implementation; tests/unit/test_state.py checks it against this
+# table and tests/unit/test_state_machine_doc.py checks docs/state_machine.md against it.
+TRANSITIONS: dict[tuple[JobState | None, type], frozenset[JobState | None]] = {
+    (None, Enqueued): frozenset({JobState.PENDING}),
+    (JobState.PENDING, Claimed): frozenset({JobState.IN_PROGRESS}),
+    (JobState.PENDING, Deleted): frozenset({None}),
+    (JobState.IN_PROGRESS, Succeeded): frozenset({JobState.SUCCEEDED}),
+    # Attempts left: back to PENDING; last attempt: FAILED.
+    (JobState.IN_PROGRESS, Failed): frozenset({JobState.PENDING, JobState.FAILED}),
+    # A heartbeat stays IN_PROGRESS; move_to_pending goes back to PENDING.
+    (JobState.IN_PROGRESS, Checkpointed): frozenset({JobState.IN_PROGRESS, JobState.PENDING}),
+    (JobState.IN_PROGRESS, TimedOut): frozenset({JobState.PENDING, JobState.FAILED}),
+    (JobState.IN_PROGRESS, Deleted): frozenset({None}),
+    (JobState.SUCCEEDED, Deleted): frozenset({None}),
+    (JobState.SUCCEEDED, Collected): frozenset({None}),
+    (JobState.FAILED, Retried): frozenset({JobState.PENDING}),
+    (JobState.FAILED, Deleted): frozenset({None}),
+    (JobState.FAILED, Collected): frozenset({None}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    local_id: int
+    priority: int
+    state: JobState
+    body: bytes
+    attempts_allowed: int
+    attempts_remaining: int
+    custom_status: str
+    created_at: int
+    run_after: int
+    updated_at: int
+    claim: str | None = None
+    claim_source: str | None = None
+    # When the claim was taken or last renewed by a heartbeat; the claim timeout runs
+    # from here.
+    touched_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """What the envelope says about an event: when, and who."""
+
+    at: int
+    actor: Actor
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    applied: bool
+    reason: str = ""
+
+    def __str__(self) -> str:
+        return "applied" if self.applied else f"rejected: {self.reason}"
+
+
+APPLIED = Verdict(True)
+
+
+def _rejected(reason: str) -> Verdict:
+    return Verdict(False, reason)
+
+
+def cap_status(status: str) -> str:
+    return status[:MAX_CUSTOM_STATUS]
+
+
+def _fence(job: Job | None, claim: str | None, stamp: Stamp, what: str) -> Verdict:
+    """Whether an ack or checkpoint may act on the job's current attempt."""
+    if job is None:
+        return _rejected(f"{what}: no such job")
+    if job.state is not JobState.IN_PROGRESS:
+        return _rejected(f"{what}: job is {job.state.name}, not IN_PROGRESS")
+    if claim is not None and claim != job.claim:
+        return _rejected(f"{what}: stale claim {claim}, job is claimed by {job.claim}")
+    if claim is None and stamp.actor.source != job.claim_source:
+        return _rejected(
+            f"{what}: from {stamp.actor.source!r}, but job is claimed by "
+            f"{job.claim_source!r} under {job.claim}"
+        )
+    return APPLIED
+
+
+def _release(job: Job, stamp: Stamp, run_after: int, status: str) -> Job:
+    """One attempt used: back to PENDING while attempts remain, else FAILED."""
+    released = replace(
+        job,
+        claim=None,
+        claim_source=None,
+        touched_at=None,
+        updated_at=stamp.at,
+        custom_status=status,
+    )
+    if job.attempts_remaining > 1:
+        return replace(
+            released,
+            state=JobState.PENDING,
+            attempts_remaining=job.attempts_remaining - 1,
+            run_after=run_after,
+        )
+    return replace(released, state=JobState.FAILED, attempts_remaining=0)
+
+
+def _enqueued(
+    job: Job | None, event: Enqueued, stamp: Stamp, local_id: int
+) -> tuple[Job | None, Verdict]:
+    if job is not None:
+        return job, _rejected("enqueue: a job with this id exists already")
+    attempts = max(event.attempts_allowed, 0)
+    return Job(
+        local_id=local_id,
+        priority=event.priority,
+        state=JobState.PENDING,
+        body=event.body,
+        attempts_allowed=attempts,
+        attempts_remaining=attempts,
+        custom_status=cap_status(event.custom_status),
+        created_at=stamp.at,
+        run_after=event.run_after,
+        updated_at=stamp.at,
+    ), APPLIED
+
+
+def _claimed(job: Job | None, event: Claimed, stamp: Stamp) -> tuple[Job | None, Verdict]:
+    if job is None:
+        return None, _rejected("claim: no such job")
+    if job.state is JobState.IN_PROGRESS:
+        # Log order arbitrates between two owners: the first claim in the log wins.
+        return job, _rejected(f"claim: job is already claimed by {job.claim}")
+    if job.state is not JobState.PENDING:
+        return job, _rejected(f"claim: job is {job.state.name}, not PENDING")
+    if job.run_after > stamp.at:
+        return job, _rejected("claim: job is not due yet")
+    return replace(
+        job,
+        state=JobState.IN_PROGRESS,
+        claim=event.claim,
+        claim_source=stamp.actor.source,
+        touched_at=stamp.at,
+        updated_at=stamp.at,
+    ), APPLIED
+
+
+def _succeeded(job: Job | None, event: Succeeded, stamp: Stamp) -> tuple[Job | None, Verdict]:
+    verdict = _fence(job, event.claim, stamp, "success ack")
+    if job is None or not verdict.applied:
+        return job, verdict
+    return replace(
+        job,
+        state=JobState.SUCCEEDED,
+        claim=None,
+        claim_source=None,
+        touched_at=None,
+        updated_at=stamp.at,
+        custom_status=cap_status(job.custom_status + event.append_status),
+    ), APPLIED
+
+
+def _failed(job: Job | None, event: Failed, stamp: Stamp) -> tuple[Job | None, Verdict]:
+    verdict = _fence(job, event.claim, stamp, "failure ack")
+    if job is None or not verdict.applied:
+        return job, verdict
+    status = cap_status(job.custom_status + event.append_status)
+    return _release(job, stamp, stamp.at + max(event.retry_delay_ms, 0), status), APPLIED
+
+
+def _checkpointed(job: Job | None, event: Checkpointed, stamp: Stamp) -> tuple[Job | None, Verdict]:
+    verdict = _fence(job, event.claim, stamp, "checkpoint")
+    if job is None or not verdict.applied:
+        return job, verdict
+    updated = replace(job, updated_at=stamp.at)
+    if event.new_body is not None:
+        updated = replace(updated, body=event.new_body)
+    if event.attempts_allowed is not None:
+        attempts = max(event.attempts_allowed, 0)
+        updated = replace(updated, attempts_allowed=attempts, attempts_remaining=attempts)
+    if event.prepend_status:
+        updated = replace(
+            updated, custom_status=cap_status(event.prepend_status + updated.custom_status)
+        )
+    if event.move_to_pending:
+        run_after = stamp.at if event.run_after is None else event.run_after
+        return replace(
+            updated,
+            state=JobState.PENDING,
+            claim=None,
+            claim_source=None,
+            touched_at=None,
+            run_after=run_after,
+        ), APPLIED
+    return replace(updated, touched_at=stamp.at), APPLIED
+
+
+def _timed_out(job: Job | None, event: TimedOut, stamp: Stamp) -> tuple[Job | None, Verdict]:
+    if job is None:
+        return None, _rejected("timeout: no such job")
+    if job.state is not JobState.IN_PROGRESS or job.claim != event.claim:
+        return job, _rejected(f"timeout: claim {event.claim} is no longer current")
+    if job.touched_at != event.touched_at:
+        return job, _rejected("timeout: a heartbeat renewed the claim")
+    return _release(job, stamp, stamp.at, job.custom_status), APPLIED
+
+
+def _retried(job: Job | None, event: Retried, stamp: Stamp) -> tuple[Job | None, Verdict]:
+    if job is None:
+        return None, _rejected("retry: no such job")
+    if job.state is not JobState.FAILED:
+        return job, _rejected(f"retry: job is {job.state.name}, not FAILED")
+    attempts = max(event.attempts_allowed, 0)
+    return replace(
+        job,
+        state=JobState.PENDING,
+        attempts_allowed=attempts,
+        attempts_remaining=attempts,
+        run_after=event.run_after,
+        updated_at=stamp.at,
+    ), APPLIED
+
+
+def _deleted(job: Job | None) -> tuple[Job | None, Verdict]:
+    if job is None:
+        return None, _rejected("delete: no such job")
+    return None, APPLIED
+
+
+def _collected(job: Job | None) -> tuple[Job | None, Verdict]:
+    if job is None:
+        return None, _rejected("gc: no such job")
+    if job.state not in FINISHED:
+        return job, _rejected(f"gc: job is {job.state.name}, not finished")
+    return None, APPLIED
+
+
+def evolve(
+    job: Job | None, event: JobEvent, stamp: Stamp, local_id: int | None = None
+) -> tuple[Job | None, Verdict]:
+    """Apply one event to one job (None: no such job). `local_id` names the job an
+    Enqueued event creates (it comes from the record's offset); other events carry it.
+    """
+    match event:
+        case Enqueued():
+            if local_id is None:
+                raise ValueError("evolve(Enqueued) needs the local_id derived from the offset")
+            return _enqueued(job, event, stamp, local_id)
+        case Claimed():
+            return _claimed(job, event, stamp)
+        case Succeeded():
+            return _succeeded(job, event, stamp)
+        case Failed():
+            return _failed(job, event, stamp)
+        case Checkpointed():
+            return _checkpointed(job, event, stamp)
+        case TimedOut():
+            return _timed_out(job, event, stamp)
+        case Retried():
+            return _retried(job, event, stamp)
+        case Deleted():
+            return _deleted(job)
+        case Collected():
+            return _collected(job)
+
+
+def event_local_id(event: JobEvent, offset: int, index: int) -> int:
+    """The job an event concerns; for Enqueued it is derived from where the record sits."""
+    if isinstance(event, Enqueued):
+        return local_id_for(offset, index)
+    return event.local_id

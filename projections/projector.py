@@ -1,0 +1,347 @@
+"""Projects the log into Postgres: decode records, fold them through `evolve`, and
+commit the rows with the partition's offset in one transaction.
+
+The same code serves the live projection and `pinledger replay` (into a scratch
+schema): there is no second rebuild implementation, so a replay that differs from the
+live tables points at a real problem (a changed state machine, a lost write), never
+at a second implementation drifting apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger import codec
+from ledger.events import Enqueued, Envelope, JobEvent, QueueCreated, QueueDeleted
+from ledger.log import Log, LogRecord, Position, Reader, catalog_topic, queue_topic
+from ledger.state import FINISHED, Job, Stamp, event_local_id, evolve
+from projections.store import EventRow, PartitionBatch, QueueRow, Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """Where a replay stops in each partition: before `offset` (exclusive) and before
+    the first record stamped after `at` (ms). None means the end of the log."""
+
+    offset: int | None = None
+    at: int | None = None
+
+    def excludes(self, offset: int, at: int) -> bool:
+        return (self.offset is not None and offset >= self.offset) or (
+            self.at is not None and at > self.at
+        )
+
+
+UNBOUNDED = Bound()
+
+
+def _detail(event: JobEvent) -> dict[str, Any]:
+    """The event's own fields for the timeline; bodies are summarised by their size."""
+    detail: dict[str, Any] = {}
+    for f in dataclasses.fields(event):
+        value = getattr(event, f.name)
+        if f.name == "local_id":
+            continue
+        if isinstance(value, bytes):
+            detail[f"{f.name}_bytes"] = len(value)
+        elif value is not None:
+            detail[f.name] = value
+    return detail
+
+
+class PartitionProjector:
+    """Projects one partition of one queue. Jobs that are not finished stay cached in
+    memory; others are loaded from the projection when an event names them."""
+
+    def __init__(
+        self, store: Store, queue: str, topic: str, partition: int, bound: Bound = UNBOUNDED
+    ) -> None:
+        self.store = store
+        self.queue = queue
+        self.topic = topic
+        self.partition = partition
+        self.bound = bound
+        self.next_offset = store.offset(topic, partition)
+        self.done = False
+        self.cache: dict[int, Job] = {}
+
+    def apply(self, records: Sequence[LogRecord]) -> int:
+        """Project records of this partition (in offset order); returns how many events
+        were applied or rejected. Records below `next_offset` are redeliveries: skipped."""
+        fresh = self._fresh(records)
+        if not fresh:
+            return 0
+        batch = PartitionBatch(
+            queue=self.queue,
+            topic=self.topic,
+            partition=self.partition,
+            expected_offset=self.next_offset,
+            next_offset=fresh[-1][0].offset + 1,
+        )
+        before, working = self._fold(fresh, batch)
+        for local_id, job in working.items():
+            if job is before[local_id]:
+                continue
+            if job is None:
+                batch.removals.append(local_id)
+            else:
+                batch.upserts.append(job)
+        self.store.commit_partition_batch(batch)
+        self.next_offset = batch.next_offset
+        for local_id, job in working.items():
+            if job is None or job.state in FINISHED:
+                self.cache.pop(local_id, None)
+            else:
+                self.cache[local_id] = job
+        return len(batch.events)
+
+    def _fresh(self, records: Sequence[LogRecord]) -> list[tuple[LogRecord, Envelope]]:
+        """Decoded records not yet projected and within the bound."""
+        fresh = []
+        for record in records:
+            if record.offset < self.next_offset or self.done:
+                continue
+            envelope = codec.decode(record.value)
+            if self.bound.excludes(record.offset, envelope.at):
+                self.done = True
+                break
+            fresh.append((record, envelope))
+        return fresh
+
+    def _fold(
+        self, fresh: list[tuple[LogRecord, Envelope]], batch: PartitionBatch
+    ) -> tuple[dict[int, Job | None], dict[int, Job | None]]:
+        """Apply every event through `evolve`, recording the timeline rows in `batch`.
+        Returns each touched job before and after the batch."""
+        wanted = {
+            event.local_id
+            for _, envelope in fresh
+            for event in envelope.events
+            if not isinstance(event, Enqueued | QueueCreated | QueueDeleted)
+        } - self.cache.keys()
+        before: dict[int, Job | None] = dict(
+            self.store.load_jobs(self.queue, self.partition, wanted)
+        )
+        working: dict[int, Job | None] = {}
+        for record, envelope in fresh:
+            stamp = Stamp(envelope.at, envelope.actor)
+            traceparent = codec.traceparent_of(record.headers)
+            for idx, event in enumerate(envelope.events):
+                if isinstance(event, QueueCreated | QueueDeleted):
+                    log.warning(
+                        "%s[%d]@%d: queue event in a queue partition, ignored",
+                        self.topic,
+                        self.partition,
+                        record.offset,
+                    )
+                    continue
+                local_id = event_local_id(event, record.offset, idx)
+                if local_id not in working:
+                    before.setdefault(local_id, self.cache.get(local_id))
+                    working[local_id] = before[local_id]
+                prior = working[local_id]
+                after, verdict = evolve(prior, event, stamp, local_id)
+                working[local_id] = after
+                if isinstance(event, Enqueued) and verdict.applied and traceparent:
+                    batch.traceparents[local_id] = traceparent
+                claim = getattr(event, "claim", None) or (prior.claim if prior else None)
+                batch.events.append(
+                    EventRow(
+                        local_id=local_id,
+                        offset=record.offset,
+                        idx=idx,
+                        type=type(event).__name__,
+                        at=envelope.at,
+                        source=envelope.actor.source,
+                        request_id=envelope.actor.request_id,
+                        server=envelope.actor.server,
+                        claim=claim,
+                        applied=verdict.applied,
+                        verdict=str(verdict),
+                        state_after=None if after is None else int(after.state),
+                        attempts_remaining_after=None
+                        if after is None
+                        else after.attempts_remaining,
+                        detail=_detail(event),
+                        traceparent=traceparent,
+                    )
+                )
+        return before, working
+
+
+class CatalogProjector:
+    """Projects the catalog topic: queue creations and deletions."""
+
+    def __init__(self, store: Store, prefix: str, bound: Bound = UNBOUNDED) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.topic = catalog_topic(prefix)
+        self.bound = bound
+        self.next_offset = store.offset(self.topic, 0)
+        self.done = False
+
+    def apply(self, records: Sequence[LogRecord]) -> bool:
+        """Project catalog records; True when the set of queues changed."""
+        created: list[tuple[QueueRow, list[str]]] = []
+        deleted: list[tuple[str, str]] = []
+        last = None
+        for record in records:
+            if record.offset < self.next_offset or self.done:
+                continue
+            envelope = codec.decode(record.value)
+            if self.bound.excludes(record.offset, envelope.at):
+                self.done = True
+                break
+            last = record.offset
+            for event in envelope.events:
+                if isinstance(event, QueueCreated):
+                    row = QueueRow(event.name, event.partitions, envelope.at)
+                    created.append((row, [queue_topic(self.prefix, event.name)]))
+                elif isinstance(event, QueueDeleted):
+                    # A deletion cancels an earlier creation in the same batch.
+                    created = [c for c in created if c[0].name != event.name]
+                    deleted.append((event.name, queue_topic(self.prefix, event.name)))
+        if last is None:
+            return False
+        self.store.commit_catalog(self.topic, self.next_offset, last + 1, created, deleted)
+        self.next_offset = last + 1
+        return bool(created or deleted)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Which part of the log to project: all queues, or some; one partition or all."""
+
+    queues: frozenset[str] | None = None
+    partition: int | None = None
+    bound: Bound = UNBOUNDED
+    # Per-partition end offsets (exclusive) on top of `bound`, keyed (topic, partition).
+    partition_bounds: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def bound_for(self, topic: str, partition: int) -> Bound:
+        limit = self.partition_bounds.get((topic, partition))
+        if limit is None:
+            return self.bound
+        if self.bound.offset is not None:
+            limit = min(limit, self.bound.offset)
+        return Bound(offset=limit, at=self.bound.at)
+
+    def covers(self, queue: str, partition: int) -> bool:
+        return (self.queues is None or queue in self.queues) and (
+            self.partition is None or partition == self.partition
+        )
+
+
+class ProjectionRunner:
+    """Follows the catalog and every partition of the queues it lists, projecting
+    batches as they arrive. One reader, one thread: Postgres batches do the work."""
+
+    def __init__(
+        self,
+        store: Store,
+        log_: Log,
+        prefix: str,
+        scope: Scope | None = None,
+        max_records: int = 5000,
+    ) -> None:
+        self.store = store
+        self.log = log_
+        self.prefix = prefix
+        self.scope = scope or Scope()
+        self.max_records = max_records
+        # Catalog offsets are unrelated to queue partition offsets: bound it by time only.
+        self.catalog = CatalogProjector(store, prefix, Bound(at=self.scope.bound.at))
+        self.partitions: dict[tuple[str, int], PartitionProjector] = {}
+        self._reader: Reader | None = None
+        self._sync_partitions()
+
+    def _sync_partitions(self) -> None:
+        wanted: dict[tuple[str, int], str] = {}
+        for row in self.store.queues():
+            topic = queue_topic(self.prefix, row.name)
+            for partition in range(row.partitions):
+                if self.scope.covers(row.name, partition):
+                    wanted[(topic, partition)] = row.name
+        for key in list(self.partitions):
+            if key not in wanted:
+                del self.partitions[key]
+        for (topic, partition), queue in wanted.items():
+            if (topic, partition) not in self.partitions:
+                self.partitions[(topic, partition)] = PartitionProjector(
+                    self.store, queue, topic, partition, self.scope.bound
+                )
+        if self._reader is not None:
+            self._reader.close()
+        positions = [Position(self.catalog.topic, 0, self.catalog.next_offset)]
+        positions += [
+            Position(p.topic, p.partition, p.next_offset) for p in self.partitions.values()
+        ]
+        self._reader = self.log.reader(positions)
+
+    def step(self, timeout_ms: int = 200) -> int:
+        """Poll once and project what arrived; returns the number of job events."""
+        assert self._reader is not None
+        records = self._reader.poll(self.max_records, timeout_ms)
+        by_partition: dict[tuple[str, int], list[LogRecord]] = {}
+        for record in records:
+            by_partition.setdefault((record.topic, record.partition), []).append(record)
+        applied = 0
+        catalog_records = by_partition.pop((self.catalog.topic, 0), [])
+        for key, batch in by_partition.items():
+            projector = self.partitions.get(key)
+            if projector is not None:
+                applied += projector.apply(sorted(batch, key=lambda r: r.offset))
+        if catalog_records and self.catalog.apply(sorted(catalog_records, key=lambda r: r.offset)):
+            self._sync_partitions()
+        return applied
+
+    def lag(self) -> dict[tuple[str, int], int]:
+        """Records not yet projected, per partition (bounded partitions that are done
+        count as caught up)."""
+        ends = {}
+        targets = [(self.catalog.topic, 0, self.catalog)] + [
+            (p.topic, p.partition, p) for p in self.partitions.values()
+        ]
+        for topic, partition, projector in targets:
+            if projector.done:
+                continue
+            end = self.log.end_offset(topic, partition)
+            if self.scope.bound.offset is not None and topic != self.catalog.topic:
+                end = min(end, self.scope.bound.offset)
+            if end > projector.next_offset:
+                ends[(topic, partition)] = end - projector.next_offset
+        return ends
+
+    def catch_up(
+        self, progress: Callable[[int, int], None] | None = None, idle_polls: int = 3
+    ) -> int:
+        """Project until every partition has reached the end of the log as it was
+        when the call started (or its bound). Returns the number of job events."""
+        total = 0
+        remaining = sum(self.lag().values())
+        quiet = 0
+        while True:
+            applied = self.step()
+            total += applied
+            if progress is not None:
+                progress(total, remaining)
+            if applied:
+                quiet = 0
+                continue
+            lag = self.lag()
+            if not lag:
+                return total
+            quiet += 1
+            if quiet >= idle_polls * 50:
+                raise TimeoutError(f"projection made no progress; still behind: {lag}")
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None

@@ -1,0 +1,130 @@
+-- Every SQL statement pinledger runs, by name. Loaded once by projections/sql.py.
+-- A block starts with `-- name: <name>`; the comment lines after it describe it.
+-- Parameters are psycopg's %(name)s; {schema}-style names are identifiers composed
+-- with psycopg.sql (never user text).
+
+-- name: create_migrations_table
+-- Which numbered files of migrations/ a schema has had applied.
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     integer PRIMARY KEY,
+    name        text    NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: applied_migrations
+SELECT version FROM schema_migrations ORDER BY version;
+
+-- name: record_migration
+INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s);
+
+-- name: create_schema
+CREATE SCHEMA IF NOT EXISTS {schema};
+
+-- name: drop_schema
+DROP SCHEMA IF EXISTS {schema} CASCADE;
+
+-- name: lock_migrations
+-- Two processes migrating the same schema at once take turns.
+SELECT pg_advisory_xact_lock(hashtext(current_schema()));
+
+-- name: get_offset
+SELECT next_offset FROM partition_offsets WHERE topic = %(topic)s AND partition = %(partition)s;
+
+-- name: init_offset
+INSERT INTO partition_offsets (topic, partition, next_offset)
+VALUES (%(topic)s, %(partition)s, 0)
+ON CONFLICT (topic, partition) DO NOTHING;
+
+-- name: advance_offset
+-- Compare-and-set: moves only from the offset this projector started its batch at,
+-- so two projectors of one partition can never both commit the same records.
+UPDATE partition_offsets SET next_offset = %(next)s
+WHERE topic = %(topic)s AND partition = %(partition)s AND next_offset = %(expected)s;
+
+-- name: load_jobs
+SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, claim_source, touched_at
+FROM jobs
+WHERE queue = %(queue)s AND partition = %(partition)s AND local_id = ANY(%(ids)s);
+
+-- name: upsert_job
+INSERT INTO jobs (queue, partition, local_id, priority, state, body, attempts_allowed,
+                  attempts_remaining, custom_status, created_at, run_after, updated_at,
+                  claim, claim_source, touched_at, traceparent)
+VALUES (%(queue)s, %(partition)s, %(local_id)s, %(priority)s, %(state)s, %(body)s,
+        %(attempts_allowed)s, %(attempts_remaining)s, %(custom_status)s, %(created_at)s,
+        %(run_after)s, %(updated_at)s, %(claim)s, %(claim_source)s, %(touched_at)s,
+        %(traceparent)s)
+ON CONFLICT (queue, partition, local_id) DO UPDATE SET
+    priority = EXCLUDED.priority,
+    state = EXCLUDED.state,
+    body = EXCLUDED.body,
+    attempts_allowed = EXCLUDED.attempts_allowed,
+    attempts_remaining = EXCLUDED.attempts_remaining,
+    custom_status = EXCLUDED.custom_status,
+    run_after = EXCLUDED.run_after,
+    updated_at = EXCLUDED.updated_at,
+    claim = EXCLUDED.claim,
+    claim_source = EXCLUDED.claim_source,
+    touched_at = EXCLUDED.touched_at;
+
+-- name: remove_jobs
+DELETE FROM jobs WHERE queue = %(queue)s AND partition = %(partition)s AND local_id = ANY(%(ids)s);
+
+-- name: copy_job_events
+COPY job_events (queue, partition, local_id, "offset", idx, type, at, source, request_id,
+                 server, claim, applied, verdict, state_after, attempts_remaining_after,
+                 detail, traceparent) FROM STDIN;
+
+-- name: create_queue
+INSERT INTO queues (name, partitions, created_at) VALUES (%(name)s, %(partitions)s, %(at)s)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: delete_queue
+DELETE FROM queues WHERE name = %(name)s;
+
+-- name: delete_queue_jobs
+DELETE FROM jobs WHERE queue = %(name)s;
+
+-- name: delete_queue_job_events
+DELETE FROM job_events WHERE queue = %(name)s;
+
+-- name: delete_topic_offsets
+DELETE FROM partition_offsets WHERE topic = %(topic)s;
+
+-- name: list_queues
+SELECT name, partitions, created_at FROM queues ORDER BY name;
+
+-- name: job_counts
+-- Jobs by queue, state and priority: what replay prints as a summary.
+SELECT queue, state, priority, count(*) FROM jobs GROUP BY queue, state, priority
+ORDER BY queue, state, priority;
+
+-- name: job_timeline
+SELECT "offset", idx, type, at, source, request_id, server, claim, applied, verdict,
+       state_after, attempts_remaining_after, detail, traceparent
+FROM job_events
+WHERE queue = %(queue)s AND partition = %(partition)s AND local_id = %(local_id)s
+ORDER BY "offset", idx;
+
+-- name: diff_rows
+-- Rows of {table} in schema {left} that schema {right} lacks (compared column by
+-- column), limited to the replayed queues and, when given, one partition. Run both
+-- ways round for a symmetric difference.
+SELECT to_jsonb(l) FROM (
+    SELECT * FROM {left}.{table} WHERE {queue_column} = ANY(%(queues)s)
+        AND (%(partition)s::integer IS NULL OR {partition_column} = %(partition)s)
+    EXCEPT ALL
+    SELECT * FROM {right}.{table} WHERE {queue_column} = ANY(%(queues)s)
+        AND (%(partition)s::integer IS NULL OR {partition_column} = %(partition)s)
+) AS l
+LIMIT %(limit)s;
+
+-- name: diff_count
+SELECT count(*) FROM (
+    SELECT * FROM {left}.{table} WHERE {queue_column} = ANY(%(queues)s)
+        AND (%(partition)s::integer IS NULL OR {partition_column} = %(partition)s)
+    EXCEPT ALL
+    SELECT * FROM {right}.{table} WHERE {queue_column} = ANY(%(queues)s)
+        AND (%(partition)s::integer IS NULL OR {partition_column} = %(partition)s)
+) AS d;

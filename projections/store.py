@@ -1,0 +1,350 @@
+"""The Postgres adapter: the only module that executes SQL (all of it from queries.sql).
+
+A `Store` works in one schema (`search_path`), so the live projection, a replay's
+scratch schema and each test's own schema are the same code on different names.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from ledger.state import Job, JobState
+from projections.sql import composed, migrations, query
+
+log = logging.getLogger(__name__)
+
+_SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+class StoreError(RuntimeError):
+    """Postgres could not do what was asked; the message says what to check."""
+
+
+class FencedError(StoreError):
+    """Another projector moved the partition's offset: this one must stop and reload."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """One row of the job's timeline (job_events)."""
+
+    local_id: int
+    offset: int
+    idx: int
+    type: str
+    at: int
+    source: str
+    request_id: str
+    server: str
+    claim: str | None
+    applied: bool
+    verdict: str
+    state_after: int | None
+    attempts_remaining_after: int | None
+    detail: dict[str, Any]
+    traceparent: str | None
+
+
+@dataclass(slots=True)
+class PartitionBatch:
+    """What one projected batch of records changes in one partition, committed in one
+    transaction together with the partition's new offset."""
+
+    queue: str
+    topic: str
+    partition: int
+    expected_offset: int
+    next_offset: int
+    upserts: list[Job] = field(default_factory=list)
+    removals: list[int] = field(default_factory=list)
+    events: list[EventRow] = field(default_factory=list)
+    traceparents: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    name: str
+    partitions: int
+    created_at: int
+
+
+def check_schema_name(schema: str) -> str:
+    if not _SCHEMA_RE.fullmatch(schema):
+        raise StoreError(
+            f"schema name {schema!r} must be lower-case letters, digits and '_' "
+            "(at most 63, not starting with a digit)"
+        )
+    return schema
+
+
+def _job_from_row(row: Sequence[Any]) -> Job:
+    (
+        local_id,
+        priority,
+        state,
+        body,
+        allowed,
+        remaining,
+        status,
+        created_at,
+        run_after,
+        updated_at,
+        claim,
+        claim_source,
+        touched_at,
+    ) = row
+    return Job(
+        local_id=local_id,
+        priority=priority,
+        state=JobState(state),
+        body=bytes(body),
+        attempts_allowed=allowed,
+        attempts_remaining=remaining,
+        custom_status=status,
+        created_at=created_at,
+        run_after=run_after,
+        updated_at=updated_at,
+        claim=claim,
+        claim_source=claim_source,
+        touched_at=touched_at,
+    )
+
+
+class Store:
+    def __init__(self, dsn: str, schema: str = "public", max_size: int = 8) -> None:
+        self.dsn = dsn
+        self.schema = check_schema_name(schema)
+        try:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(composed("create_schema", schema=self.schema))
+        except psycopg.OperationalError as exc:
+            raise StoreError(
+                f"cannot connect to Postgres ({exc}). Start it with `make stack-up`, or "
+                "point PINLEDGER_PG_DSN at your server."
+            ) from exc
+        self.pool = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max_size,
+            kwargs={"options": f"-c search_path={self.schema}"},
+            open=True,
+            name=f"pinledger-{self.schema}",
+        )
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def drop(self) -> None:
+        """Drop this store's schema with everything in it (scratch and test schemas)."""
+        self.pool.close()
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(composed("drop_schema", schema=self.schema))
+
+    def migrate(self) -> list[str]:
+        """Apply the migrations this schema lacks; returns the names applied."""
+        applied_now = []
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute(query("lock_migrations"))
+            conn.execute(query("create_migrations_table"))
+            done = {row[0] for row in conn.execute(query("applied_migrations"))}
+            for version, name, text in migrations():
+                if version in done:
+                    continue
+                conn.execute(text.encode("utf-8"))
+                conn.execute(query("record_migration"), {"version": version, "name": name})
+                applied_now.append(name)
+        return applied_now
+
+    # -- offsets -------------------------------------------------------------------
+
+    def offset(self, topic: str, partition: int) -> int:
+        """Next offset to project for a partition (0 when never projected)."""
+        with self.pool.connection() as conn:
+            conn.execute(query("init_offset"), {"topic": topic, "partition": partition})
+            row = conn.execute(
+                query("get_offset"), {"topic": topic, "partition": partition}
+            ).fetchone()
+        assert row is not None  # init_offset guarantees the row
+        return int(row[0])
+
+    # -- jobs ------------------------------------------------------------------------
+
+    def load_jobs(self, queue: str, partition: int, ids: Iterable[int]) -> dict[int, Job]:
+        id_list = list(ids)
+        if not id_list:
+            return {}
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                query("load_jobs"), {"queue": queue, "partition": partition, "ids": id_list}
+            ).fetchall()
+        return {row[0]: _job_from_row(row) for row in rows}
+
+    def commit_partition_batch(self, batch: PartitionBatch) -> None:
+        with self.pool.connection() as conn, conn.transaction():
+            cur = conn.execute(
+                query("advance_offset"),
+                {
+                    "topic": batch.topic,
+                    "partition": batch.partition,
+                    "expected": batch.expected_offset,
+                    "next": batch.next_offset,
+                },
+            )
+            if cur.rowcount != 1:
+                raise FencedError(
+                    f"{batch.topic}[{batch.partition}] is no longer at offset "
+                    f"{batch.expected_offset}: another projector advanced it"
+                )
+            if batch.events:
+                with conn.cursor().copy(query("copy_job_events")) as copy:
+                    for row in batch.events:
+                        copy.write_row(
+                            (
+                                batch.queue,
+                                batch.partition,
+                                row.local_id,
+                                row.offset,
+                                row.idx,
+                                row.type,
+                                row.at,
+                                row.source,
+                                row.request_id,
+                                row.server,
+                                row.claim,
+                                row.applied,
+                                row.verdict,
+                                row.state_after,
+                                row.attempts_remaining_after,
+                                Jsonb(row.detail),
+                                row.traceparent,
+                            )
+                        )
+            if batch.removals:
+                conn.execute(
+                    query("remove_jobs"),
+                    {"queue": batch.queue, "partition": batch.partition, "ids": batch.removals},
+                )
+            if batch.upserts:
+                conn.cursor().executemany(
+                    query("upsert_job"),
+                    [
+                        {
+                            "queue": batch.queue,
+                            "partition": batch.partition,
+                            "local_id": job.local_id,
+                            "priority": job.priority,
+                            "state": int(job.state),
+                            "body": job.body,
+                            "attempts_allowed": job.attempts_allowed,
+                            "attempts_remaining": job.attempts_remaining,
+                            "custom_status": job.custom_status,
+                            "created_at": job.created_at,
+                            "run_after": job.run_after,
+                            "updated_at": job.updated_at,
+                            "claim": job.claim,
+                            "claim_source": job.claim_source,
+                            "touched_at": job.touched_at,
+                            "traceparent": batch.traceparents.get(job.local_id),
+                        }
+                        for job in batch.upserts
+                    ],
+                )
+
+    # -- queues (the catalog) ----------------------------------------------------------
+
+    def commit_catalog(
+        self,
+        topic: str,
+        expected_offset: int,
+        next_offset: int,
+        created: Sequence[tuple[QueueRow, Sequence[str]]],
+        deleted: Sequence[tuple[str, str]],
+    ) -> None:
+        """Apply queue creations (row, partition topics to start at offset 0) and
+        deletions (queue name, its topic) with the catalog offset, in one transaction."""
+        with self.pool.connection() as conn, conn.transaction():
+            cur = conn.execute(
+                query("advance_offset"),
+                {"topic": topic, "partition": 0, "expected": expected_offset, "next": next_offset},
+            )
+            if cur.rowcount != 1:
+                raise FencedError(f"catalog {topic} is no longer at offset {expected_offset}")
+            for name, queue_topic in deleted:
+                params = {"name": name, "topic": queue_topic}
+                for statement in (
+                    "delete_queue",
+                    "delete_queue_jobs",
+                    "delete_queue_job_events",
+                    "delete_topic_offsets",
+                ):
+                    conn.execute(query(statement), params)
+            for row, topics in created:
+                conn.execute(
+                    query("create_queue"),
+                    {"name": row.name, "partitions": row.partitions, "at": row.created_at},
+                )
+                for queue_topic in topics:
+                    for partition in range(row.partitions):
+                        conn.execute(
+                            query("init_offset"), {"topic": queue_topic, "partition": partition}
+                        )
+
+    def queues(self) -> list[QueueRow]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(query("list_queues")).fetchall()
+        return [QueueRow(*row) for row in rows]
+
+    def job_counts(self) -> list[tuple[str, JobState, int, int]]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(query("job_counts")).fetchall()
+        return [(queue, JobState(state), priority, count) for queue, state, priority, count in rows]
+
+    def timeline(self, queue: str, partition: int, local_id: int) -> list[tuple[Any, ...]]:
+        with self.pool.connection() as conn:
+            return conn.execute(
+                query("job_timeline"),
+                {"queue": queue, "partition": partition, "local_id": local_id},
+            ).fetchall()
+
+    # -- replay diff -----------------------------------------------------------------------
+
+    def diff(
+        self,
+        *,
+        other_schema: str,
+        table: str,
+        queue_column: str,
+        partition_column: str,
+        queues: Sequence[str],
+        partition: int | None,
+        limit: int,
+    ) -> tuple[int, int, list[Any], list[Any]]:
+        """Rows of `table` only here, only in `other_schema` (counts, then samples),
+        among rows whose `queue_column` is in `queues` and, when `partition` is given,
+        whose integer `partition_column` equals it."""
+        params = {"queues": list(queues), "partition": partition, "limit": limit}
+
+        def one_way(left: str, right: str) -> tuple[int, list[Any]]:
+            names = {
+                "left": left,
+                "right": right,
+                "table": table,
+                "queue_column": queue_column,
+                "partition_column": partition_column,
+            }
+            with self.pool.connection() as conn:
+                count_row = conn.execute(composed("diff_count", **names), params).fetchone()
+                rows = conn.execute(composed("diff_rows", **names), params).fetchall()
+            return (int(count_row[0]) if count_row else 0), [r[0] for r in rows]
+
+        only_here, here_rows = one_way(self.schema, other_schema)
+        only_there, there_rows = one_way(other_schema, self.schema)
+        return only_here, only_there, here_rows, there_rows

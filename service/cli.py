@@ -1,0 +1,205 @@
+"""The `pinledger` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from ledger.codec import CodecError
+from ledger.kafka_log import KafkaLog, KafkaSettings
+from ledger.log import LogError
+from projections.projector import Bound, ProjectionRunner, Scope
+from projections.replay import ReplayReport, replay
+from projections.store import Store, StoreError
+from service.config import Config
+from service.demo import run_demo
+
+log = logging.getLogger("pinledger")
+
+
+def _store(config: Config, schema: str | None = None) -> Store:
+    return Store(config.pg_dsn, schema or config.schema)
+
+
+def _log(config: Config) -> KafkaLog:
+    return KafkaLog(KafkaSettings(bootstrap=config.kafka, client_id=config.server_id))
+
+
+def cmd_migrate(config: Config, _: argparse.Namespace) -> int:
+    store = _store(config)
+    try:
+        applied = store.migrate()
+    finally:
+        store.close()
+    print(
+        f"schema {config.schema}: " + (f"applied {', '.join(applied)}" if applied else "up to date")
+    )
+    return 0
+
+
+def cmd_project(config: Config, args: argparse.Namespace) -> int:
+    """Run the projection until interrupted (or, with --once, until caught up)."""
+    store = _store(config)
+    store.migrate()
+    kafka = _log(config)
+    runner = ProjectionRunner(store, kafka, config.topic_prefix)
+    try:
+        if args.once:
+            events = runner.catch_up()
+            print(f"projected {events} events; caught up")
+            return 0
+        print(
+            f"projecting {config.topic_prefix}* into schema {config.schema}; Ctrl-C stops",
+            flush=True,
+        )
+        while True:
+            runner.step(timeout_ms=500)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        runner.close()
+        kafka.close()
+        store.close()
+
+
+def _parse_time(text: str) -> int:
+    """Milliseconds since the epoch, or an ISO-8601 time (UTC unless it says)."""
+    if text.isdigit():
+        return int(text)
+    parsed = datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return int(parsed.timestamp() * 1000)
+
+
+def _progress_printer() -> Callable[[int, int], None]:
+    started = time.monotonic()
+    last = [0.0]
+
+    def show(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] < 1.0:
+            return
+        last[0] = now
+        rate = done / max(now - started, 1e-9)
+        print(f"  replayed {done:,} of ~{total:,} events ({rate:,.0f}/s)", flush=True)
+
+    return show
+
+
+def _print_report(report: ReplayReport, scratch: Store) -> None:
+    rate = report.events / max(report.seconds, 1e-9)
+    print(
+        f"replayed {report.events:,} events in {report.seconds:.2f}s ({rate:,.0f} events/s) "
+        f"into schema {scratch.schema}"
+    )
+    if not report.compared:
+        print("bounded replay (--until-offset/--until-time): state at that point:")
+        for queue, state, priority, count in scratch.job_counts():
+            print(f"  {queue:<24} {state.name:<12} p{priority}  {count:>8,}")
+        return
+    if report.identical:
+        print("identical: the replayed projection equals the live tables")
+        return
+    print("DIFFERENT: the replayed projection does not match the live tables")
+    for diff in report.diffs:
+        if diff.only_live or diff.only_replay:
+            print(
+                f"  {diff.table}: {diff.only_live} rows only live, "
+                f"{diff.only_replay} rows only in the replay"
+            )
+            for row in diff.live_samples:
+                print(f"    live:   {row}")
+            for row in diff.replay_samples:
+                print(f"    replay: {row}")
+
+
+def cmd_replay(config: Config, args: argparse.Namespace) -> int:
+    bound = Bound(
+        offset=args.until_offset,
+        at=None if args.until_time is None else _parse_time(args.until_time),
+    )
+    scope = Scope(
+        queues=frozenset(args.queue) if args.queue else None, partition=args.partition, bound=bound
+    )
+    scratch_name = args.scratch or f"replay_{uuid.uuid4().hex[:8]}"
+    live = _store(config)
+    scratch = _store(config, scratch_name)
+    kafka = _log(config)
+    try:
+        print(
+            f"replaying {'all queues' if scope.queues is None else ', '.join(args.queue)}"
+            f"{'' if args.partition is None else f' partition {args.partition}'} from "
+            f"{config.kafka} into schema {scratch_name}",
+            flush=True,
+        )
+        report = replay(live, scratch, kafka, config.topic_prefix, scope, _progress_printer())
+        _print_report(report, scratch)
+        return 0 if report.identical else 1
+    finally:
+        kafka.close()
+        live.close()
+        if args.keep:
+            scratch.close()
+            print(f"kept schema {scratch_name}")
+        else:
+            scratch.drop()
+
+
+def cmd_demo(config: Config, _: argparse.Namespace) -> int:
+    return run_demo(config)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pinledger", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    commands.add_parser("migrate", help="apply the projection schema's migrations")
+
+    project = commands.add_parser("project", help="project the log into Postgres")
+    project.add_argument("--once", action="store_true", help="stop when caught up")
+
+    rep = commands.add_parser(
+        "replay", help="rebuild the projection from the log into a scratch schema and diff it"
+    )
+    rep.add_argument("--queue", action="append", help="only this queue (repeatable)")
+    rep.add_argument("--partition", type=int, help="only this partition")
+    rep.add_argument("--until-offset", type=int, help="stop before this offset per partition")
+    rep.add_argument("--until-time", help="stop after this time (ms or ISO-8601)")
+    rep.add_argument("--scratch", help="scratch schema name (default: a fresh one)")
+    rep.add_argument("--keep", action="store_true", help="keep the scratch schema")
+
+    commands.add_parser("demo", help="a short tour: enqueue, project, replay")
+    return parser
+
+
+COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
+    "migrate": cmd_migrate,
+    "project": cmd_project,
+    "replay": cmd_replay,
+    "demo": cmd_demo,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    config = Config.from_env()
+    try:
+        return COMMANDS[args.command](config, args)
+    except (LogError, StoreError, CodecError, ValueError) as exc:
+        print(f"pinledger {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
