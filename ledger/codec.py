@@ -190,7 +190,7 @@ def _decode_event(obj: Any) -> Event:
     tag = obj.get("t")
     decoder = _DECODERS.get(tag) if isinstance(tag, str) else None
     if decoder is None:
-        raise CodecError(f"unknown event type {obj.get('t')!r}")
+        raise CodecError(f"unknown event type {tag!r}")
     return decoder(obj)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import OffsetSpec
 from kafka.errors import (
     KafkaError,
     TopicAlreadyExistsError,
@@ -93,12 +94,6 @@ class KafkaLog:
             self._admin = KafkaAdminClient(
                 bootstrap_servers=settings.bootstrap, client_id=f"{settings.client_id}-admin"
             )
-            self._offsets = KafkaConsumer(
-                bootstrap_servers=settings.bootstrap,
-                client_id=f"{settings.client_id}-offsets",
-                group_id=None,
-                enable_auto_commit=False,
-            )
         except KafkaError as exc:
             raise LogError(
                 f"cannot reach Kafka at {settings.bootstrap}: {exc}. Start it with "
@@ -156,9 +151,20 @@ class KafkaLog:
             raise LogError(f"append to Kafka at {self._settings.bootstrap} failed: {exc}") from exc
 
     def end_offset(self, topic: str, partition: int) -> int:
-        tp = TopicPartition(topic, partition)
-        offsets: dict[TopicPartition, int] = self._offsets.end_offsets([tp])
-        return offsets[tp]
+        ends = self.end_offsets([(topic, partition)])
+        if (topic, partition) not in ends:
+            raise LogError(f"no partition {partition} of topic {topic} in Kafka")
+        return ends[(topic, partition)]
+
+    def end_offsets(self, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        existing = self.topics()
+        wanted = [TopicPartition(t, p) for t, p in partitions if t in existing]
+        if not wanted:
+            return {}
+        # The admin client's ListOffsets refreshes metadata for topics it has not seen
+        # yet; a plain consumer's end_offsets drops such partitions from its answer.
+        offsets = self._admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in wanted})
+        return {(tp.topic, tp.partition): found.offset for tp, found in offsets.items()}
 
     def reader(self, positions: Sequence[Position]) -> KafkaReader:
         return KafkaReader(self._settings, positions)
@@ -166,4 +172,3 @@ class KafkaLog:
     def close(self) -> None:
         self._producer.close()
         self._admin.close()
-        self._offsets.close()

@@ -304,19 +304,18 @@ class ProjectionRunner:
     def lag(self) -> dict[tuple[str, int], int]:
         """Records not yet projected, per partition (bounded partitions that are done
         count as caught up)."""
-        ends = {}
-        targets = [(self.catalog.topic, 0, self.catalog)] + [
-            (p.topic, p.partition, p) for p in self.partitions.values()
-        ]
-        for topic, partition, projector in targets:
-            if projector.done:
-                continue
-            end = self.log.end_offset(topic, partition)
-            if self.scope.bound.offset is not None and topic != self.catalog.topic:
-                end = min(end, self.scope.bound.offset)
+        targets: list[CatalogProjector | PartitionProjector] = [self.catalog]
+        targets += [p for p in self.partitions.values() if not p.done]
+        keys = [(t.topic, getattr(t, "partition", 0)) for t in targets]
+        ends = self.log.end_offsets(keys)
+        lag = {}
+        for key, projector in zip(keys, targets, strict=True):
+            end = ends.get(key, projector.next_offset)
+            if projector.bound.offset is not None:
+                end = min(end, projector.bound.offset)
             if end > projector.next_offset:
-                ends[(topic, partition)] = end - projector.next_offset
-        return ends
+                lag[key] = end - projector.next_offset
+        return lag
 
     def catch_up(
         self, progress: Callable[[int, int], None] | None = None, idle_polls: int = 3

@@ -47,6 +47,13 @@ SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
 FROM jobs
 WHERE queue = %(queue)s AND partition = %(partition)s AND local_id = ANY(%(ids)s);
 
+-- name: partition_jobs
+-- Every job of one partition in the given states (an owner warming up, tests).
+SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, claim_source, touched_at
+FROM jobs
+WHERE queue = %(queue)s AND partition = %(partition)s AND state = ANY(%(states)s);
+
 -- name: upsert_job
 INSERT INTO jobs (queue, partition, local_id, priority, state, body, attempts_allowed,
                   attempts_remaining, custom_status, created_at, run_after, updated_at,

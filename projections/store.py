@@ -187,6 +187,16 @@ class Store:
             ).fetchall()
         return {row[0]: _job_from_row(row) for row in rows}
 
+    def partition_jobs(
+        self, queue: str, partition: int, states: Iterable[JobState] = tuple(JobState)
+    ) -> dict[int, Job]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                query("partition_jobs"),
+                {"queue": queue, "partition": partition, "states": [int(s) for s in states]},
+            ).fetchall()
+        return {row[0]: _job_from_row(row) for row in rows}
+
     def commit_partition_batch(self, batch: PartitionBatch) -> None:
         with self.pool.connection() as conn, conn.transaction():
             cur = conn.execute(

@@ -47,7 +47,7 @@ def cmd_project(config: Config, args: argparse.Namespace) -> int:
     store = _store(config)
     store.migrate()
     kafka = _log(config)
-    runner = ProjectionRunner(store, kafka, config.topic_prefix)
+    runner = ProjectionRunner(store, kafka, config.topic_prefix, max_records=args.batch)
     try:
         if args.once:
             events = runner.catch_up()
@@ -164,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     project = commands.add_parser("project", help="project the log into Postgres")
     project.add_argument("--once", action="store_true", help="stop when caught up")
+    project.add_argument("--batch", type=int, default=5000, help="records per transaction")
 
     rep = commands.add_parser(
         "replay", help="rebuild the projection from the log into a scratch schema and diff it"

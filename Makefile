@@ -1,0 +1,51 @@
+# pinledger: `make help` lists the targets. `make check` is what CI runs.
+PYTHON ?= python3
+PYTEST_FLAGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install stack-up stack-down stack-status run demo test test-unit test-integration lint types check bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
+
+install: ## install pinledger and its dev tools into the current Python
+	$(PYTHON) -m pip install -q -e '.[dev]'
+
+stack-up: ## start the local Kafka and Postgres (idempotent)
+	bash stack/stack.sh up
+
+stack-down: ## stop the local Kafka and Postgres
+	bash stack/stack.sh down
+
+stack-status: ## is the local stack running?
+	bash stack/stack.sh status
+
+run: install stack-up demo ## set everything up and run the demo
+
+demo: ## run the demo against the running stack
+	$(PYTHON) -m service.cli demo
+
+test: install stack-up ## run every test against the real Kafka and Postgres
+	$(PYTHON) -m pytest $(PYTEST_FLAGS)
+
+test-unit: ## the pure tests only (no servers needed)
+	$(PYTHON) -m pytest tests/unit $(PYTEST_FLAGS)
+
+test-integration: ## the tests against the real servers
+	$(PYTHON) -m pytest tests/integration $(PYTEST_FLAGS)
+
+lint: ## ruff
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+
+types: ## mypy, strict
+	$(PYTHON) -m mypy
+
+check: install stack-up lint types ## lint + types + tests: what CI runs
+	$(PYTHON) -m pytest --cov=ledger --cov=projections --cov-report=term $(PYTEST_FLAGS)
+
+bench: ## the benchmark (see bench/)
+	$(PYTHON) -m bench
+
+clean: ## remove caches
+	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage build *.egg-info
