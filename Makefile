@@ -26,7 +26,7 @@ demo: ## run the demo against the running stack
 	$(PYTHON) -m service.cli demo
 
 test: install stack-up ## run every test against the real Kafka and Postgres
-	$(PYTHON) -m pytest $(PYTEST_FLAGS)
+	$(PYTHON) -m pytest --cov=ledger --cov=projections --cov=service --cov-report=term $(PYTEST_FLAGS)
 
 test-unit: ## the pure tests only (no servers needed)
 	$(PYTHON) -m pytest tests/unit $(PYTEST_FLAGS)
@@ -41,8 +41,7 @@ lint: ## ruff
 types: ## mypy, strict
 	$(PYTHON) -m mypy
 
-check: install stack-up lint types ## lint + types + tests: what CI runs
-	$(PYTHON) -m pytest --cov=ledger --cov=projections --cov-report=term $(PYTEST_FLAGS)
+check: install lint types test ## lint + types + tests: what CI runs
 
 bench: ## the benchmark (see bench/)
 	$(PYTHON) -m bench
