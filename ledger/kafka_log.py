@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import OffsetSpec
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 from kafka.errors import (
     KafkaError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
 
-from ledger.log import Append, LogError, LogRecord, Position
+from ledger.log import Append, GroupMember, LogError, LogRecord, Position
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,22 @@ class KafkaSettings:
     batch_size: int = 256 * 1024
     request_timeout_ms: int = 15_000
     client_id: str = "pinledger"
+
+
+def _records(batches: dict[Any, Any]) -> list[LogRecord]:
+    records: list[LogRecord] = []
+    for tp, messages in batches.items():
+        records.extend(
+            LogRecord(
+                topic=tp.topic,
+                partition=tp.partition,
+                offset=m.offset,
+                value=m.value,
+                headers=list(m.headers or ()),
+            )
+            for m in messages
+        )
+    return records
 
 
 class KafkaReader:
@@ -58,20 +76,70 @@ class KafkaReader:
             self._consumer.seek(partition, position.offset)
 
     def poll(self, max_records: int, timeout_ms: int) -> list[LogRecord]:
-        batches = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
-        records: list[LogRecord] = []
-        for tp, messages in batches.items():
-            records.extend(
-                LogRecord(
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    offset=m.offset,
-                    value=m.value,
-                    headers=list(m.headers or ()),
-                )
-                for m in messages
-            )
-        return records
+        return _records(self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records))
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+Partitions = list[tuple[str, int]]
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Runs on the consumer's I/O loop, which also heartbeats: hand over and return."""
+
+    def __init__(
+        self, revoked: Callable[[Partitions], None], assigned: Callable[[Partitions], None]
+    ):
+        self._revoked = revoked
+        self._assigned = assigned
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self._revoked([(tp.topic, tp.partition) for tp in revoked])
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self._assigned([(tp.topic, tp.partition) for tp in assigned])
+
+
+class KafkaGroupReader:
+    """A member of a consumer group over every topic matching a pattern: Kafka assigns
+    each partition to exactly one live member (partition ownership). Offsets are never
+    committed to Kafka; the owner seeks to the offset its projection stored."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        group: str,
+        pattern: str,
+        member_id: str,
+        on_revoked: Callable[[Partitions], None],
+        on_assigned: Callable[[Partitions], None],
+        session_timeout_ms: int,
+    ) -> None:
+        self._consumer = KafkaConsumer(
+            bootstrap_servers=settings.bootstrap,
+            client_id=member_id,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            # New queues (topics) must reach an owner within a second or so.
+            metadata_max_age_ms=1000,
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=max(100, session_timeout_ms // 5),
+            partition_assignment_strategy=[StickyPartitionAssignor],
+            max_partition_fetch_bytes=8 * 1024 * 1024,
+            fetch_max_bytes=32 * 1024 * 1024,
+        )
+        self._consumer.subscribe(pattern=pattern, listener=_Listener(on_revoked, on_assigned))
+
+    def poll(self, max_records: int, timeout_ms: int) -> list[LogRecord]:
+        return _records(self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records))
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        self._consumer.seek(TopicPartition(topic, partition), offset)
+
+    def assignment(self) -> Partitions:
+        return [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
 
     def close(self) -> None:
         self._consumer.close()
@@ -169,6 +237,48 @@ class KafkaLog:
     def reader(self, positions: Sequence[Position]) -> KafkaReader:
         return KafkaReader(self._settings, positions)
 
+    def group_reader(
+        self,
+        group: str,
+        pattern: str,
+        member_id: str,
+        on_revoked: Callable[[Partitions], None],
+        on_assigned: Callable[[Partitions], None],
+        session_timeout_ms: int = 6000,
+    ) -> KafkaGroupReader:
+        return KafkaGroupReader(
+            self._settings, group, pattern, member_id, on_revoked, on_assigned, session_timeout_ms
+        )
+
+    def group_members(self, group: str) -> list[GroupMember]:
+        """Live members of a consumer group with the partitions each owns."""
+        try:
+            described = self._admin.describe_groups([group])
+        except KafkaError as exc:
+            raise LogError(f"cannot describe consumer group {group}: {exc}") from exc
+        info = described.get(group, {}) if isinstance(described, dict) else {}
+        members = []
+        for member in info.get("members") or []:
+            assignment = member.get("member_assignment") or {}
+            owned = [
+                (topic, partition)
+                for topic, partitions in _assigned_partitions(assignment)
+                for partition in partitions
+            ]
+            members.append(
+                GroupMember(member_id=str(member.get("client_id", "")), partitions=owned)
+            )
+        return members
+
     def close(self) -> None:
         self._producer.close()
         self._admin.close()
+
+
+def _assigned_partitions(assignment: dict[str, Any]) -> list[tuple[str, list[int]]]:
+    """The (topic, partitions) pairs of a decoded ConsumerAssignment, as kafka-python 3
+    returns it: {"assigned_partitions": [{"topic": ..., "partitions": [...]}]}."""
+    return [
+        (str(pair["topic"]), [int(p) for p in pair["partitions"]])
+        for pair in assignment.get("assigned_partitions") or []
+    ]

@@ -64,6 +64,14 @@ class Position:
     offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    """A live member of a consumer group (a server) and the partitions it owns."""
+
+    member_id: str
+    partitions: list[tuple[str, int]]
+
+
 class Reader(Protocol):
     def poll(self, max_records: int, timeout_ms: int) -> list[LogRecord]:
         """Up to `max_records` records after the previous ones, in log order per

@@ -5,6 +5,7 @@ the projection.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 from ledger import codec
@@ -18,6 +19,10 @@ class LedgerWriter:
     def __init__(self, log: Log, prefix: str) -> None:
         self.log = log
         self.prefix = prefix
+        # The newest offset this writer appended per (topic, partition): what a read on
+        # this server waits for the projection to reach (read-your-writes).
+        self.appended: dict[tuple[str, int], int] = {}
+        self._lock = threading.Lock()
 
     def topic(self, queue: str) -> str:
         return queue_topic(self.prefix, queue)
@@ -68,17 +73,22 @@ class LedgerWriter:
     ) -> list[int]:
         """Append one record per (queue, partition, events); offsets in order."""
         headers = codec.trace_headers(traceparent)
-        return self.log.append(
-            [
-                Append(
-                    self.topic(queue),
-                    partition,
-                    codec.encode(Envelope(at=at, actor=actor, events=tuple(events))),
-                    headers,
-                )
-                for queue, partition, events in batches
-            ]
-        )
+        appends = [
+            Append(
+                self.topic(queue),
+                partition,
+                codec.encode(Envelope(at=at, actor=actor, events=tuple(events))),
+                headers,
+            )
+            for queue, partition, events in batches
+        ]
+        offsets = self.log.append(appends)
+        with self._lock:
+            for append, offset in zip(appends, offsets, strict=True):
+                key = (append.topic, append.partition)
+                if offset > self.appended.get(key, -1):
+                    self.appended[key] = offset
+        return offsets
 
     def enqueue(
         self,
@@ -89,9 +99,10 @@ class LedgerWriter:
         actor: Actor,
         traceparent: str | None = None,
     ) -> list[JobDescriptor]:
-        """Append enqueue records (at most JOBS_PER_RECORD jobs each) to one partition;
-        returns one descriptor per job, in order."""
-        chunks = [jobs[i : i + JOBS_PER_RECORD] for i in range(0, len(jobs), JOBS_PER_RECORD)]
+        """Append enqueue records (at most JOBS_PER_RECORD jobs and about
+        RECORD_BODY_BYTES of bodies each) to one partition; returns one descriptor per
+        job, in order."""
+        chunks = _chunks(jobs)
         offsets = self.append_many(
             [(queue, partition, chunk) for chunk in chunks], at, actor, traceparent
         )
@@ -100,3 +111,21 @@ class LedgerWriter:
             for offset, chunk in zip(offsets, chunks, strict=True)
             for index, job in enumerate(chunk)
         ]
+
+
+# Bodies per record, before base64: keeps an enqueue record well under the broker's
+# 1 MiB default record limit while still batching many small jobs into one record.
+RECORD_BODY_BYTES = 256 * 1024
+
+
+def _chunks(jobs: Sequence[Enqueued]) -> list[Sequence[Enqueued]]:
+    chunks: list[Sequence[Enqueued]] = []
+    start, size = 0, 0
+    for i, job in enumerate(jobs):
+        if i > start and (i - start >= JOBS_PER_RECORD or size + len(job.body) > RECORD_BODY_BYTES):
+            chunks.append(jobs[start:i])
+            start, size = i, 0
+        size += len(job.body)
+    if start < len(jobs):
+        chunks.append(jobs[start:])
+    return chunks

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger import codec
-from ledger.events import Enqueued, Envelope, JobEvent, QueueCreated, QueueDeleted
+from ledger.events import Claimed, Enqueued, Envelope, JobEvent, QueueCreated, QueueDeleted
 from ledger.log import Log, LogRecord, Position, Reader, catalog_topic, queue_topic
 from ledger.state import FINISHED, Job, Stamp, event_local_id, evolve
 from projections.store import EventRow, PartitionBatch, QueueRow, Store
@@ -55,14 +55,26 @@ def _detail(event: JobEvent) -> dict[str, Any]:
     return detail
 
 
+# Told, after each committed batch, every job the batch touched (None = removed) and the
+# ids claim records named: how a partition owner keeps its ready buffer current.
+Listener = Callable[[dict[int, Job | None], set[int]], None]
+
+
 class PartitionProjector:
     """Projects one partition of one queue. Jobs that are not finished stay cached in
     memory; others are loaded from the projection when an event names them."""
 
     def __init__(
-        self, store: Store, queue: str, topic: str, partition: int, bound: Bound = UNBOUNDED
+        self,
+        store: Store,
+        queue: str,
+        topic: str,
+        partition: int,
+        bound: Bound = UNBOUNDED,
+        listener: Listener | None = None,
     ) -> None:
         self.store = store
+        self.listener = listener
         self.queue = queue
         self.topic = topic
         self.partition = partition
@@ -99,6 +111,14 @@ class PartitionProjector:
                 self.cache.pop(local_id, None)
             else:
                 self.cache[local_id] = job
+        if self.listener is not None:
+            claimed = {
+                event.local_id
+                for _, envelope in fresh
+                for event in envelope.events
+                if isinstance(event, Claimed)
+            }
+            self.listener(working, claimed)
         return len(batch.events)
 
     def _fresh(self, records: Sequence[LogRecord]) -> list[tuple[LogRecord, Envelope]]:

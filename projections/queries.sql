@@ -135,3 +135,71 @@ SELECT count(*) FROM (
     SELECT * FROM {right}.{table} WHERE {queue_column} = ANY(%(queues)s)
         AND (%(partition)s::integer IS NULL OR {partition_column} = %(partition)s)
 ) AS d;
+
+-- name: get_offsets
+-- How far the projection has got in many partitions at once (read-your-writes waits).
+SELECT topic, partition, next_offset FROM partition_offsets
+WHERE (topic, partition) IN (SELECT * FROM unnest(%(topics)s::text[], %(partitions)s::integer[]));
+
+-- name: check_regex
+-- Body regexes are Postgres regular expressions, passed as parameters; this raises
+-- invalid_regular_expression for a bad one before any real query runs.
+SELECT '' ~ %(regex)s;
+
+-- name: lookup_jobs
+-- lookupJobs: many jobs of one queue by (partition, local_id); the body only on demand.
+SELECT j.partition, j.local_id, j.priority, j.state, j.attempts_allowed,
+       j.attempts_remaining, j.custom_status, j.created_at, j.run_after, j.updated_at,
+       j.claim, CASE WHEN %(include_body)s THEN j.body END
+FROM jobs j
+JOIN unnest(%(partitions)s::integer[], %(ids)s::bigint[]) AS k(partition, local_id)
+  ON j.partition = k.partition AND j.local_id = k.local_id
+WHERE j.queue = %(queue)s;
+
+-- name: count_jobs
+-- getJobCount: one state, one or all priorities, due now or (future) not yet due,
+-- optionally only bodies matching a regex (bodies read as escaped text).
+SELECT count(*) FROM jobs
+WHERE queue = %(queue)s AND state = %(state)s
+  AND (%(priority)s::smallint IS NULL OR priority = %(priority)s)
+  AND CASE WHEN %(future)s THEN run_after > %(now)s ELSE run_after <= %(now)s END
+  AND (%(regex)s::text IS NULL OR encode(body, 'escape') ~ %(regex)s);
+
+-- name: scan_jobs
+-- scanJobs: newest run_after first, keyset-paginated on (run_after, partition,
+-- local_id) so a page never repeats or skips a row that did not move; no bodies.
+SELECT partition, local_id, priority, state, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim
+FROM jobs
+WHERE queue = %(queue)s AND state = %(state)s
+  AND (%(priority)s::smallint IS NULL OR priority = %(priority)s)
+  AND CASE WHEN %(future)s THEN run_after > %(now)s ELSE run_after <= %(now)s END
+  AND (%(regex)s::text IS NULL OR encode(body, 'escape') ~ %(regex)s)
+  AND (%(after_run_after)s::bigint IS NULL
+       OR (run_after, partition, local_id)
+          < (%(after_run_after)s, %(after_partition)s, %(after_local_id)s))
+ORDER BY run_after DESC, partition DESC, local_id DESC
+LIMIT %(limit)s;
+
+-- name: select_jobs
+-- Jobs for a bulk action (retryFailedJobs, deleteJobs): one state and priority,
+-- optionally matching a body regex, oldest first. Bodies are left out (empty):
+-- deciding the action does not need them.
+SELECT partition, local_id, priority, state, '\x'::bytea, attempts_allowed,
+       attempts_remaining, custom_status, created_at, run_after, updated_at, claim,
+       claim_source, touched_at
+FROM jobs
+WHERE queue = %(queue)s AND state = %(state)s AND priority = %(priority)s
+  AND (%(regex)s::text IS NULL OR encode(body, 'escape') ~ %(regex)s)
+ORDER BY run_after, partition, local_id
+LIMIT %(limit)s;
+
+-- name: expired_jobs
+-- Finished jobs of one partition past their TTL, for the owner's garbage collection.
+SELECT local_id, priority, state, '\x'::bytea, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, claim_source, touched_at
+FROM jobs
+WHERE queue = %(queue)s AND partition = %(partition)s
+  AND ((state = 2 AND updated_at <= %(succeeded_before)s)
+       OR (state = 3 AND updated_at <= %(failed_before)s))
+LIMIT %(limit)s;

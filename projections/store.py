@@ -28,6 +28,10 @@ class StoreError(RuntimeError):
     """Postgres could not do what was asked; the message says what to check."""
 
 
+class InvalidRegexError(StoreError):
+    """A body regex Postgres cannot compile; the message carries Postgres's reason."""
+
+
 class FencedError(StoreError):
     """Another projector moved the partition's offset: this one must stop and reload."""
 
@@ -67,6 +71,33 @@ class PartitionBatch:
     removals: list[int] = field(default_factory=list)
     events: list[EventRow] = field(default_factory=list)
     traceparents: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Which jobs of a queue a count, scan or bulk action looks at."""
+
+    queue: str
+    state: JobState
+    priority: int | None = None
+    regex: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """A job as lookups and scans return it (with its partition; body only on demand)."""
+
+    partition: int
+    job: Job
+
+
+@dataclass(frozen=True, slots=True)
+class ScanKey:
+    """Where a scan page ended: the next page starts strictly after it."""
+
+    run_after: int
+    partition: int
+    local_id: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +337,110 @@ class Store:
                         conn.execute(
                             query("init_offset"), {"topic": queue_topic, "partition": partition}
                         )
+
+    def offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Next offset to project for each partition that has been seen."""
+        keys = list(partitions)
+        if not keys:
+            return {}
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                query("get_offsets"),
+                {"topics": [t for t, _ in keys], "partitions": [p for _, p in keys]},
+            ).fetchall()
+        return {(topic, partition): int(offset) for topic, partition, offset in rows}
+
+    def check_regex(self, regex: str | None) -> None:
+        if regex is None:
+            return
+        try:
+            with self.pool.connection() as conn:
+                conn.execute(query("check_regex"), {"regex": regex})
+        except psycopg.errors.InvalidRegularExpression as exc:
+            raise InvalidRegexError(
+                f"invalid body regex {regex!r} (Postgres regular expression syntax): "
+                f"{exc.diag.message_primary}"
+            ) from None
+
+    def lookup(
+        self, queue: str, keys: Sequence[tuple[int, int]], include_body: bool
+    ) -> list[JobRow]:
+        """Jobs of one queue by (partition, local_id); missing ones are left out."""
+        if not keys:
+            return []
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                query("lookup_jobs"),
+                {
+                    "queue": queue,
+                    "partitions": [p for p, _ in keys],
+                    "ids": [i for _, i in keys],
+                    "include_body": include_body,
+                },
+            ).fetchall()
+        return [
+            JobRow(
+                row[0], _job_from_row((*row[1:3], row[3], row[11] or b"", *row[4:11], None, None))
+            )
+            for row in rows
+        ]
+
+    def count(self, where: JobFilter, now: int, future: bool) -> int:
+        with self.pool.connection() as conn:
+            row = conn.execute(query("count_jobs"), self._filter(where, now, future)).fetchone()
+        return int(row[0]) if row else 0
+
+    def scan(
+        self, where: JobFilter, now: int, future: bool, after: ScanKey | None, limit: int
+    ) -> list[JobRow]:
+        params = self._filter(where, now, future) | {
+            "after_run_after": after.run_after if after else None,
+            "after_partition": after.partition if after else None,
+            "after_local_id": after.local_id if after else None,
+            "limit": limit,
+        }
+        with self.pool.connection() as conn:
+            rows = conn.execute(query("scan_jobs"), params).fetchall()
+        return [
+            JobRow(row[0], _job_from_row((row[1], row[2], row[3], b"", *row[4:11], None, None)))
+            for row in rows
+        ]
+
+    def select(self, where: JobFilter, limit: int) -> list[JobRow]:
+        """Jobs for a bulk action, oldest run_after first, without bodies."""
+        assert where.priority is not None
+        params = self._filter(where, 0, False) | {"limit": limit}
+        with self.pool.connection() as conn:
+            rows = conn.execute(query("select_jobs"), params).fetchall()
+        return [JobRow(row[0], _job_from_row(row[1:])) for row in rows]
+
+    def expired(
+        self, queue: str, partition: int, succeeded_before: int, failed_before: int, limit: int
+    ) -> list[Job]:
+        """Finished jobs of a partition last updated at or before the cut-offs."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                query("expired_jobs"),
+                {
+                    "queue": queue,
+                    "partition": partition,
+                    "succeeded_before": succeeded_before,
+                    "failed_before": failed_before,
+                    "limit": limit,
+                },
+            ).fetchall()
+        return [_job_from_row(row) for row in rows]
+
+    @staticmethod
+    def _filter(where: JobFilter, now: int, future: bool) -> dict[str, Any]:
+        return {
+            "queue": where.queue,
+            "state": int(where.state),
+            "priority": where.priority,
+            "regex": where.regex,
+            "now": now,
+            "future": future,
+        }
 
     def queues(self) -> list[QueueRow]:
         with self.pool.connection() as conn:

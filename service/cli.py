@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import logging
+import secrets
 import sys
 import time
 import uuid
@@ -16,8 +18,10 @@ from ledger.log import LogError
 from projections.projector import Bound, ProjectionRunner, Scope
 from projections.replay import ReplayReport, replay
 from projections.store import Store, StoreError
-from service.config import Config
+from service.config import Config, ConfigError
 from service.demo import run_demo
+from service.password import hash_password
+from service.server import Server
 
 log = logging.getLogger("pinledger")
 
@@ -155,6 +159,20 @@ def cmd_demo(config: Config, _: argparse.Namespace) -> int:
     return run_demo(config)
 
 
+def cmd_serve(config: Config, _: argparse.Namespace) -> int:
+    logging.getLogger("service").setLevel(logging.INFO)
+    Server(config).run_forever()
+    return 0
+
+
+def cmd_hash_password(_: Config, args: argparse.Namespace) -> int:
+    salt = args.salt if args.salt is not None else secrets.token_hex(8)
+    password = getpass.getpass("admin password: ") if args.password is None else args.password
+    print(f"PINLEDGER_ADMIN_SALT={salt}")
+    print(f"PINLEDGER_ADMIN_PASSWORD_SHA256={hash_password(password, salt)}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pinledger", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
@@ -177,6 +195,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--keep", action="store_true", help="keep the scratch schema")
 
     commands.add_parser("demo", help="a short tour: enqueue, project, replay")
+
+    commands.add_parser("serve", help="run a PinLater server (Thrift, default port 9010)")
+
+    hashing = commands.add_parser(
+        "hash-password", help="print the salt and hash settings for the deleteQueue password"
+    )
+    hashing.add_argument("--password", help="the password (default: ask without echo)")
+    hashing.add_argument("--salt", help="the salt (default: a random one)")
     return parser
 
 
@@ -185,6 +211,8 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "project": cmd_project,
     "replay": cmd_replay,
     "demo": cmd_demo,
+    "serve": cmd_serve,
+    "hash-password": cmd_hash_password,
 }
 
 
@@ -194,7 +222,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    config = Config.from_env()
+    try:
+        config = Config.from_env()
+    except ConfigError as exc:
+        print(f"pinledger: {exc}", file=sys.stderr)
+        return 2
     try:
         return COMMANDS[args.command](config, args)
     except (LogError, StoreError, CodecError, ValueError) as exc:

@@ -1,25 +1,51 @@
-"""Configuration: documented defaults, overridden by environment variables.
+"""Configuration: documented defaults, then a TOML file, then environment variables
+(each later source wins).
 
-| variable                 | default                                                  |
-|--------------------------|----------------------------------------------------------|
-| PINLEDGER_KAFKA          | 127.0.0.1:19092 (the broker `make stack-up` starts)      |
-| PINLEDGER_PG_DSN         | postgresql://pinledger:pinledger@127.0.0.1:54329/pinledger |
-| PINLEDGER_SCHEMA         | pinledger (the live projection's Postgres schema)        |
-| PINLEDGER_TOPIC_PREFIX   | pinledger. (every topic name starts with it)             |
-| PINLEDGER_SERVER_ID      | <hostname>:<pid> (recorded as the actor's server)        |
+| variable (PINLEDGER_ + file key)  | default                                               |
+|-----------------------------------|-------------------------------------------------------|
+| PINLEDGER_CONFIG                  | none: a TOML file with the keys below, lower case     |
+| KAFKA                             | 127.0.0.1:19092                                       |
+| PG_DSN                            | postgresql://pinledger:pinledger@127.0.0.1:54329/pinledger |
+| SCHEMA                            | pinledger (the live projection's Postgres schema)     |
+| TOPIC_PREFIX                      | pinledger. (every topic name starts with it)          |
+| SERVER_ID                         | <hostname>:<pid>                                      |
+| HOST                              | 127.0.0.1 (Thrift bind address)                       |
+| PORT                              | 9010 (Thrift, framed transport + binary protocol)     |
+| ADVERTISE_HOST                    | HOST, or the hostname when HOST is 0.0.0.0            |
+| ADMIN_PORT                        | 9999 (/metrics, /stats.txt, /health; 0 = any free)    |
+| PARTITIONS                        | 4 (partitions of a new queue)                         |
+| MAX_PRIORITY                      | 3                                                     |
+| MAX_BODY_BYTES                    | 524288                                                |
+| CLAIM_TIMEOUT_S                   | 600                                                   |
+| SUCCEEDED_TTL_S                   | 86400 (24 h)                                          |
+| FAILED_TTL_S                      | 604800 (168 h)                                        |
+| GC_INTERVAL_S                     | 60                                                    |
+| READ_WAIT_S                       | 5 (how long a read waits for read-your-writes)        |
+| QUEUE_CONFIG                      | none: no rate limits, no draining partitions          |
+| ADMIN_PASSWORD_SHA256             | none: deleteQueue is always refused                   |
+| ADMIN_SALT                        | empty                                                 |
+| SESSION_TIMEOUT_MS                | 6000 (how soon a dead server's partitions move)       |
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 DEFAULT_KAFKA = "127.0.0.1:19092"
 DEFAULT_PG_DSN = "postgresql://pinledger:pinledger@127.0.0.1:54329/pinledger"
 DEFAULT_SCHEMA = "pinledger"
 DEFAULT_TOPIC_PREFIX = "pinledger."
+
+
+class ConfigError(ValueError):
+    """A setting has a value pinledger cannot use; the message names it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,14 +55,74 @@ class Config:
     schema: str = DEFAULT_SCHEMA
     topic_prefix: str = DEFAULT_TOPIC_PREFIX
     server_id: str = ""
+    host: str = "127.0.0.1"
+    port: int = 9010
+    advertise_host: str = ""
+    admin_port: int = 9999
+    partitions: int = 4
+    max_priority: int = 3
+    max_body_bytes: int = 512 * 1024
+    claim_timeout_s: float = 600.0
+    succeeded_ttl_s: float = 24 * 3600.0
+    failed_ttl_s: float = 168 * 3600.0
+    gc_interval_s: float = 60.0
+    read_wait_s: float = 5.0
+    queue_config: str = ""
+    admin_password_sha256: str = ""
+    admin_salt: str = ""
+    session_timeout_ms: int = 6000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         env = os.environ if env is None else env
-        return cls(
-            kafka=env.get("PINLEDGER_KAFKA", DEFAULT_KAFKA),
-            pg_dsn=env.get("PINLEDGER_PG_DSN", DEFAULT_PG_DSN),
-            schema=env.get("PINLEDGER_SCHEMA", DEFAULT_SCHEMA),
-            topic_prefix=env.get("PINLEDGER_TOPIC_PREFIX", DEFAULT_TOPIC_PREFIX),
-            server_id=env.get("PINLEDGER_SERVER_ID", f"{socket.gethostname()}:{os.getpid()}"),
+        values: dict[str, Any] = {"server_id": f"{socket.gethostname()}:{os.getpid()}"}
+        path = env.get("PINLEDGER_CONFIG")
+        if path:
+            values.update(_read_file(Path(path)))
+        for f in dataclasses.fields(cls):
+            raw = env.get(f"PINLEDGER_{f.name.upper()}")
+            if raw is not None:
+                values[f.name] = raw
+        return cls(**{name: _convert(name, value) for name, value in values.items()})
+
+    @property
+    def address(self) -> str:
+        """host:port other servers and clients reach this server's Thrift port at."""
+        host = self.advertise_host or (
+            socket.gethostname() if self.host in ("0.0.0.0", "") else self.host
         )
+        return f"{host}:{self.port}"
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    known = {f.name for f in dataclasses.fields(Config)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(
+            f"config file {path}: unknown setting(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(known))}"
+        )
+    return data
+
+
+def _convert(name: str, value: Any) -> Any:
+    kind = {f.name: f.type for f in dataclasses.fields(Config)}[name]
+    number: float
+    try:
+        if kind == "int":
+            number = int(value)
+        elif kind == "float":
+            number = float(value)
+        else:
+            return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"setting {name} must be a number ({kind}), got {value!r}") from None
+    if number < 0:
+        raise ConfigError(f"setting {name} must not be negative, got {value!r}")
+    return number

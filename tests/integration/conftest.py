@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,8 @@ from ledger.log import LogError
 from ledger.writer import LedgerWriter
 from projections.store import Store, StoreError
 from service.config import Config
+from service.password import hash_password
+from tests.integration.servers import ServerProcess, context, running
 
 pytestmark = pytest.mark.integration
 
@@ -75,3 +78,46 @@ def scratch(config: Config) -> Iterator[Store]:
 @pytest.fixture
 def writer(kafka: KafkaLog, prefix: str) -> LedgerWriter:
     return LedgerWriter(kafka, prefix)
+
+
+# The admin password of test servers (deleteQueue).
+ADMIN_PASSWORD = "let-me-delete"
+ADMIN_SALT = "pepper"
+
+
+def server_settings(**overrides: str) -> dict[str, str]:
+    settings = {
+        "PINLEDGER_ADMIN_SALT": ADMIN_SALT,
+        "PINLEDGER_ADMIN_PASSWORD_SHA256": hash_password(ADMIN_PASSWORD, ADMIN_SALT),
+    }
+    settings.update(overrides)
+    return settings
+
+
+@pytest.fixture(scope="session")
+def server(kafka: KafkaLog, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One `pinledger serve` process for the session, on its own topic prefix and
+    schema; tests keep apart by using fresh queue names (`queue`)."""
+    tag = uuid.uuid4().hex[:10]
+    process = ServerProcess(prefix=f"srv{tag}.", schema=f"srv_{tag}", settings=server_settings())
+    with running([process], tmp_path_factory.mktemp("server")):
+        yield process
+    for topic in kafka.topics():
+        if topic.startswith(process.prefix):
+            kafka.delete_topic(topic)
+    Store(Config.from_env().pg_dsn, process.schema).drop()
+
+
+@pytest.fixture
+def client(server: ServerProcess) -> Iterator[Any]:
+    connection = server.client()
+    yield connection
+    connection.close()
+
+
+@pytest.fixture
+def queue(client: Any) -> str:
+    """A fresh queue on the session server."""
+    name = f"q_{uuid.uuid4().hex[:12]}"
+    client.createQueue(context(), name)
+    return name

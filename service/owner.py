@@ -1,0 +1,467 @@
+"""Partition ownership: this server's share of the log, through a Kafka consumer group.
+
+Every queue partition (and the catalog) is owned by exactly one live server: Kafka's
+group assignment plays the part Helix plays in Pacer. The owner
+
+- projects its partitions into Postgres (the only projector of them while it owns
+  them; the offset compare-and-set fences a stale one),
+- keeps a `ReadyBuffer` per partition and answers dequeues from memory, appending one
+  claim record per partition per dequeue and answering after the broker acknowledged,
+- appends the claim timeouts and garbage collection of its partitions.
+
+On assignment a partition is caught up to the end of the log as it was at assignment
+before it serves; on revocation it stops serving at once (the rebalance callback only
+flips state; Postgres work happens on the owner's own thread).
+
+Threads: one owner thread polls Kafka and projects; Thrift handler threads call
+`dequeue`; one lock guards the buffers and the ownership table.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ledger.commands import decide_claims, decide_collect, decide_timeouts
+from ledger.events import Actor, Event
+from ledger.kafka_log import KafkaGroupReader, KafkaLog
+from ledger.log import GroupMember, LogError, LogRecord, catalog_topic, queue_of_topic
+from ledger.state import Job, JobState
+from ledger.writer import LedgerWriter
+from projections.projector import CatalogProjector, PartitionProjector
+from projections.store import FencedError, Store
+from service.config import Config
+from service.dispatcher import ReadyBuffer, take
+from service.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+
+# Enough records per poll to keep Postgres batches large, few enough that a claim
+# waits at most one batch behind a backlog.
+_POLL_RECORDS = 2000
+_TIMEOUT_EVERY_S = 1.0
+_MEMBERS_EVERY_S = 2.0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Owned:
+    """One partition this server owns."""
+
+    queue: str
+    topic: str
+    partition: int
+    projector: PartitionProjector
+    buffer: ReadyBuffer
+    # The partition serves once its projection has reached this offset.
+    target: int
+    serving: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A job handed to a dequeue, with the partition it lives in."""
+
+    partition: int
+    job: Job
+
+
+@dataclass
+class _Pending:
+    """Rebalance news from the consumer's callback thread, for the owner thread."""
+
+    revoked: list[Key] = field(default_factory=list)
+    assigned: list[Key] = field(default_factory=list)
+
+
+class Owner:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        kafka: KafkaLog,
+        writer: LedgerWriter,
+        metrics: Metrics,
+        on_catalog_change: Callable[[], None] = lambda: None,
+        on_members_change: Callable[[int], None] = lambda _: None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.kafka = kafka
+        self.writer = writer
+        self.metrics = metrics
+        self.on_catalog_change = on_catalog_change
+        self.on_members_change = on_members_change
+        self.prefix = config.topic_prefix
+        self.group = f"{self.prefix}owners"
+        self.member_id = f"pinledger@{config.address}"
+        self.actor = Actor(source="pinledger:owner", server=config.server_id)
+        self.lock = threading.Lock()
+        self.owned: dict[Key, Owned] = {}
+        self.catalog: CatalogProjector | None = None
+        self.members: list[GroupMember] = []
+        self._pending = _Pending()
+        self._pending_lock = threading.Lock()
+        self._claims = itertools.count(1)
+        self._started_ms = now_ms()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="owner", daemon=True)
+        self._members_thread = threading.Thread(
+            target=self._watch_members, name="owner-members", daemon=True
+        )
+        self._reader: KafkaGroupReader | None = None
+        self.alive = False
+        self._last_timeout_check = 0.0
+        self._last_gc = time.monotonic()
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def start(self) -> None:
+        pattern = f"^{re.escape(self.prefix)}(catalog|q\\..+)$"
+        self._reader = self.kafka.group_reader(
+            self.group,
+            pattern,
+            self.member_id,
+            self._revoked,
+            self._assigned,
+            self.config.session_timeout_ms,
+        )
+        self.alive = True
+        self._thread.start()
+        self._members_thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._members_thread.join(timeout=5)
+        if self._reader is not None:
+            self._reader.close()  # leaves the group: the others take over at once
+
+    # -- rebalance callbacks (consumer I/O thread: no blocking work) ----------------
+
+    def _revoked(self, keys: list[Key]) -> None:
+        with self.lock:
+            for key in keys:
+                owned = self.owned.get(key)
+                if owned is not None:
+                    owned.serving = False
+        with self._pending_lock:
+            self._pending.revoked.extend(keys)
+
+    def _assigned(self, keys: list[Key]) -> None:
+        with self._pending_lock:
+            self._pending.assigned.extend(keys)
+
+    # -- the owner thread ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        assert self._reader is not None
+        while not self._stop.is_set():
+            try:
+                records = self._reader.poll(_POLL_RECORDS, 200)
+                self._rebalance()
+                self._project(records)
+                self._promote()
+                self._duties()
+            except Exception:
+                # The owner must outlive a broken batch: log it, drop what it owns (so
+                # the state is reloaded from Postgres) and carry on.
+                log.exception("owner loop failed; reloading owned partitions")
+                self._reload_all()
+                time.sleep(0.5)
+        self.alive = False
+
+    def _rebalance(self) -> None:
+        with self._pending_lock:
+            pending, self._pending = self._pending, _Pending()
+        if not pending.assigned:
+            # Revocation alone (the first half of an eager rebalance) only stops serving,
+            # which the callback did; the buffers wait for the new assignment.
+            return
+        assigned = set(pending.assigned)
+        for key in list(self.owned):
+            if key not in assigned:
+                self._drop(key)
+        catalog = (catalog_topic(self.prefix), 0)
+        if catalog not in assigned:
+            self.catalog = None
+        keys = [key for key in pending.assigned if key != catalog]
+        stored = self.store.offsets(keys)
+        ends = self._end_offsets(keys)
+        for key in keys:
+            self._adopt(key, stored.get(key), ends.get(key, 0))
+        if catalog in assigned:
+            self._adopt_catalog()
+        self.metrics.set_gauge("pinledger_owned_partitions", float(len(self.owned)))
+
+    def _drop(self, key: Key) -> None:
+        with self.lock:
+            self.owned.pop(key, None)
+
+    def _adopt_catalog(self) -> None:
+        assert self._reader is not None
+        self.catalog = CatalogProjector(self.store, self.prefix)
+        self._reader.seek(self.catalog.topic, 0, self.catalog.next_offset)
+
+    def _adopt(self, key: Key, stored: int | None, end: int) -> None:
+        """Own a partition: keep the buffer when it was ours and nobody projected it
+        since (a rebalance that handed it straight back), else load it from Postgres.
+        It serves once projected up to `end`, the log's end at assignment."""
+        assert self._reader is not None
+        topic, partition = key
+        queue = queue_of_topic(self.prefix, topic)
+        if queue is None:
+            return
+        current = self.owned.get(key)
+        if current is not None and current.projector.next_offset == stored:
+            with self.lock:
+                current.target = end
+                current.serving = current.projector.next_offset >= end
+            self._reader.seek(topic, partition, current.projector.next_offset)
+            return
+        buffer = ReadyBuffer(self.config.max_priority)
+        projector = PartitionProjector(
+            self.store, queue, topic, partition, listener=self._listener(key)
+        )
+        projector.cache = self.store.partition_jobs(
+            queue, partition, (JobState.PENDING, JobState.IN_PROGRESS)
+        )
+        buffer.load(projector.cache.values())
+        owned = Owned(queue, topic, partition, projector, buffer, target=end)
+        with self.lock:
+            self.owned[key] = owned
+        self._reader.seek(topic, partition, projector.next_offset)
+        log.info(
+            "owning %s[%d] from offset %d (%d unfinished jobs; serving after offset %d)",
+            topic,
+            partition,
+            projector.next_offset,
+            len(buffer),
+            end,
+        )
+
+    def _end_offsets(self, keys: Sequence[Key]) -> dict[Key, int]:
+        try:
+            return self.kafka.end_offsets(keys)
+        except LogError as exc:
+            log.warning("cannot read end offsets (%s): serving what Postgres has", exc)
+            return {}
+
+    def _listener(self, key: Key) -> Callable[[dict[int, Job | None], set[int]], None]:
+        def update(touched: dict[int, Job | None], claimed: set[int]) -> None:
+            with self.lock:
+                owned = self.owned.get(key)
+                if owned is not None:
+                    owned.buffer.update(touched, claimed)
+
+        return update
+
+    def _project(self, records: Sequence[LogRecord]) -> None:
+        by_key: dict[Key, list[LogRecord]] = {}
+        for record in records:
+            by_key.setdefault((record.topic, record.partition), []).append(record)
+        catalog_key = (catalog_topic(self.prefix), 0)
+        for key, batch in by_key.items():
+            batch.sort(key=lambda r: r.offset)
+            try:
+                if key == catalog_key:
+                    if self.catalog is not None and self.catalog.apply(batch):
+                        self.on_catalog_change()
+                    continue
+                owned = self.owned.get(key)
+                if owned is not None:
+                    owned.projector.apply(batch)
+            except FencedError as exc:
+                log.warning("%s; reloading it from Postgres", exc)
+                if key == catalog_key:
+                    self._adopt_catalog()
+                    continue
+                self._drop(key)
+                if self._still_assigned(key):
+                    self._adopt(key, None, self._end_offsets([key]).get(key, 0))
+
+    def _still_assigned(self, key: Key) -> bool:
+        assert self._reader is not None
+        return key in self._reader.assignment()
+
+    def _promote(self) -> None:
+        """Partitions whose projection caught up start serving."""
+        with self.lock:
+            for owned in self.owned.values():
+                if not owned.serving and owned.projector.next_offset >= owned.target:
+                    owned.serving = True
+                    log.info("serving %s[%d]", owned.topic, owned.partition)
+
+    def _reload_all(self) -> None:
+        with self.lock:
+            self.owned.clear()
+        self.catalog = None
+        if self._reader is None:
+            return
+        try:
+            with self._pending_lock:
+                self._pending.assigned = list(self._reader.assignment())
+            self._rebalance()
+        except Exception:
+            log.exception("reloading owned partitions failed; retrying on the next rebalance")
+
+    # -- duties: claim timeouts and garbage collection --------------------------------
+
+    def _duties(self) -> None:
+        clock = time.monotonic()
+        if clock - self._last_timeout_check >= _TIMEOUT_EVERY_S:
+            self._last_timeout_check = clock
+            self.expire_claims(now_ms())
+        if clock - self._last_gc >= self.config.gc_interval_s:
+            self._last_gc = clock
+            self.collect(now_ms())
+
+    def expire_claims(self, now: int) -> int:
+        """Append timeouts for claims not renewed within the claim timeout."""
+        timeout_ms = int(self.config.claim_timeout_s * 1000)
+        batches: list[tuple[Owned, list[Job]]] = []
+        with self.lock:
+            for owned in self.owned.values():
+                if owned.serving:
+                    expired = owned.buffer.expired_claims(now, timeout_ms)
+                    if expired:
+                        batches.append((owned, expired))
+        appends = [
+            (owned.queue, owned.partition, decide_timeouts(jobs, now, timeout_ms))
+            for owned, jobs in batches
+        ]
+        if not appends:
+            return 0
+        try:
+            self.writer.append_many(appends, now, self.actor)
+        except LogError:
+            with self.lock:
+                for owned, jobs in batches:
+                    owned.buffer.forget_timeouts(jobs)
+            raise
+        count = 0
+        for queue, _, events in appends:
+            self.metrics.count("pinledger_jobs_total", len(events), queue=queue, action="timeout")
+            count += len(events)
+        return count
+
+    def collect(self, now: int, limit: int = 5000) -> int:
+        """Append Collected for finished jobs past their TTL in owned partitions."""
+        succeeded_ttl = int(self.config.succeeded_ttl_s * 1000)
+        failed_ttl = int(self.config.failed_ttl_s * 1000)
+        with self.lock:
+            serving = [o for o in self.owned.values() if o.serving]
+        appends: list[tuple[str, int, Sequence[Event]]] = []
+        for owned in serving:
+            jobs = self.store.expired(
+                owned.queue, owned.partition, now - succeeded_ttl, now - failed_ttl, limit
+            )
+            collected = decide_collect(jobs, now, succeeded_ttl, failed_ttl)
+            if collected:
+                appends.append((owned.queue, owned.partition, collected))
+        if appends:
+            self.writer.append_many(appends, now, self.actor)
+        for queue, _, events in appends:
+            self.metrics.count("pinledger_jobs_total", len(events), queue=queue, action="gc")
+        return sum(len(events) for _, _, events in appends)
+
+    # -- membership (for forwarding and shared rate limits) ---------------------------
+
+    def _watch_members(self) -> None:
+        while not self._stop.wait(_MEMBERS_EVERY_S):
+            self.refresh_members()
+
+    def refresh_members(self) -> None:
+        try:
+            members = self.kafka.group_members(self.group)
+        except LogError as exc:
+            log.warning("cannot list the live servers: %s", exc)
+            return
+        changed = len(members) != len(self.members)
+        self.members = members
+        if changed:
+            self.on_members_change(max(1, len(members)))
+
+    def peers_for(self, queue: str) -> list[str]:
+        """Addresses (host:port) of other live servers owning partitions of `queue`."""
+        topic = self.writer.topic(queue)
+        addresses = []
+        for member in self.members:
+            if member.member_id == self.member_id or not member.member_id.startswith("pinledger@"):
+                continue
+            if any(t == topic for t, _ in member.partitions):
+                addresses.append(member.member_id.removeprefix("pinledger@"))
+        return addresses
+
+    # -- dequeue (Thrift handler threads) -----------------------------------------------
+
+    def new_claim(self, source: str) -> str:
+        """A claim descriptor unique to one dequeue call: server, its start time, the
+        caller and a counter, as PinLater made them."""
+        return f"{self.config.server_id}:{self._started_ms}:{source}:{next(self._claims)}"
+
+    def _serving(self, queue: str, coverage: float) -> list[Owned]:
+        parts = [o for o in self.owned.values() if o.queue == queue and o.serving]
+        if 0 < coverage < 1 and len(parts) > 1:
+            parts = random.sample(parts, max(1, math.ceil(coverage * len(parts))))
+        return parts
+
+    def owns_any(self, queue: str) -> bool:
+        with self.lock:
+            return any(o.queue == queue and o.serving for o in self.owned.values())
+
+    def peek(self, queue: str, limit: int, now: int, coverage: float = 1.0) -> list[Claimed]:
+        """dryRun: the jobs a dequeue would get, untouched."""
+        with self.lock:
+            found = [
+                (job.priority, job.run_after, Claimed(o.partition, job))
+                for o in self._serving(queue, coverage)
+                for job in o.buffer.due(now, limit)
+            ]
+        found.sort(key=lambda item: (item[0], item[1]))
+        return [claimed for _, _, claimed in found[:limit]]
+
+    def dequeue(
+        self, queue: str, limit: int, now: int, actor: Actor, coverage: float = 1.0
+    ) -> list[Claimed]:
+        """Claim up to `limit` due jobs from owned partitions of `queue`: one claim
+        record per partition, answered once the broker has them."""
+        if limit <= 0:
+            return []
+        claim = self.new_claim(actor.source)
+        with self.lock:
+            parts = self._serving(queue, coverage)
+            taken = take([o.buffer for o in parts], now, limit)
+        if not taken:
+            return []
+        by_part: dict[int, list[Job]] = {}
+        for index, job in taken:
+            by_part.setdefault(index, []).append(job)
+        appends: list[tuple[str, int, Sequence[Event]]] = [
+            (queue, parts[index].partition, decide_claims(jobs, claim, now, limit))
+            for index, jobs in by_part.items()
+        ]
+        try:
+            self.writer.append_many(appends, now, actor)
+        except LogError:
+            with self.lock:
+                for index, jobs in by_part.items():
+                    parts[index].buffer.release(job.local_id for job in jobs)
+            raise
+        for _, job in taken:
+            self.metrics.observe(
+                "pinledger_dequeue_delay_seconds", max(0, now - job.run_after) / 1000, queue=queue
+            )
+        return [Claimed(parts[index].partition, job) for index, job in taken]

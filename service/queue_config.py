@@ -1,0 +1,239 @@
+"""The queue-config file: PinLater's JSON layout, with pinledger's additions.
+
+    {"queues": [{"name": "q", "queueConfig": {"maxJobsPerSecond": 2.5,
+                                             "partitions": 4,
+                                             "drainPartitions": [0, 2]}}]}
+
+maxJobsPerSecond  number >= 0, cluster-wide dequeue rate; 0 pauses the queue; absent means
+                  unlimited.
+partitions        integer >= 1, the partition count createQueue uses for this queue;
+                  absent means the server's default.
+drainPartitions   integers >= 0, partitions that take no new enqueues and are emptied by
+                  dequeues (PinLater's dequeue-only shards).
+
+Parsing is strict: an unknown key is more likely a typo of a limit the operator meant to
+set than something to ignore, so it is refused with the key named. The watcher reloads
+the file when it changes; a broken edit is logged and the last good config stays in force.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class QueueConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    max_jobs_per_second: float | None = None
+    partitions: int | None = None
+    drained_partitions: frozenset[int] = frozenset()
+
+
+_DEFAULT = QueueSettings()
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    queues: Mapping[str, QueueSettings] = field(default_factory=lambda: MappingProxyType({}))
+
+    def settings(self, queue: str) -> QueueSettings:
+        return self.queues.get(queue, _DEFAULT)
+
+    def rates(self) -> dict[str, float]:
+        """maxJobsPerSecond by queue, for the queues that have one."""
+        return {
+            name: s.max_jobs_per_second
+            for name, s in self.queues.items()
+            if s.max_jobs_per_second is not None
+        }
+
+
+def parse_queue_config(data: bytes | str) -> QueueConfig:
+    try:
+        doc = json.loads(data, object_pairs_hook=_no_duplicate_keys)
+    except QueueConfigError:
+        raise
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError both are
+        raise QueueConfigError(f"queue config is not valid JSON: {e}") from e
+    if not isinstance(doc, dict):
+        raise QueueConfigError('queue config must be a JSON object like {"queues": [...]}')
+    _refuse_unknown(doc, {"queues"}, "queue config")
+    entries = doc.get("queues", [])
+    if not isinstance(entries, list):
+        raise QueueConfigError('"queues" must be a list of {"name": ..., "queueConfig": {...}}')
+    queues: dict[str, QueueSettings] = {}
+    for i, entry in enumerate(entries):
+        where = f"queues[{i}]"
+        if not isinstance(entry, dict):
+            raise QueueConfigError(f"{where} must be an object with a name and a queueConfig")
+        _refuse_unknown(entry, {"name", "queueConfig"}, where)
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            raise QueueConfigError(f"{where}.name must be a non-empty string, got {name!r}")
+        where = f"{where} ({name!r})"
+        if name in queues:
+            raise QueueConfigError(f"{where}: queue {name!r} is listed twice")
+        queues[name] = _settings(entry.get("queueConfig", {}), where)
+    return QueueConfig(MappingProxyType(queues))
+
+
+def _settings(cfg: Any, where: str) -> QueueSettings:
+    if not isinstance(cfg, dict):
+        raise QueueConfigError(f"{where}.queueConfig must be an object, got {cfg!r}")
+    _refuse_unknown(cfg, {"maxJobsPerSecond", "partitions", "drainPartitions"}, where)
+    rate = cfg.get("maxJobsPerSecond")
+    if rate is not None and not (_is_number(rate) and math.isfinite(rate) and rate >= 0):
+        raise QueueConfigError(
+            f"{where}: maxJobsPerSecond must be a number >= 0 (0 pauses the queue), got {rate!r}"
+        )
+    partitions = cfg.get("partitions")
+    if partitions is not None and not (_is_int(partitions) and partitions >= 1):
+        raise QueueConfigError(f"{where}: partitions must be an integer >= 1, got {partitions!r}")
+    drained = cfg.get("drainPartitions", [])
+    if not (isinstance(drained, list) and all(_is_int(p) and p >= 0 for p in drained)):
+        raise QueueConfigError(
+            f"{where}: drainPartitions must be a list of partition numbers >= 0, got {drained!r}"
+        )
+    return QueueSettings(
+        max_jobs_per_second=None if rate is None else float(rate),
+        partitions=partitions,
+        drained_partitions=frozenset(drained),
+    )
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)  # JSON true is not 1
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _refuse_unknown(obj: dict[str, Any], known: set[str], where: str) -> None:
+    for key in obj:
+        if key not in known:
+            raise QueueConfigError(
+                f"{where}: unknown key {key!r} (expected one of {', '.join(sorted(known))})"
+            )
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json.loads keeps the last of two equal keys silently; an operator who wrote a limit
+    # twice should learn which one is not in force.
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise QueueConfigError(f"key {key!r} appears twice in the same object")
+        obj[key] = value
+    return obj
+
+
+class QueueConfigWatcher:
+    """Loads the queue-config file and reloads it when it changes.
+
+    The first load happens here and a broken or missing file raises QueueConfigError:
+    better to refuse to start than to run with limits nobody wrote. on_change is called
+    with that first config too, so callers have one path that applies a config. path None
+    means no file: the empty config, never reloaded.
+    """
+
+    def __init__(
+        self,
+        path: Path | None,
+        on_change: Callable[[QueueConfig], None],
+        interval_s: float = 1.0,
+    ) -> None:
+        self._path = path
+        self._on_change = on_change
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._current = QueueConfig()
+        self._content: bytes | None = None
+        # The file's (mtime_ns, size) when last read, good or bad, so an unchanged broken
+        # file is not re-parsed and re-logged every interval.
+        self._seen: tuple[int, int] | None = None
+        self._missing = False
+        if path is not None:
+            try:
+                stat = path.stat()
+                content = path.read_bytes()
+            except OSError as e:
+                raise QueueConfigError(f"cannot read queue config {path}: {e}") from e
+            self._current = parse_queue_config(content)
+            self._content, self._seen = content, (stat.st_mtime_ns, stat.st_size)
+        on_change(self._current)
+
+    @property
+    def current(self) -> QueueConfig:
+        return self._current
+
+    def check(self) -> bool:
+        """Reload if the file changed; True when a new config was applied."""
+        if self._path is None:
+            return False
+        try:
+            stat = self._path.stat()
+            seen = (stat.st_mtime_ns, stat.st_size)
+            if seen == self._seen:
+                return False
+            content = self._path.read_bytes()
+        except OSError as e:
+            if not self._missing:
+                log.warning(
+                    "cannot read queue config %s (%s); the previous config stays in force",
+                    self._path,
+                    e,
+                )
+                self._missing, self._seen = True, None
+            return False
+        self._missing, self._seen = False, seen
+        if content == self._content:
+            return False
+        try:
+            config = parse_queue_config(content)
+        except QueueConfigError as e:
+            log.warning(
+                "queue config %s is broken: %s; the previous config stays in force",
+                self._path,
+                e,
+            )
+            return False
+        self._content = content
+        if config == self._current:  # e.g. only whitespace changed
+            return False
+        self._current = config
+        self._on_change(config)
+        return True
+
+    def start(self) -> None:
+        if self._path is None or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="queue-config", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            try:
+                self.check()
+            except Exception:  # an on_change failure must not end reloading for good
+                log.exception("applying the queue config %s failed", self._path)

@@ -1,0 +1,169 @@
+"""`pinledger serve`: one server process. Assembles the ledger writer, the partition
+owner, the Thrift handler, the queue-config watcher and the admin HTTP port, and runs
+until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from thriftpy2.protocol import TCyBinaryProtocolFactory
+from thriftpy2.server import TThreadedServer
+from thriftpy2.thrift import TProcessor
+from thriftpy2.transport import TServerSocket
+
+from ledger.kafka_log import KafkaLog, KafkaSettings
+from ledger.writer import LedgerWriter
+from projections.store import Store
+from service.admin_http import AdminHttpServer
+from service.config import Config
+from service.framing import GuardedFramedTransportFactory
+from service.handler import Handler, QueueDirectory
+from service.metrics import Metrics
+from service.owner import Owner
+from service.peers import PeerPool
+from service.queue_config import QueueConfig, QueueConfigWatcher
+from service.ratelimit import QueueRateLimits
+from service.thrift_idl import pinlater
+
+log = logging.getLogger(__name__)
+
+# Lots of idle worker connections, each a thread: a small stack keeps thousands cheap.
+_THREAD_STACK_BYTES = 512 * 1024
+
+
+class Server:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.metrics = Metrics()
+        self.store = Store(config.pg_dsn, config.schema, max_size=16)
+        self.store.migrate()
+        self.kafka = KafkaLog(KafkaSettings(bootstrap=config.kafka, client_id=config.server_id))
+        self.writer = LedgerWriter(self.kafka, config.topic_prefix)
+        self.writer.ensure_catalog()
+        self.queues = QueueDirectory(self.store)
+        self.rate_limits = QueueRateLimits()
+        self._live_servers = 1
+        self.queue_config = QueueConfigWatcher(
+            _path(config.queue_config), self._queue_config_changed
+        )
+        self.owner = Owner(
+            config,
+            self.store,
+            self.kafka,
+            self.writer,
+            self.metrics,
+            on_catalog_change=self.queues.refresh,
+            on_members_change=self._members_changed,
+        )
+        self.peers = PeerPool()
+        self.handler = Handler(
+            config,
+            self.store,
+            self.writer,
+            self.owner,
+            self.metrics,
+            self.queues,
+            self.rate_limits,
+            lambda: self.queue_config.current,
+            self.peers,
+        )
+        self.admin = AdminHttpServer(config.host, config.admin_port, self.metrics, self.health)
+        self._socket = TServerSocket(host=config.host, port=config.port, client_timeout=None)
+        self._thrift = TThreadedServer(
+            TProcessor(pinlater.PinLater, self.handler),
+            self._socket,
+            iprot_factory=TCyBinaryProtocolFactory(),
+            itrans_factory=GuardedFramedTransportFactory(),
+            daemon=True,
+        )
+        self._stopped = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._stopping = False
+
+    def _queue_config_changed(self, config: QueueConfig) -> None:
+        self.rate_limits.configure(config.rates(), self._live_servers)
+
+    def _members_changed(self, live: int) -> None:
+        self._live_servers = live
+        self.rate_limits.configure(self.queue_config.current.rates(), live)
+        log.info("%d live server(s) share the partitions and rate limits", live)
+
+    def health(self) -> dict[str, str]:
+        checks = {
+            "owner": "ok" if self.owner.alive else "owner thread stopped",
+            "postgres": "ok",
+        }
+        try:
+            self.store.offsets([])
+            self.store.queues()
+        except Exception as exc:
+            checks["postgres"] = f"unreachable: {exc}"
+        return checks
+
+    def start(self) -> None:
+        threading.stack_size(_THREAD_STACK_BYTES)
+        self.owner.start()
+        self.queue_config.start()
+        self.admin.start()
+        self._socket.listen()
+        threading.Thread(target=self._serve, name="thrift-accept", daemon=True).start()
+        log.info(
+            "pinledger %s serving PinLater on %s:%d (admin http :%d), Kafka %s, Postgres "
+            "schema %s, topic prefix %r",
+            self.config.server_id,
+            self.config.host,
+            self.config.port,
+            self.admin.port,
+            self.config.kafka,
+            self.config.schema,
+            self.config.topic_prefix,
+        )
+
+    def _serve(self) -> None:
+        # TThreadedServer.serve() listens again; run its accept loop directly.
+        server = self._thrift
+        while not server.closed:
+            try:
+                client = self._socket.accept()
+            except Exception:
+                if server.closed:
+                    return
+                log.exception("accept failed")
+                time.sleep(0.1)
+                continue
+            threading.Thread(target=server.handle, args=(client,), daemon=True).start()
+
+    def stop(self) -> None:
+        with self._stop_lock:
+            if self._stopping:
+                return
+            self._stopping = True
+        self._thrift.close()
+        # close() alone does not unblock accept(): close the listening socket too.
+        self._socket.close()
+        self.owner.stop()
+        self.queue_config.stop()
+        self.admin.stop()
+        self.peers.close()
+        self.kafka.close()
+        self.store.close()
+        self._stopped.set()
+
+    def run_forever(self) -> None:
+        def stop(signum: int, _: Any) -> None:
+            log.info("signal %d: stopping", signum)
+            threading.Thread(target=self.stop, daemon=True).start()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        self.start()
+        self._stopped.wait()
+
+
+def _path(value: str) -> Path | None:
+    return Path(value) if value else None

@@ -1,0 +1,93 @@
+"""The admin port over real HTTP on an ephemeral port."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from service.admin_http import AdminHttpServer
+from service.metrics import Metrics
+
+Get = Callable[[str], tuple[int, str, str]]
+
+
+@pytest.fixture
+def checks() -> dict[str, Any]:
+    return {"kafka": "ok", "postgres": "ok"}
+
+
+@pytest.fixture
+def get(checks: dict[str, Any]) -> Iterator[Get]:
+    metrics = Metrics()
+    metrics.count("pinledger_rpc_total", method="enqueueJobs")
+    metrics.observe("pinledger_rpc_seconds", 0.003, method="enqueueJobs")
+
+    def health() -> Mapping[str, str]:
+        if "raise" in checks:
+            raise RuntimeError(checks["raise"])
+        return checks
+
+    server = AdminHttpServer("127.0.0.1", 0, metrics, health)
+    server.start()
+
+    def fetch(path: str) -> tuple[int, str, str]:
+        url = f"http://127.0.0.1:{server.port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                return r.status, r.headers["Content-Type"], r.read().decode()
+        except urllib.error.HTTPError as e:
+            with e:
+                return e.code, e.headers["Content-Type"], e.read().decode()
+
+    yield fetch
+    server.stop()
+
+
+def test_metrics(get: Get) -> None:
+    status, content_type, body = get("/metrics")
+    assert (status, content_type) == (200, "text/plain; version=0.0.4; charset=utf-8")
+    assert 'pinledger_rpc_total{method="enqueueJobs"} 1\n' in body
+    assert 'pinledger_rpc_seconds_count{method="enqueueJobs"} 1\n' in body
+
+
+def test_stats_txt(get: Get) -> None:
+    status, _, body = get("/stats.txt")
+    assert status == 200
+    assert body.startswith("counters:\n  pinledger_rpc_total{method=enqueueJobs}: 1\n")
+    assert "pinledger_rpc_seconds{method=enqueueJobs}: (count=1," in body
+
+
+def test_health_ok(get: Get) -> None:
+    status, content_type, body = get("/health")
+    assert (status, content_type) == (200, "application/json")
+    assert json.loads(body) == {"status": "ok", "checks": {"kafka": "ok", "postgres": "ok"}}
+
+
+def test_health_failing_check(get: Get, checks: dict[str, Any]) -> None:
+    checks["postgres"] = "connection refused"
+    status, _, body = get("/health")
+    assert status == 503
+    assert json.loads(body)["status"] == "failing"
+    assert json.loads(body)["checks"]["postgres"] == "connection refused"
+
+
+def test_health_that_raises(get: Get, checks: dict[str, Any]) -> None:
+    checks["raise"] = "pool exhausted"
+    status, _, body = get("/health")
+    assert status == 503
+    assert "pool exhausted" in json.loads(body)["error"]
+
+
+def test_unknown_path(get: Get) -> None:
+    assert get("/nope")[0] == 404
+
+
+def test_stop_without_start_does_not_hang() -> None:
+    server = AdminHttpServer("127.0.0.1", 0, Metrics(), dict)
+    assert server.port > 0
+    server.stop()

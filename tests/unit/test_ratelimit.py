@@ -1,0 +1,142 @@
+"""Dequeue rate limits as PinLater users know them, on a fake clock."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from service.ratelimit import QueueRateLimits, RateLimiter
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def dequeue(limiter: RateLimiter, jobs: int = 1) -> bool:
+    """What the server does: ask, then charge what was handed out."""
+    if not limiter.allow():
+        return False
+    limiter.charge(jobs)
+    return True
+
+
+def test_half_a_job_per_second_is_one_job_every_two_seconds() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(0.5, clock)
+    served = []
+    for step in range(20):  # every 0.5 s for 10 s
+        clock.now = 1000.0 + step * 0.5
+        if dequeue(limiter):
+            served.append(clock.now - 1000.0)
+    assert served == [0.0, 2.0, 4.0, 6.0, 8.0]
+
+
+def test_steady_worker_at_the_rate_is_never_refused() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(10, clock)
+    for _ in range(1000):
+        assert dequeue(limiter)
+        clock.now += 0.1  # float steps do not sum exactly; still never refused
+
+
+def test_big_batch_puts_the_limiter_in_debt() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(2, clock)
+    assert dequeue(limiter, jobs=20)  # a batch is never cut short...
+    clock.now += 9.0
+    assert not limiter.allow()  # ...but 18 jobs of debt take 9.5 s to work off
+    clock.now += 0.5
+    assert limiter.allow()
+
+
+def test_idle_time_saves_only_a_small_burst() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(1, clock)
+    clock.now += 3600
+    assert dequeue(limiter)
+    assert not limiter.allow()
+
+
+def test_paused_queue_refuses_every_dequeue() -> None:
+    clock = FakeClock()
+    limits = QueueRateLimits(clock)
+    limits.configure({"paused": 0.0}, live_servers=3)
+    for _ in range(5):
+        assert not limits.allow("paused")
+        clock.now += 3600
+    assert limits.rate("paused") == 0.0
+
+
+def test_unlisted_queue_is_unlimited() -> None:
+    limits = QueueRateLimits(FakeClock())
+    limits.configure({"slow": 1.0}, live_servers=1)
+    limits.charge("fast", 10**6)
+    assert limits.allow("fast")
+    assert limits.rate("fast") is None
+
+
+def test_rate_is_shared_across_live_servers() -> None:
+    limits = QueueRateLimits(FakeClock())
+    limits.configure({"q": 10.0}, live_servers=2)
+    assert limits.rate("q") == 5.0
+    limits.configure({"q": 10.0}, live_servers=0)  # no membership yet: act as the only one
+    assert limits.rate("q") == 10.0
+
+
+def test_reconfigure_keeps_debt() -> None:
+    clock = FakeClock()
+    limits = QueueRateLimits(clock)
+    limits.configure({"q": 1.0, "r": 1.0}, live_servers=1)
+    limits.charge("q", 100)
+    limits.configure({"q": 1.0, "r": 5.0}, live_servers=1)  # q unchanged
+    assert not limits.allow("q")
+    limits.configure({"q": 2.0}, live_servers=2)  # same share
+    assert not limits.allow("q")
+    limits.configure({"q": 4.0}, live_servers=1)  # new share: debt still owed, paid faster
+    clock.now += 24.0
+    assert not limits.allow("q")
+    clock.now += 1.0
+    assert limits.allow("q")
+
+
+def test_queue_dropped_from_config_becomes_unlimited() -> None:
+    limits = QueueRateLimits(FakeClock())
+    limits.configure({"q": 0.0}, live_servers=1)
+    limits.configure({}, live_servers=1)
+    assert limits.allow("q")
+
+
+@given(
+    rate=st.floats(min_value=0.01, max_value=1000),
+    steps=st.lists(
+        st.tuples(st.floats(min_value=0, max_value=5), st.integers(min_value=1, max_value=50)),
+        max_size=200,
+    ),
+)
+def test_never_more_than_rate_times_time_plus_burst(
+    rate: float, steps: list[tuple[float, int]]
+) -> None:
+    """Over the whole schedule, jobs handed out <= rate*t + burst, plus what the last
+    batch overshot (a batch is charged after it is handed out, never cut short)."""
+    clock = FakeClock()
+    limiter = RateLimiter(rate, clock)
+    start, handed_out, biggest = clock.now, 0, 1
+    for wait, batch in steps:
+        clock.now += wait
+        if dequeue(limiter, batch):
+            handed_out += batch
+            biggest = max(biggest, batch)
+    elapsed = clock.now - start
+    assert handed_out <= rate * elapsed + max(1.0, rate) + (biggest - 1) + 1e-6
+    # and with one job per dequeue, the plain bound holds
+    clock2 = FakeClock()
+    single = RateLimiter(rate, clock2)
+    ones = 0
+    for wait, _ in steps:
+        clock2.now += wait
+        ones += dequeue(single)
+    assert ones <= rate * (clock2.now - 1000.0) + max(1.0, rate) + 1e-6

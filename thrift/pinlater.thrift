@@ -1,0 +1,215 @@
+// The PinLater service, wire-compatible with Pinterest's PinLater: every name, field
+// id, type and default below matches what existing PinLater clients send and expect
+// (see ../shared/design/PINLATER_CONTRACT.md). pinledger's additions are new methods
+// only, at the end of the service; old clients never call them.
+//
+// Transport: framed, binary protocol. Default port 9010.
+
+namespace java com.pinterest.pinlater.thrift
+namespace py pinlater
+
+enum ErrorCode {
+  CONTINUATION_INVALID = 400,
+  PASSWORD_INVALID = 403,
+  QUEUE_NAME_INVALID = 410,
+  QUEUE_NAME_TOO_LONG = 411,
+  QUEUE_NOT_FOUND = 413,
+  PRIORITY_NOT_SUPPORTED = 416,
+  DEQUEUE_RATE_LIMITED = 429,
+  ENQUEUE_REJECTED = 430,
+  UNKNOWN = 500,
+  NO_HEALTHY_SHARDS = 501,
+  SHARD_CONNECTION_FAILED = 502,
+}
+
+enum PinLaterJobState {
+  PENDING = 0,
+  IN_PROGRESS = 1,
+  SUCCEEDED = 2,
+  FAILED = 3,
+}
+
+// scanJobs continuations: "0" starts a scan, "-1" says there is nothing after.
+const string CONTINUATION_START = "0"
+const string CONTINUATION_END = "-1"
+
+struct PinLaterJob {
+  1: required binary body,
+  2: optional byte priority = 1,
+  3: optional i64 runAfterTimestampMillis,
+  4: optional i32 numAttemptsAllowed = 2,
+  5: optional string customStatus = "",
+}
+
+struct PinLaterEnqueueRequest {
+  1: required string queueName,
+  2: required list<PinLaterJob> jobs,
+}
+
+struct PinLaterEnqueueResponse {
+  1: required list<string> jobDescriptors,
+}
+
+struct PinLaterJobAckInfo {
+  1: required string jobDescriptor,
+  2: optional string appendCustomStatus = "",
+  3: optional i64 retryDelayMillis = 0,
+}
+
+struct PinLaterJobAckRequest {
+  1: required string queueName,
+  2: optional list<PinLaterJobAckInfo> jobsSucceeded,
+  3: optional list<PinLaterJobAckInfo> jobsFailed,
+}
+
+struct PinLaterDequeueRequest {
+  1: required string queueName,
+  2: required i32 limit,
+  3: optional PinLaterJobAckRequest jobAckRequest,
+  4: optional bool dryRun = false,
+  5: optional double coverage = 1.0,
+}
+
+struct PinLaterDequeueMetadata {
+  1: optional i32 attemptsAllowed,
+  2: optional i32 attemptsRemaining,
+}
+
+struct PinLaterDequeueResponse {
+  1: optional map<string, binary> jobs,
+  2: optional map<string, PinLaterDequeueMetadata> jobMetadata,
+}
+
+struct PinLaterCheckpointJobRequest {
+  1: required string jobDescriptor,
+  2: optional string newBody,
+  3: optional bool moveToPending = false,
+  4: optional i64 runAfterTimestampMillis,
+  5: optional i32 numOfAttemptsAllowed,
+  6: optional string prependCustomStatus,
+}
+
+struct PinLaterCheckpointJobsRequest {
+  1: required string queueName,
+  2: required list<PinLaterCheckpointJobRequest> requests,
+}
+
+struct PinLaterLookupJobRequest {
+  1: required list<string> jobDescriptors,
+  2: optional bool includeBody = false,
+}
+
+struct PinLaterJobInfo {
+  1: required string jobDescriptor,
+  2: required PinLaterJobState jobState,
+  10: required i32 attemptsAllowed,
+  3: required i32 attemptsRemaining,
+  4: required string customStatus,
+  5: required i64 createdAtTimestampMillis,
+  6: optional i64 runAfterTimestampMillis,
+  7: optional i64 updatedAtTimestampMillis,
+  8: optional string claimDescriptor,
+  9: optional binary body,
+}
+
+struct PinLaterGetJobCountRequest {
+  1: required string queueName,
+  2: required PinLaterJobState jobState,
+  3: optional byte priority,
+  4: optional bool countFutureJobs = false,
+  5: optional string bodyRegexToMatch,
+}
+
+struct PinLaterScanJobsRequest {
+  1: required string queueName,
+  2: required PinLaterJobState jobState,
+  3: optional byte priority,
+  4: optional bool scanFutureJobs = false,
+  5: optional string continuation = "0",
+  6: optional i32 limit = 100,
+  7: optional string bodyRegexToMatch,
+}
+
+struct PinLaterScanJobsResponse {
+  1: required list<PinLaterJobInfo> scannedJobs,
+  2: optional string continuation = "-1",
+}
+
+struct PinLaterRetryFailedJobsRequest {
+  1: required string queueName,
+  2: optional byte priority = 1,
+  3: optional i32 attemptsToAllow = 1,
+  4: optional i64 runAfterTimestampMillis,
+  5: optional i32 limit = 1000,
+}
+
+struct PinLaterDeleteJobsRequest {
+  1: required string queueName,
+  2: required PinLaterJobState jobState,
+  3: optional byte priority = 1,
+  4: optional string bodyRegexToMatch,
+  5: optional i32 limit = 1000,
+}
+
+struct RequestContext {
+  // "service:host" of the caller. Acks and checkpoints without a claim are fenced by it.
+  1: required string source,
+  2: optional string requestId = "",
+}
+
+exception PinLaterException {
+  1: required ErrorCode errorCode,
+  2: required string message,
+}
+
+service PinLater {
+  void createQueue(1: RequestContext context, 2: string name)
+      throws (1: PinLaterException e)
+
+  void deleteQueue(1: RequestContext context, 2: string name, 3: string password)
+      throws (1: PinLaterException e)
+
+  PinLaterEnqueueResponse enqueueJobs(1: RequestContext context,
+                                      2: PinLaterEnqueueRequest request)
+      throws (1: PinLaterException e)
+
+  PinLaterDequeueResponse dequeueJobs(1: RequestContext context,
+                                      2: PinLaterDequeueRequest request)
+      throws (1: PinLaterException e)
+
+  void ackDequeuedJobs(1: RequestContext context, 2: PinLaterJobAckRequest request)
+      throws (1: PinLaterException e)
+
+  void checkpointJobs(1: RequestContext context, 2: PinLaterCheckpointJobsRequest request)
+      throws (1: PinLaterException e)
+
+  map<string, PinLaterJobInfo> lookupJobs(1: RequestContext context,
+                                          2: PinLaterLookupJobRequest request)
+      throws (1: PinLaterException e)
+
+  i32 getJobCount(1: RequestContext context, 2: PinLaterGetJobCountRequest request)
+      throws (1: PinLaterException e)
+
+  set<string> getQueueNames(1: RequestContext context)
+      throws (1: PinLaterException e)
+
+  PinLaterScanJobsResponse scanJobs(1: RequestContext context,
+                                    2: PinLaterScanJobsRequest request)
+      throws (1: PinLaterException e)
+
+  i32 retryFailedJobs(1: RequestContext context, 2: PinLaterRetryFailedJobsRequest request)
+      throws (1: PinLaterException e)
+
+  i32 deleteJobs(1: RequestContext context, 2: PinLaterDeleteJobsRequest request)
+      throws (1: PinLaterException e)
+
+  // ---- pinledger additions (new methods only) ----
+
+  // Dequeue served only from the partitions this server owns: what a server that owns
+  // none (or not enough) of a queue's partitions forwards to the owners. No rate limit
+  // (the receiving server applied it), no piggybacked acks (applied already), no
+  // further forwarding.
+  PinLaterDequeueResponse dequeueOwned(1: RequestContext context,
+                                       2: PinLaterDequeueRequest request)
+      throws (1: PinLaterException e)
+}
