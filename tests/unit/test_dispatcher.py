@@ -1,0 +1,156 @@
+"""The ready buffers: what a dequeue gets, in which order, and never twice."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ledger.state import JobState
+from service.dispatcher import ReadyBuffer, take
+from tests.unit.factories import CLAIM, NOW, WORKER, make_job
+
+
+def pending(local_id: int, priority: int = 1, run_after: int = NOW - 1000) -> object:
+    return make_job(local_id=local_id, priority=priority, run_after=run_after)
+
+
+def buffer_with(*jobs: object) -> ReadyBuffer:
+    buffer = ReadyBuffer(max_priority=3)
+    buffer.load(jobs)  # type: ignore[arg-type]
+    return buffer
+
+
+def ids(taken: list[tuple[int, object]]) -> list[int]:
+    return [job.local_id for _, job in taken]  # type: ignore[attr-defined]
+
+
+def test_highest_priority_first_then_earliest_run_after() -> None:
+    buffer = buffer_with(
+        pending(1, priority=3, run_after=NOW - 9000),
+        pending(2, priority=1, run_after=NOW - 10),
+        pending(3, priority=1, run_after=NOW - 500),
+        pending(4, priority=2, run_after=NOW - 9000),
+    )
+    assert ids(take([buffer], NOW, 10)) == [3, 2, 4, 1]
+
+
+def test_future_jobs_wait_and_limit_is_respected() -> None:
+    buffer = buffer_with(pending(1), pending(2), pending(3, run_after=NOW + 1))
+    assert ids(take([buffer], NOW, 1)) == [1]
+    assert ids(take([buffer], NOW, 10)) == [2]  # 1 is reserved, 3 is not due
+    assert ids(take([buffer], NOW + 1, 10)) == [3]
+
+
+def test_reserved_jobs_come_back_only_when_released() -> None:
+    buffer = buffer_with(pending(1))
+    assert ids(take([buffer], NOW, 5)) == [1]
+    assert take([buffer], NOW, 5) == []
+    buffer.release([1])
+    assert ids(take([buffer], NOW, 5)) == [1]
+
+
+def test_a_projected_claim_ends_the_reservation_and_a_rejected_one_frees_the_job() -> None:
+    job = pending(1)
+    buffer = buffer_with(job)
+    take([buffer], NOW, 1)
+    claimed = make_job(JobState.IN_PROGRESS, local_id=1)
+    buffer.update({1: claimed}, claimed={1})
+    assert take([buffer], NOW, 1) == []
+    # A claim the log rejected leaves the job PENDING: it is offered again.
+    other = buffer_with(job)
+    take([other], NOW, 1)
+    other.update({1: job}, claimed={1})
+    assert ids(take([other], NOW, 1)) == [1]
+
+
+def test_jobs_failed_back_to_pending_are_offered_again_and_finished_ones_never() -> None:
+    buffer = buffer_with(pending(1), pending(2))
+    take([buffer], NOW, 2)
+    buffer.update({i: make_job(JobState.IN_PROGRESS, local_id=i) for i in (1, 2)}, claimed={1, 2})
+    buffer.update(
+        {
+            1: make_job(JobState.PENDING, local_id=1, run_after=NOW + 10),
+            2: make_job(JobState.SUCCEEDED, local_id=2),
+        },
+        claimed=(),
+    )
+    assert take([buffer], NOW, 5) == []
+    assert ids(take([buffer], NOW + 10, 5)) == [1]
+    assert len(buffer) == 1
+
+
+def test_take_merges_partitions_in_priority_order() -> None:
+    first = buffer_with(pending(10, priority=2), pending(11, priority=1, run_after=NOW - 5))
+    second = buffer_with(pending(20, priority=1, run_after=NOW - 50), pending(21, priority=3))
+    taken = take([first, second], NOW, 10)
+    assert [(index, job.local_id) for index, job in taken] == [(1, 20), (0, 11), (0, 10), (1, 21)]
+
+
+def test_expired_claims_are_reported_once_until_renewed() -> None:
+    claimed = make_job(JobState.IN_PROGRESS, local_id=5, touched_at=NOW - 700_000)
+    buffer = buffer_with(claimed)
+    assert [j.local_id for j in buffer.expired_claims(NOW, 600_000)] == [5]
+    assert buffer.expired_claims(NOW, 600_000) == []  # already on its way to the log
+    renewed = replace(claimed, touched_at=NOW)
+    buffer.update({5: renewed})
+    assert buffer.expired_claims(NOW + 600_000, 600_000) == [renewed]
+
+
+def test_forgotten_timeouts_are_reported_again() -> None:
+    claimed = make_job(JobState.IN_PROGRESS, local_id=5, touched_at=NOW - 700_000)
+    buffer = buffer_with(claimed)
+    expired = buffer.expired_claims(NOW, 600_000)
+    buffer.forget_timeouts(expired)
+    assert buffer.expired_claims(NOW, 600_000) == expired
+
+
+def test_dry_run_shows_due_jobs_without_reserving() -> None:
+    buffer = buffer_with(pending(1, priority=2), pending(2), pending(3, run_after=NOW + 5))
+    assert [j.local_id for j in buffer.due(NOW, 10)] == [2, 1]
+    assert ids(take([buffer], NOW, 10)) == [2, 1]
+
+
+jobs_strategy = st.lists(
+    st.tuples(
+        st.integers(1, 3),  # priority
+        st.integers(-5, 5),  # run_after offset from NOW
+        st.sampled_from([JobState.PENDING, JobState.IN_PROGRESS, JobState.SUCCEEDED]),
+    ),
+    max_size=40,
+)
+
+
+@given(jobs_strategy, st.lists(st.integers(0, 8), max_size=8))
+def test_takes_never_repeat_a_job_and_follow_the_order(
+    specs: list[tuple[int, int, JobState]], limits: list[int]
+) -> None:
+    buffer = ReadyBuffer(max_priority=3)
+    jobs = []
+    for local_id, (priority, offset, state) in enumerate(specs):
+        in_progress = state is JobState.IN_PROGRESS
+        jobs.append(
+            make_job(
+                state,
+                local_id=local_id,
+                priority=priority,
+                run_after=NOW + offset,
+                claim=CLAIM if in_progress else None,
+                claim_source=WORKER if in_progress else None,
+                touched_at=NOW if in_progress else None,
+            )
+        )
+    buffer.update({job.local_id: job for job in jobs})
+    taken: list[int] = []
+    for limit in limits:
+        batch = [job for _, job in take([buffer], NOW, limit)]
+        assert len(batch) <= limit
+        keys = [(job.priority, job.run_after) for job in batch]
+        assert keys == sorted(keys)
+        taken += [job.local_id for job in batch]
+    assert len(taken) == len(set(taken))
+    due = {j.local_id for j in jobs if j.state is JobState.PENDING and j.run_after <= NOW}
+    assert set(taken) <= due
+    if sum(limits) >= len(due):
+        assert set(taken) == due
