@@ -2,28 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.state import JobState
+from ledger.state import Job, JobState
 from service.dispatcher import ReadyBuffer, take
 from tests.unit.factories import CLAIM, NOW, WORKER, make_job
 
 
-def pending(local_id: int, priority: int = 1, run_after: int = NOW - 1000) -> object:
+def pending(local_id: int, priority: int = 1, run_after: int = NOW - 1000) -> Job:
     return make_job(local_id=local_id, priority=priority, run_after=run_after)
 
 
-def buffer_with(*jobs: object) -> ReadyBuffer:
+def buffer_with(*jobs: Job) -> ReadyBuffer:
     buffer = ReadyBuffer(max_priority=3)
-    buffer.load(jobs)  # type: ignore[arg-type]
+    buffer.load(jobs)
     return buffer
 
 
-def ids(taken: list[tuple[int, object]]) -> list[int]:
-    return [job.local_id for _, job in taken]  # type: ignore[attr-defined]
+def ids(taken: Sequence[tuple[int, Job]]) -> list[int]:
+    return [job.local_id for _, job in taken]
 
 
 def test_highest_priority_first_then_earliest_run_after() -> None:
