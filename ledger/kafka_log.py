@@ -158,6 +158,9 @@ class KafkaLog:
                 batch_size=settings.batch_size,
                 max_request_size=MAX_RECORD_BYTES,
                 request_timeout_ms=settings.request_timeout_ms,
+                # An append to a topic that does not exist (a queue deleted through
+                # another server a moment ago) fails after this, instead of 60 s.
+                max_block_ms=10_000,
             )
             self._admin = KafkaAdminClient(
                 bootstrap_servers=settings.bootstrap, client_id=f"{settings.client_id}-admin"
@@ -206,14 +209,16 @@ class KafkaLog:
         return set(self._admin.list_topics())
 
     def append(self, appends: Sequence[Append]) -> list[int]:
-        futures = [
-            self._producer.send(a.topic, value=a.value, partition=a.partition, headers=a.headers)
-            for a in appends
-        ]
         # No flush(): the producer sends when batches fill or linger passes, and
         # concurrent callers share those requests; waiting on our own futures suffices.
         timeout = self._settings.request_timeout_ms / 1000 * 2
         try:
+            futures = [
+                self._producer.send(
+                    a.topic, value=a.value, partition=a.partition, headers=a.headers
+                )
+                for a in appends
+            ]
             return [f.get(timeout=timeout).offset for f in futures]
         except KafkaError as exc:
             raise LogError(f"append to Kafka at {self._settings.bootstrap} failed: {exc}") from exc

@@ -142,12 +142,30 @@ class QueueDirectory:
     """Queue names and partition counts, from the projected catalog. Cached so that
     enqueue does not wait on Postgres; a miss re-reads (a queue just created)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, refresh_s: float = 1.0) -> None:
         self.store = store
         self._queues: dict[str, QueueRow] = {}
         self._read_at = 0.0
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._refresh_s = refresh_s
         self.refresh()
+
+    def start(self) -> None:
+        """Re-read every `refresh_s`, so a queue deleted through another server stops
+        taking enqueues here too."""
+
+        def loop() -> None:
+            while not self._stop.wait(self._refresh_s):
+                try:
+                    self.refresh()
+                except Exception as exc:
+                    log.warning("cannot refresh the queue list: %s", exc)
+
+        threading.Thread(target=loop, name="queue-directory", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
 
     def refresh(self) -> None:
         rows = {row.name: row for row in self.store.queues()}

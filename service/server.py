@@ -108,6 +108,7 @@ class Server:
     def start(self) -> None:
         threading.stack_size(_THREAD_STACK_BYTES)
         self.owner.start()
+        self.queues.start()
         self.queue_config.start()
         self.admin.start()
         self._socket.listen()
@@ -147,6 +148,7 @@ class Server:
         # close() alone does not unblock accept(): close the listening socket too.
         self._socket.close()
         self.owner.stop()
+        self.queues.stop()
         self.queue_config.stop()
         self.admin.stop()
         self.peers.close()
