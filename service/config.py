@@ -24,7 +24,7 @@
 | QUEUE_CONFIG                      | none: no rate limits, no draining partitions          |
 | ADMIN_PASSWORD_SHA256             | none: deleteQueue is always refused                   |
 | ADMIN_SALT                        | empty                                                 |
-| SESSION_TIMEOUT_MS                | 6000 (how soon a dead server's partitions move)       |
+| SESSION_TIMEOUT_MS                | 10000 (how soon a dead server's partitions move)      |
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class Config:
     queue_config: str = ""
     admin_password_sha256: str = ""
     admin_salt: str = ""
-    session_timeout_ms: int = 6000
+    session_timeout_ms: int = 10_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:

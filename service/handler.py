@@ -38,7 +38,7 @@ from ledger.commands import (
 )
 from ledger.descriptor import DescriptorError, JobDescriptor
 from ledger.events import Actor, Checkpointed, Event
-from ledger.log import LogError
+from ledger.log import Log, LogError
 from ledger.state import JobState
 from ledger.writer import LedgerWriter
 from projections.store import (
@@ -180,6 +180,16 @@ class QueueDirectory:
             row = self._queues.get(name)
         return row
 
+    def get_or_log(self, name: str, log_: Log, topic: str) -> QueueRow | None:
+        """Like `get`, falling back to the log: a queue whose topic exists takes jobs
+        even while the catalog projection is still catching up (a rebalance)."""
+        row = self.get(name)
+        if row is None:
+            partitions = log_.partition_count(topic)
+            if partitions:
+                row = QueueRow(name, partitions, 0)
+        return row
+
     def names(self) -> set[str]:
         self.refresh()
         return set(self._queues)
@@ -216,7 +226,7 @@ class Handler:
         if not isinstance(name, str):
             raise Refused(RefusalCode.QUEUE_NAME_INVALID, "queueName is required")
         check_queue_name(name)
-        row = self.queues.get(name)
+        row = self.queues.get_or_log(name, self.writer.log, self.writer.topic(name))
         if row is None:
             raise _error(ErrorCode.QUEUE_NOT_FOUND, f"queue {name!r} does not exist")
         return row
@@ -283,16 +293,19 @@ class Handler:
             raise _error(ErrorCode.PASSWORD_INVALID, "the admin password is wrong")
 
     def _wait_catalog(self, name: str, present: bool) -> None:
+        """Wait (bounded) until getQueueNames shows the change. The change is in the
+        log already, so running out of time is not an error: the queue takes (or
+        refuses) jobs from its topic at once, and the name list follows."""
         deadline = time.monotonic() + max(10.0, self.config.read_wait_s)
         while time.monotonic() < deadline:
             self.queues.refresh()
             if (self.queues.get(name) is not None) == present:
                 return
             time.sleep(0.02)
-        raise _error(
-            ErrorCode.UNKNOWN,
-            f"queue {name!r} is recorded in the ledger but the catalog projection has not "
-            "caught up yet; retry shortly",
+        log.warning(
+            "queue %r %s in the ledger; the catalog projection has not caught up yet",
+            name,
+            "created" if present else "deleted",
         )
 
     # -- queues ----------------------------------------------------------------------

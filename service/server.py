@@ -107,11 +107,12 @@ class Server:
 
     def start(self) -> None:
         threading.stack_size(_THREAD_STACK_BYTES)
+        # Listen first: /health answering means the Thrift port takes connections.
+        self._socket.listen()
         self.owner.start()
         self.queues.start()
         self.queue_config.start()
         self.admin.start()
-        self._socket.listen()
         threading.Thread(target=self._serve, name="thrift-accept", daemon=True).start()
         log.info(
             "pinledger %s serving PinLater on %s:%d (admin http :%d), Kafka %s, Postgres "

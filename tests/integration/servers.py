@@ -65,7 +65,6 @@ class ServerProcess:
             PINLEDGER_PORT=str(self.port),
             PINLEDGER_ADMIN_PORT=str(self.admin_port),
             PINLEDGER_SERVER_ID=f"test-{self.port}",
-            PINLEDGER_SESSION_TIMEOUT_MS="6000",
         )
         env.update(self.settings)
         self.log_path = log_dir / f"server-{self.port}.log"
