@@ -1,0 +1,46 @@
+"""Settings: defaults, then the TOML file, then the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from service.config import Config, ConfigError
+
+
+def test_defaults_are_the_documented_ones() -> None:
+    config = Config.from_env({})
+    assert (config.port, config.admin_port, config.partitions) == (9010, 9999, 4)
+    assert config.claim_timeout_s == 600 and config.succeeded_ttl_s == 24 * 3600
+    assert config.failed_ttl_s == 168 * 3600 and config.max_priority == 3
+    assert config.server_id  # hostname:pid
+
+
+def test_file_then_environment(tmp_path: Path) -> None:
+    path = tmp_path / "pinledger.toml"
+    path.write_text('port = 9100\nclaim_timeout_s = 30\nschema = "from_file"\n')
+    config = Config.from_env({"PINLEDGER_CONFIG": str(path), "PINLEDGER_PORT": "9200"})
+    assert (config.port, config.claim_timeout_s, config.schema) == (9200, 30.0, "from_file")
+
+
+def test_bad_settings_say_which_and_why(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="port must be a number"):
+        Config.from_env({"PINLEDGER_PORT": "abc"})
+    with pytest.raises(ConfigError, match="must not be negative"):
+        Config.from_env({"PINLEDGER_CLAIM_TIMEOUT_S": "-1"})
+    path = tmp_path / "bad.toml"
+    path.write_text("prot = 1\n")
+    with pytest.raises(ConfigError, match="unknown setting"):
+        Config.from_env({"PINLEDGER_CONFIG": str(path)})
+    path.write_text("port = \n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        Config.from_env({"PINLEDGER_CONFIG": str(path)})
+    with pytest.raises(ConfigError, match="cannot read"):
+        Config.from_env({"PINLEDGER_CONFIG": str(tmp_path / "missing.toml")})
+
+
+def test_advertised_address() -> None:
+    assert Config.from_env({"PINLEDGER_PORT": "9011"}).address == "127.0.0.1:9011"
+    config = Config.from_env({"PINLEDGER_HOST": "0.0.0.0", "PINLEDGER_ADVERTISE_HOST": "h1"})
+    assert config.address == "h1:9010"
