@@ -30,6 +30,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import socket
 import tomllib
@@ -111,8 +112,14 @@ def _read_file(path: Path) -> dict[str, Any]:
     return data
 
 
+# Settings that must be at least 1 (0 would make the server unusable), and ports.
+_AT_LEAST_ONE = frozenset({"partitions", "max_priority", "session_timeout_ms"})
+_PORTS = frozenset({"port", "admin_port"})
+
+
 def _convert(name: str, value: Any) -> Any:
     kind = {f.name: f.type for f in dataclasses.fields(Config)}[name]
+    what = f"setting {name} (PINLEDGER_{name.upper()})"
     number: float
     try:
         if kind == "int":
@@ -121,8 +128,14 @@ def _convert(name: str, value: Any) -> Any:
             number = float(value)
         else:
             return str(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"setting {name} must be a number ({kind}), got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{what} must be a number ({kind}), got {value!r}") from None
+    if not math.isfinite(number):
+        raise ConfigError(f"{what} must be a finite number, got {value!r}")
     if number < 0:
-        raise ConfigError(f"setting {name} must not be negative, got {value!r}")
+        raise ConfigError(f"{what} must not be negative, got {value!r}")
+    if name in _AT_LEAST_ONE and number < 1:
+        raise ConfigError(f"{what} must be at least 1, got {value!r}")
+    if name in _PORTS and number > 65535:
+        raise ConfigError(f"{what} must be a TCP port (0-65535), got {value!r}")
     return number

@@ -399,44 +399,100 @@ def test_delete_queue_without_a_configured_password_is_refused(
 # -- configuration mistakes -----------------------------------------------------------------
 
 
-def serve_exits(names: Names, **settings: str) -> subprocess.CompletedProcess[str]:
-    """`pinledger serve` with `settings`, expected to refuse to start."""
+def serve_with(names: Names, log: Path, **settings: str) -> tuple[int | None, str]:
+    """Start `pinledger serve` with `settings` and wait until it exits or answers /health.
+    Returns its exit code (None: it accepted the settings and served) and its output."""
     prefix, schema = names
+    admin_port = free_port()
     env = dict(os.environ)
     env.update(
         PINLEDGER_TOPIC_PREFIX=prefix,
         PINLEDGER_SCHEMA=schema,
         PINLEDGER_PORT=str(free_port()),
-        PINLEDGER_ADMIN_PORT=str(free_port()),
+        PINLEDGER_ADMIN_PORT=str(admin_port),
     )
     env.update(settings)
-    return subprocess.run(
-        [sys.executable, "-m", "service.cli", "serve"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "serve"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+    def settled() -> bool:
+        if proc.poll() is not None:
+            return True
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{admin_port}/health", timeout=2
+            ) as answer:
+                return bool(answer.status == 200)
+        except OSError:
+            return False
+
+    try:
+        wait_for(settled, 60, pause=0.2)
+        code = proc.poll()
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    return code, log.read_text(errors="replace")
 
 
-def test_configuration_mistakes_stop_the_server_with_a_message(
-    names: Names, tmp_path: Path
+def assert_refused(code: int | None, output: str, says: str) -> None:
+    assert code is not None, f"the server started and served:\n{output[-2000:]}"
+    assert code != 0
+    assert "Traceback" not in output, f"a traceback, not a message:\n{output[-2000:]}"
+    assert says.lower() in output.lower(), output
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        pytest.param("PINLEDGER_PORT", "abc", "port", id="port-not-a-number"),
+        pytest.param("PINLEDGER_PORT", "70000", "port", id="port-out-of-range"),
+        pytest.param("PINLEDGER_PARTITIONS", "0", "partitions", id="zero-partitions"),
+        pytest.param("PINLEDGER_CLAIM_TIMEOUT_S", "inf", "claim_timeout_s", id="claim-timeout-inf"),
+        pytest.param("PINLEDGER_SUCCEEDED_TTL_S", "nan", "succeeded_ttl_s", id="ttl-nan"),
+    ],
+)
+def test_a_setting_the_server_cannot_use_stops_it_with_a_message(
+    names: Names, tmp_path: Path, variable: str, value: str, says: str
 ) -> None:
-    done = serve_exits(names, PINLEDGER_PORT="abc")
-    assert done.returncode != 0
-    assert "port" in done.stderr.lower() and "'abc'" in done.stderr, done.stderr
+    code, output = serve_with(names, tmp_path / "serve.log", **{variable: value})
+    assert_refused(code, output, says)
+    assert value in output
 
-    broken = tmp_path / "broken.json"
-    typo = tmp_path / "typo.json"
-    broken.write_text('{"queues": [')
-    typo.write_text('{"queues": [{"name": "q", "queueConfig": {"maxJobsPerSec": 1}}]}')
-    for path, says in (
-        (broken, "not valid JSON"),
-        (typo, "unknown key 'maxJobsPerSec'"),
-        (tmp_path / "missing.json", "cannot read queue config"),
-    ):
-        done = serve_exits(names, PINLEDGER_QUEUE_CONFIG=str(path))
-        assert done.returncode != 0
-        assert says in done.stderr, done.stderr
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        pytest.param('{"queues": [', "not valid JSON", id="not-json"),
+        pytest.param(
+            '{"queues": [{"name": "q", "queueConfig": {"maxJobsPerSec": 1}}]}',
+            "unknown key 'maxJobsPerSec'",
+            id="misspelt-key",
+        ),
+        pytest.param(
+            '{"queues": [{"name": "q", "queueConfig": {"maxJobsPerSecond": -1}}]}',
+            "maxJobsPerSecond must be a number >= 0",
+            id="negative-rate",
+        ),
+        pytest.param(None, "cannot read queue config", id="missing-file"),
+    ],
+)
+def test_a_broken_queue_config_stops_the_server_with_a_message(
+    names: Names, tmp_path: Path, content: str | None, says: str
+) -> None:
+    path = tmp_path / "queues.json"
+    if content is not None:
+        path.write_text(content)
+    code, output = serve_with(names, tmp_path / "serve.log", PINLEDGER_QUEUE_CONFIG=str(path))
+    assert_refused(code, output, says)

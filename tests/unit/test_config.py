@@ -25,8 +25,14 @@ def test_file_then_environment(tmp_path: Path) -> None:
 
 
 def test_bad_settings_say_which_and_why(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="port must be a number"):
+    with pytest.raises(ConfigError, match=r"PINLEDGER_PORT\) must be a number"):
         Config.from_env({"PINLEDGER_PORT": "abc"})
+    with pytest.raises(ConfigError, match="finite"):
+        Config.from_env({"PINLEDGER_CLAIM_TIMEOUT_S": "inf"})
+    with pytest.raises(ConfigError, match="at least 1"):
+        Config.from_env({"PINLEDGER_PARTITIONS": "0"})
+    with pytest.raises(ConfigError, match="TCP port"):
+        Config.from_env({"PINLEDGER_ADMIN_PORT": "70000"})
     with pytest.raises(ConfigError, match="must not be negative"):
         Config.from_env({"PINLEDGER_CLAIM_TIMEOUT_S": "-1"})
     path = tmp_path / "bad.toml"
