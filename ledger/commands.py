@@ -11,7 +11,6 @@ the same rules `evolve` enforces, so what is appended normally applies.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -82,19 +81,6 @@ def check_priority(priority: int, limits: Limits) -> None:
             RefusalCode.PRIORITY_NOT_SUPPORTED,
             f"priority {priority} is not supported: use 1 (highest) to {limits.max_priority}",
         )
-
-
-def check_regex(pattern: str | None) -> None:
-    """Body regexes run in Postgres (as parameters, never spliced into SQL); Python's
-    syntax is close enough to catch typos before they reach the database."""
-    if pattern is None:
-        return
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise Refused(
-            RefusalCode.INVALID_ARGUMENT, f"invalid body regex {pattern!r}: {exc}"
-        ) from None
 
 
 def check_limit(limit: int, what: str = "limit") -> None:

@@ -18,7 +18,6 @@ from ledger.commands import (
     check_limit,
     check_priority,
     check_queue_name,
-    check_regex,
     decide_checkpoint,
     decide_claims,
     decide_collect,
@@ -98,18 +97,6 @@ def test_priority_out_of_range_is_not_supported(priority: int) -> None:
 def test_the_priority_limit_is_configurable() -> None:
     check_priority(5, Limits(max_priority=5))
     assert "use 1 (highest) to 1" in refusal(lambda: check_priority(2, Limits(1))).message
-
-
-@pytest.mark.parametrize("pattern", [None, "", "^abc", r"\d+-x", "a|b"])
-def test_valid_body_regexes_pass(pattern: str | None) -> None:
-    check_regex(pattern)
-
-
-@pytest.mark.parametrize("pattern", ["(", "[a-", "*x", r"\q"])
-def test_invalid_body_regex_is_a_clear_client_error(pattern: str) -> None:
-    refused = refusal(lambda: check_regex(pattern))
-    assert refused.code is RefusalCode.INVALID_ARGUMENT
-    assert refused.message.startswith(f"invalid body regex {pattern!r}: ")
 
 
 @pytest.mark.parametrize("limit", [0, 1, 1000])
