@@ -407,14 +407,7 @@ class Handler:
         actor = _actor(context, self.config.server_id)
         if request.dryRun:
             found = self.owner.peek(queue.name, limit, now, coverage)
-            response = self._response(found, queue.name)
-            for address in self.owner.peers_for(queue.name):
-                if len(response.jobs) >= limit:
-                    break
-                more = self.peers.dequeue(address, context, request, limit - len(response.jobs))
-                response.jobs.update(more.jobs or {})
-                response.jobMetadata.update(more.jobMetadata or {})
-            return response
+            return self._forward(self._response(found, queue.name), context, request, limit)
         if not self.rate_limits.allow(queue.name):
             raise _error(
                 ErrorCode.DEQUEUE_RATE_LIMITED,
@@ -422,8 +415,16 @@ class Handler:
                 "jobs/s on this server (maxJobsPerSecond in the queue config; 0 = paused)",
             )
         claimed = self.owner.dequeue(queue.name, limit, now, actor, coverage)
-        response = self._response(claimed, queue.name)
-        peers = self.owner.peers_for(queue.name)
+        response = self._forward(self._response(claimed, queue.name), context, request, limit)
+        self.rate_limits.charge(queue.name, len(response.jobs))
+        self.metrics.count(
+            "pinledger_jobs_total", len(response.jobs), queue=queue.name, action="dequeue"
+        )
+        return response
+
+    def _forward(self, response: Any, context: Any, request: Any, limit: int) -> Any:
+        """Top the response up from the other owners of the queue's partitions."""
+        peers = self.owner.peers_for(request.queueName)
         random.shuffle(peers)
         for address in peers:
             if len(response.jobs) >= limit:
@@ -431,14 +432,10 @@ class Handler:
             try:
                 more = self.peers.dequeue(address, context, request, limit - len(response.jobs))
             except Exception as exc:  # a peer going away must not fail this call
-                log.warning("forwarding a dequeue of %s to %s failed: %s", queue.name, address, exc)
+                log.warning("forwarding a dequeue to %s failed: %s", address, exc)
                 continue
             response.jobs.update(more.jobs or {})
             response.jobMetadata.update(more.jobMetadata or {})
-        self.rate_limits.charge(queue.name, len(response.jobs))
-        self.metrics.count(
-            "pinledger_jobs_total", len(response.jobs), queue=queue.name, action="dequeue"
-        )
         return response
 
     @rpc
