@@ -145,15 +145,6 @@ class ReadyBuffer:
         for job in jobs:
             self._timing_out.discard((job.local_id, job.touched_at))
 
-    def counts(self, now: int) -> tuple[int, int]:
-        """(due pending jobs, in-progress jobs): for metrics."""
-        due = sum(
-            1
-            for job in self.jobs.values()
-            if job.state is JobState.PENDING and job.run_after <= now
-        )
-        return due, len(self._in_progress)
-
 
 def take(buffers: Sequence[ReadyBuffer], now: int, limit: int) -> list[tuple[int, Job]]:
     """Reserve up to `limit` due jobs across partitions: highest priority first, then

@@ -232,21 +232,9 @@ class Handler:
         return row
 
     def _descriptors(self, queue: QueueRow, texts: Iterable[Any]) -> list[JobDescriptor]:
-        found = []
-        for text in texts:
-            if not isinstance(text, str):
-                raise DescriptorError("jobDescriptor is required")
-            parsed = descriptor.parse(text)
-            if parsed.queue != queue.name:
-                raise DescriptorError(
-                    f"{text!r} belongs to queue {parsed.queue!r}, not {queue.name!r}"
-                )
-            if parsed.partition >= queue.partitions:
-                raise DescriptorError(
-                    f"{text!r}: queue {queue.name!r} has no partition {parsed.partition} "
-                    f"(it has {queue.partitions})"
-                )
-            found.append(parsed)
+        found = [_parse_descriptor(text) for text in texts]
+        for parsed in found:
+            _check_descriptor(queue, parsed)
         return found
 
     def _wait_projected(self, keys: dict[tuple[str, int], int]) -> None:
@@ -395,14 +383,10 @@ class Handler:
 
     @rpc
     def dequeueJobs(self, context: Any, request: Any) -> Any:
-        request = _required(request, "request")
-        queue = self._queue(request.queueName)
-        limit = _required(request.limit, "limit")
-        check_limit(limit)
+        request, queue, limit, coverage = self._dequeue_request(request)
         if request.jobAckRequest is not None:
             # Acks first and always: PinLater dropped them on a rate-limited dequeue.
             self._ack(context, request.jobAckRequest, queue)
-        coverage = request.coverage if request.coverage is not None else 1.0
         now = now_ms()
         actor = _actor(context, self.config.server_id)
         if request.dryRun:
@@ -422,6 +406,15 @@ class Handler:
         )
         return response
 
+    def _dequeue_request(self, request: Any) -> tuple[Any, QueueRow, int, float]:
+        """A dequeue request checked: (request, queue, limit, coverage)."""
+        request = _required(request, "request")
+        queue = self._queue(request.queueName)
+        limit = _required(request.limit, "limit")
+        check_limit(limit)
+        coverage = request.coverage if request.coverage is not None else 1.0
+        return request, queue, limit, coverage
+
     def _forward(self, response: Any, context: Any, request: Any, limit: int) -> Any:
         """Top the response up from the other owners of the queue's partitions."""
         peers = self.owner.peers_for(request.queueName)
@@ -440,11 +433,7 @@ class Handler:
 
     @rpc
     def dequeueOwned(self, context: Any, request: Any) -> Any:
-        request = _required(request, "request")
-        queue = self._queue(request.queueName)
-        limit = _required(request.limit, "limit")
-        check_limit(limit)
-        coverage = request.coverage if request.coverage is not None else 1.0
+        request, queue, limit, coverage = self._dequeue_request(request)
         now = now_ms()
         if request.dryRun:
             return self._response(self.owner.peek(queue.name, limit, now, coverage), queue.name)
@@ -473,13 +462,7 @@ class Handler:
                     parsed.local_id, info.retryDelayMillis or 0, info.appendCustomStatus or ""
                 )
             )
-        if not events:
-            return
-        self.writer.append_many(
-            [(queue.name, p, evs) for p, evs in events.items()],
-            now_ms(),
-            _actor(context, self.config.server_id),
-        )
+        self._append_by_partition(queue, events, context)
         self.metrics.count(
             "pinledger_jobs_total", len(succeeded), queue=queue.name, action="ack_success"
         )
@@ -509,13 +492,7 @@ class Handler:
                 prepend_status=item.prependCustomStatus,
             )
             events.setdefault(where.partition, []).append(decide_checkpoint(event, self.limits))
-        if not events:
-            return
-        self.writer.append_many(
-            [(queue.name, p, evs) for p, evs in events.items()],
-            now_ms(),
-            _actor(context, self.config.server_id),
-        )
+        self._append_by_partition(queue, events, context)
         self.metrics.count(
             "pinledger_jobs_total", len(items), queue=queue.name, action="checkpoint"
         )
@@ -542,15 +519,14 @@ class Handler:
         request = _required(request, "request")
         by_queue: dict[str, list[JobDescriptor]] = {}
         for text in request.jobDescriptors or []:
-            if not isinstance(text, str):
-                raise DescriptorError("jobDescriptor is required")
-            parsed = descriptor.parse(text)
+            parsed = _parse_descriptor(text)
             by_queue.setdefault(parsed.queue, []).append(parsed)
         include_body = bool(request.includeBody)
         found: dict[str, Any] = {}
         for name, wanted in by_queue.items():
             queue = self._queue(name)
-            self._descriptors(queue, (str(d) for d in wanted))
+            for d in wanted:
+                _check_descriptor(queue, d)
             topic = self.writer.topic(name)
             waits: dict[tuple[str, int], int] = {}
             for d in wanted:
@@ -623,18 +599,25 @@ class Handler:
         by_part: dict[int, list[Any]] = {}
         for row in rows:
             by_part.setdefault(row.partition, []).append(row.job)
-        batches: list[tuple[str, int, Sequence[Event]]] = []
-        for partition, jobs in by_part.items():
-            events = decide(jobs)
-            batches += [
-                (queue.name, partition, events[i : i + _BULK_CHUNK])
-                for i in range(0, len(events), _BULK_CHUNK)
-            ]
-        if not batches:
-            return 0
-        self.writer.append_many(batches, now_ms(), _actor(context, self.config.server_id))
-        self._settle(queue)
-        return sum(len(events) for _, _, events in batches)
+        events = {partition: decide(jobs) for partition, jobs in by_part.items()}
+        count = self._append_by_partition(queue, events, context)
+        if count:
+            self._settle(queue)
+        return count
+
+    def _append_by_partition(
+        self, queue: QueueRow, events: dict[int, list[Event]], context: Any
+    ) -> int:
+        """Append each partition's events, at most _BULK_CHUNK per record, in one
+        round trip; returns how many events were appended."""
+        batches: list[tuple[str, int, Sequence[Event]]] = [
+            (queue.name, partition, evs[i : i + _BULK_CHUNK])
+            for partition, evs in events.items()
+            for i in range(0, len(evs), _BULK_CHUNK)
+        ]
+        if batches:
+            self.writer.append_many(batches, now_ms(), _actor(context, self.config.server_id))
+        return sum(len(evs) for _, _, evs in batches)
 
     @rpc
     def retryFailedJobs(self, context: Any, request: Any) -> int:
@@ -674,6 +657,25 @@ class Handler:
         )
         self.metrics.count("pinledger_jobs_total", count, queue=queue.name, action="delete")
         return count
+
+
+def _parse_descriptor(text: Any) -> JobDescriptor:
+    if not isinstance(text, str):
+        raise DescriptorError("jobDescriptor is required")
+    return descriptor.parse(text)
+
+
+def _check_descriptor(queue: QueueRow, parsed: JobDescriptor) -> None:
+    """A descriptor must name the request's queue and one of its partitions."""
+    if parsed.queue != queue.name:
+        raise DescriptorError(
+            f"{str(parsed)!r} belongs to queue {parsed.queue!r}, not {queue.name!r}"
+        )
+    if parsed.partition >= queue.partitions:
+        raise DescriptorError(
+            f"{str(parsed)!r}: queue {queue.name!r} has no partition {parsed.partition} "
+            f"(it has {queue.partitions})"
+        )
 
 
 def _parse_continuation(token: Any) -> ScanKey | None:

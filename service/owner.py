@@ -418,10 +418,6 @@ class Owner:
             parts = random.sample(parts, max(1, math.ceil(coverage * len(parts))))
         return parts
 
-    def owns_any(self, queue: str) -> bool:
-        with self.lock:
-            return any(o.queue == queue and o.serving for o in self.owned.values())
-
     def peek(self, queue: str, limit: int, now: int, coverage: float = 1.0) -> list[Claimed]:
         """dryRun: the jobs a dequeue would get, untouched."""
         with self.lock:
