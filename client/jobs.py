@@ -1,0 +1,101 @@
+"""The client's typed view of PinLater's structs: what you enqueue, what a dequeue
+gives you, how you ack and checkpoint, and what a lookup or scan returns."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class JobState(IntEnum):
+    """PinLater's PinLaterJobState, same numbers."""
+
+    PENDING = 0
+    IN_PROGRESS = 1
+    SUCCEEDED = 2
+    FAILED = 3
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def after_ms(seconds: float) -> int:
+    """The `run_after_ms` of a job that should run `seconds` from now."""
+    return now_ms() + int(seconds * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job to enqueue. Defaults are PinLater's: priority 1 (the highest), runnable
+    now, two attempts."""
+
+    body: bytes
+    priority: int = 1
+    run_after_ms: int | None = None
+    attempts_allowed: int = 2
+    custom_status: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DequeuedJob:
+    descriptor: str
+    body: bytes
+    attempts_allowed: int
+    attempts_remaining: int
+
+    @property
+    def attempt(self) -> int:
+        """1 on the first run; attempts are used up by failures and timeouts."""
+        return self.attempts_allowed - self.attempts_remaining + 1
+
+    @property
+    def last_attempt(self) -> bool:
+        return self.attempts_remaining <= 1
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """One job's ack. `retry_delay_ms` applies to a failure with attempts left."""
+
+    descriptor: str
+    append_status: str = ""
+    retry_delay_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A heartbeat, optionally with a new body, a status, a new attempt budget, or a
+    move back to PENDING at `run_after_ms` (chained and cron-like jobs)."""
+
+    descriptor: str
+    new_body: str | None = None
+    move_to_pending: bool = False
+    run_after_ms: int | None = None
+    attempts_allowed: int | None = None
+    prepend_status: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    descriptor: str
+    state: JobState
+    attempts_allowed: int
+    attempts_remaining: int
+    custom_status: str
+    created_at_ms: int
+    run_after_ms: int | None
+    updated_at_ms: int | None
+    claim: str | None
+    body: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanPage:
+    jobs: list[JobInfo]
+    continuation: str
+
+    @property
+    def more(self) -> bool:
+        return self.continuation != "-1"
