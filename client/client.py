@@ -221,12 +221,16 @@ class PinLaterClient:
         )
         response = self.call("dequeueJobs", request, idempotent=False)
         metadata = response.jobMetadata or {}
+        # pinledger's addition to the response; absent from PinLater servers.
+        traceparents = getattr(response, "jobTraceparents", None) or {}
         jobs = []
         for descriptor, body in (response.jobs or {}).items():
             meta = metadata.get(descriptor)
             allowed = meta.attemptsAllowed if meta and meta.attemptsAllowed is not None else 1
             remaining = meta.attemptsRemaining if meta and meta.attemptsRemaining is not None else 1
-            jobs.append(DequeuedJob(descriptor, body, allowed, remaining))
+            jobs.append(
+                DequeuedJob(descriptor, body, allowed, remaining, traceparents.get(descriptor))
+            )
         return jobs
 
     def ack(

@@ -44,6 +44,8 @@ class DequeuedJob:
     body: bytes
     attempts_allowed: int
     attempts_remaining: int
+    # W3C traceparent of the enqueue call, when the server recorded one.
+    traceparent: str | None = None
 
     @property
     def attempt(self) -> int:
