@@ -172,8 +172,8 @@ class PinLaterClient:
         self.call("deleteQueue", name, password, idempotent=True)
 
     def queue_names(self) -> set[str]:
-        names: set[str] = self.call("getQueueNames", idempotent=True)
-        return names
+        # thriftpy2 decodes a Thrift set as a list.
+        return set(self.call("getQueueNames", idempotent=True))
 
     # ---- producers ----
 
