@@ -51,6 +51,8 @@ class Server(Protocol):
     @property
     def port(self) -> int: ...
 
+    def log(self) -> str: ...
+
 
 def _need_command(name: str, package: str) -> str:
     path = shutil.which(name)
@@ -69,20 +71,22 @@ def _need_file(path: Path, package: str) -> None:
         )
 
 
-def _run(cmd: list[str], what: str, timeout: float) -> str:
-    """Run `cmd`; return its stdout, or fail the test with everything it printed."""
+def _run(cmd: list[str], what: str, timeout: float, server: Server | None = None) -> str:
+    """Run `cmd`; return its stdout, or fail the test with everything it printed (and the
+    tail of the server's log, when a client against `server` failed)."""
+    server_log = "" if server is None else f"\n--- server log (tail) ---\n{server.log()}"
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(
             f"{what} did not finish in {timeout:.0f} s: {cmd}\n"
-            f"--- stdout ---\n{exc.stdout!r}\n--- stderr ---\n{exc.stderr!r}",
+            f"--- stdout ---\n{exc.stdout!r}\n--- stderr ---\n{exc.stderr!r}{server_log}",
             pytrace=False,
         )
     if done.returncode != 0:
         pytest.fail(
             f"{what} exited {done.returncode}: {cmd}\n"
-            f"--- stdout ---\n{done.stdout}\n--- stderr ---\n{done.stderr}",
+            f"--- stdout ---\n{done.stdout}\n--- stderr ---\n{done.stderr}{server_log}",
             pytrace=False,
         )
     return done.stdout
@@ -148,6 +152,7 @@ def test_java_client(server: Server, tmp_path: Path) -> None:
         [java, "-cp", ":".join(classpath), "InteropClient", server.host, str(server.port), queue],
         "the Java client",
         CLIENT_TIMEOUT_S,
+        server,
     )
     _check_jobs(stdout, queue, "java")
 
@@ -172,5 +177,6 @@ def test_python_client(server: Server, tmp_path: Path) -> None:
         ],
         "the Python client",
         CLIENT_TIMEOUT_S,
+        server,
     )
     _check_jobs(stdout, queue, "python")

@@ -37,6 +37,21 @@ def _projector(config: Config, store: Store, prefix: str) -> subprocess.Popen[by
     )
 
 
+def _projected(store: Store, writer: LedgerWriter, partitions: int) -> int:
+    return sum(store.offset(writer.topic("q"), p) for p in range(partitions))
+
+
+def _wait_progress(
+    store: Store, writer: LedgerWriter, proc: subprocess.Popen[bytes], before: int
+) -> None:
+    """Until the projector committed a batch beyond `before`, or exited, or 60 s passed."""
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        if _projected(store, writer, 3) > before:
+            return
+        time.sleep(0.002)
+
+
 def test_sigkill_mid_batch_then_restart_gives_the_same_tables(
     config: Config, writer: LedgerWriter, kafka: KafkaLog, prefix: str, store: Store, scratch: Store
 ) -> None:
@@ -47,16 +62,20 @@ def test_sigkill_mid_batch_then_restart_gives_the_same_tables(
 
     rng = random.Random(1)
     partial_kills = 0
-    for _ in range(8):
+    for round_ in range(8):
+        before = _projected(store, writer, 3)
         proc = _projector(config, store, prefix)
-        time.sleep(rng.uniform(0.5, 1.5))
+        # Kill only once this run has committed something: a blind sleep lands before the
+        # first commit on a slow machine (start-up) or after the last on a fast one.
+        _wait_progress(store, writer, proc, before)
+        time.sleep(0 if round_ == 0 else rng.uniform(0, 0.3))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
         proc.wait()
         assert proc.stderr is not None
         proc.stderr.close()
-        done = [store.offset(writer.topic("q"), p) for p in range(3)]
-        if proc.returncode == -signal.SIGKILL and 0 < sum(done) < sum(ends):
+        done = _projected(store, writer, 3)
+        if proc.returncode == -signal.SIGKILL and 0 < done < sum(ends):
             partial_kills += 1
     assert partial_kills > 0, "no kill landed while the projector was half way"
 
