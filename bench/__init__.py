@@ -1,0 +1,1 @@
+"""The pinledger benchmark: `python -m bench` (see docs/performance.md)."""
