@@ -10,7 +10,9 @@ from client.errors import (
     ServerUnavailableError,
 )
 from client.jobs import Ack, Checkpoint, DequeuedJob, Job, JobInfo, JobState, ScanPage, after_ms
+from client.retry import RetryPolicy, constant, exponential, linear, never
 from client.servers import Address, ServerList
+from client.worker import JobContext, Worker, worker_source
 
 __all__ = [
     "Ack",
@@ -20,13 +22,21 @@ __all__ = [
     "DequeuedJob",
     "ErrorCode",
     "Job",
+    "JobContext",
     "JobInfo",
     "JobState",
     "PinLaterClient",
     "PinLaterError",
+    "RetryPolicy",
     "ScanPage",
     "ServerList",
     "ServerListError",
     "ServerUnavailableError",
+    "Worker",
     "after_ms",
+    "constant",
+    "exponential",
+    "linear",
+    "never",
+    "worker_source",
 ]
