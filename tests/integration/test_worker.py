@@ -25,6 +25,8 @@ import pytest
 from client import Ack, DequeuedJob, Job, JobInfo, JobState, PinLaterClient, after_ms
 from client.retry import RetryPolicy, constant, exponential, linear, never
 from client.worker import JobContext, Worker
+from examples.enqueue_jobs import thumbnail_jobs
+from examples.thumbnail_worker import make_thumbnail
 from ledger.kafka_log import KafkaLog
 from projections.store import Store
 from service.config import Config
@@ -520,3 +522,25 @@ def start_worker(
     ]
     with (log_dir / f"{tag}.log").open("w") as log:
         return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+
+
+# -- the example -------------------------------------------------------------------------
+
+
+def test_the_example_thumbnail_jobs_succeed_retry_or_fail_as_documented(
+    pl: PinLaterClient, queue: str
+) -> None:
+    descriptors = pl.enqueue(queue, thumbnail_jobs(25, delayed_s=0.5))
+    worker = make_worker(pl, queue, make_thumbnail, retry=constant(0.1))
+    with working(worker):
+        jobs = wait_for(lambda: settled(pl, descriptors), 60)
+
+    corrupt = descriptors[24]
+    assert (jobs[corrupt].state, jobs[corrupt].attempts_remaining) == (JobState.FAILED, 0)
+    assert jobs[corrupt].custom_status.count("CorruptImageError") == 3
+    others = [jobs[d] for d in descriptors[:24]]
+    assert all(j.state is JobState.SUCCEEDED for j in others)
+    flaky = [j for j in others if "ImageStoreTimeoutError" in j.custom_status]
+    assert all(j.attempts_remaining == 2 for j in flaky)
+    assert all(j.custom_status.endswith(".jpg") for j in others)
+    assert (worker.succeeded, worker.retried, worker.failed) == (24, len(flaky) + 2, 1)
