@@ -409,10 +409,14 @@ class Worker:
     def _loop(self) -> None:
         idle = self.idle_backoff[0]
         errors = ERROR_BACKOFF[0]
+        # After a failed dequeue its acks may or may not have applied: they go out
+        # first by ackDequeuedJobs, which the client may repeat on another server.
+        resend = False
         while not self._stopping.is_set():
-            if not self._send_checkpoints():
+            if not self._send_checkpoints() or (resend and not self._send_acks()):
                 errors = self._pause_after_error(errors)
                 continue
+            resend = False
             with self._lock:
                 free = not self._backlog and len(self._running) < self.concurrency
                 acks = self._take_acks() if free else []
@@ -425,6 +429,7 @@ class Worker:
                 continue
             jobs = self._dequeue(acks)
             if jobs is None:
+                resend = True
                 errors = self._pause_after_error(errors)
                 continue
             errors = ERROR_BACKOFF[0]
@@ -589,6 +594,8 @@ class Worker:
                         return
                     self._changed.wait()
                 job = self._backlog.popleft()
+                if not self._backlog:
+                    self._changed.notify_all()  # the main loop may dequeue again
                 context = JobContext(self, job, trace.INVALID_SPAN)
                 self._running[job.descriptor] = context
             try:

@@ -448,6 +448,8 @@ def test_sigterm_loses_no_ack_and_releases_what_did_not_finish(
     long = pl.enqueue(queue, [Job(b"sleep:3600", priority=2) for _ in range(2)])
     later = pl.enqueue(queue, [Job(b"sleep:3600", priority=3) for _ in range(4)])
     everything = short + medium + long + later
+    # Once the server owns every partition of the new queue, dequeues follow priority.
+    wait_for(lambda: len(pl.dequeue(queue, 100, dry_run=True)) == len(everything), 30)
 
     def lines() -> list[tuple[str, str, str]]:
         found = []
