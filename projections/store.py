@@ -459,6 +459,10 @@ class Store:
                 {"queue": queue, "partition": partition, "local_id": local_id},
             ).fetchall()
 
+    def job_events(self, queue: str, partition: int, local_id: int) -> list[EventRow]:
+        """The job's timeline as rows, in log order (what projections/history.py reads)."""
+        return [EventRow(local_id, *row) for row in self.timeline(queue, partition, local_id)]
+
     # -- replay diff -----------------------------------------------------------------------
 
     def diff(
