@@ -294,7 +294,7 @@ class ProjectionRunner:
         for (topic, partition), queue in wanted.items():
             if (topic, partition) not in self.partitions:
                 self.partitions[(topic, partition)] = PartitionProjector(
-                    self.store, queue, topic, partition, self.scope.bound
+                    self.store, queue, topic, partition, self.scope.bound_for(topic, partition)
                 )
         if self._reader is not None:
             self._reader.close()
