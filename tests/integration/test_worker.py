@@ -546,3 +546,36 @@ def test_the_example_thumbnail_jobs_succeed_retry_or_fail_as_documented(
     assert all(j.attempts_remaining == 2 for j in flaky)
     assert all(j.custom_status.endswith(".jpg") for j in others)
     assert (worker.succeeded, worker.retried, worker.failed) == (24, len(flaky) + 2, 1)
+
+
+# -- tracing -----------------------------------------------------------------------------
+
+
+def test_handler_spans_nest_inside_the_job_span_which_records_a_failure(
+    server: ServerProcess, pl: PinLaterClient, queue: str, tmp_path: Path
+) -> None:
+    ok, failing = pl.enqueue(queue, [Job(b"sleep:0"), Job(b"fail", attempts_allowed=1)])
+    spans_file = tmp_path / "spans.json"
+    command = ["--spans", str(spans_file), "--exit-after", "2"]
+    worker = start_worker(server, queue, tmp_path / "journal", "traced", tmp_path, *command)
+    try:
+        worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert worker.returncode == 0, (tmp_path / "traced.log").read_text()[-3000:]
+    spans = json.loads(spans_file.read_text())
+
+    jobs = {s["attributes"]["messaging.message.id"]: s for s in spans if s["kind"] == "CONSUMER"}
+    assert set(jobs) == {ok, failing}
+    for descriptor, job_span in jobs.items():
+        assert job_span["name"] == f"process {queue}"
+        assert job_span["attributes"]["pinledger.attempt"] == 1
+        (user,) = [s for s in spans if s["parent_id"] == job_span["span_id"]]
+        assert (user["name"], user["trace_id"]) == ("user work", job_span["trace_id"])
+        if descriptor == ok:
+            assert (job_span["status"], job_span["events"]) == ("UNSET", [])
+    failed = jobs[failing]
+    assert failed["status"] == "ERROR"
+    [event] = [e for e in failed["events"] if e["name"] == "exception"]
+    assert event["attributes"]["exception.type"] == "RuntimeError"
+    assert event["attributes"]["exception.message"] == "asked to fail"
