@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
+from client.tool import main as client_main
 from ledger.codec import CodecError
 from ledger.kafka_log import KafkaLog, KafkaSettings
 from ledger.log import LogError
@@ -194,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--scratch", help="scratch schema name (default: a fresh one)")
     rep.add_argument("--keep", action="store_true", help="keep the scratch schema")
 
+    commands.add_parser(
+        "client", help="PinLater's client tool: queues, jobs, load (`client --help`)"
+    )
     commands.add_parser("demo", help="a short tour: enqueue, project, replay")
 
     commands.add_parser("serve", help="run a PinLater server (Thrift, default port 9010)")
@@ -217,6 +221,10 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["client"]:
+        # The client tool has PinLater's flags and its own parser; it needs no Config.
+        return client_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
