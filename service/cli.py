@@ -19,6 +19,7 @@ from ledger.log import LogError
 from projections.projector import Bound, ProjectionRunner, Scope
 from projections.replay import ReplayReport, replay
 from projections.store import Store, StoreError
+from service import trace_cli
 from service.config import Config, ConfigError
 from service.demo import run_demo
 from service.password import hash_password
@@ -200,6 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands.add_parser("demo", help="a short tour: enqueue, project, replay")
 
+    trace_cli.add_arguments(
+        commands.add_parser("trace", help="a job's history: every step, verdict and attempt")
+    )
+
     commands.add_parser("serve", help="run a PinLater server (Thrift, default port 9010)")
 
     hashing = commands.add_parser(
@@ -215,6 +220,7 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "project": cmd_project,
     "replay": cmd_replay,
     "demo": cmd_demo,
+    "trace": trace_cli.run,
     "serve": cmd_serve,
     "hash-password": cmd_hash_password,
 }

@@ -41,6 +41,7 @@ from ledger.events import Actor, Checkpointed, Event
 from ledger.log import Log, LogError
 from ledger.state import JobState
 from ledger.writer import LedgerWriter
+from projections.history import build_history
 from projections.store import (
     InvalidRegexError,
     JobFilter,
@@ -50,6 +51,7 @@ from projections.store import (
     Store,
     StoreError,
 )
+from service import history_thrift, telemetry
 from service.config import Config
 from service.metrics import Metrics
 from service.owner import Claimed, Owner, now_ms
@@ -91,8 +93,11 @@ def rpc(method: F) -> F:
     def wrapper(self: Handler, *args: Any) -> Any:
         started = time.perf_counter()
         code = "ok"
+        span = telemetry.start_rpc(name, args)  # None while tracing is off
+        result = None
         try:
-            return method(self, *args)
+            result = method(self, *args)
+            return result
         except pinlater.PinLaterException as exc:
             code = str(exc.errorCode)
             raise
@@ -122,6 +127,8 @@ def rpc(method: F) -> F:
             self.metrics.observe(
                 "pinledger_rpc_seconds", time.perf_counter() - started, method=name
             )
+            if span is not None:
+                telemetry.end_rpc(span, name, args, result, code)
 
     return wrapper  # type: ignore[return-value]
 
@@ -364,6 +371,7 @@ class Handler:
             events,
             now,
             _actor(context, self.config.server_id),
+            telemetry.current_traceparent(),
         )
         self.metrics.count("pinledger_jobs_total", len(events), queue=queue.name, action="enqueue")
         return pinlater.PinLaterEnqueueResponse(jobDescriptors=[str(d) for d in descriptors])
@@ -371,7 +379,7 @@ class Handler:
     # -- dequeue ---------------------------------------------------------------------------
 
     def _response(self, claimed: Sequence[Claimed], queue: str) -> Any:
-        jobs, metadata = {}, {}
+        jobs, metadata, traceparents = {}, {}, {}
         for item in claimed:
             key = str(JobDescriptor(queue, item.partition, item.job.priority, item.job.local_id))
             jobs[key] = item.job.body
@@ -379,7 +387,11 @@ class Handler:
                 attemptsAllowed=item.job.attempts_allowed,
                 attemptsRemaining=item.job.attempts_remaining,
             )
-        return pinlater.PinLaterDequeueResponse(jobs=jobs, jobMetadata=metadata)
+            if item.traceparent:
+                traceparents[key] = item.traceparent
+        return pinlater.PinLaterDequeueResponse(
+            jobs=jobs, jobMetadata=metadata, jobTraceparents=traceparents or None
+        )
 
     @rpc
     def dequeueJobs(self, context: Any, request: Any) -> Any:
@@ -429,6 +441,11 @@ class Handler:
                 continue
             response.jobs.update(more.jobs or {})
             response.jobMetadata.update(more.jobMetadata or {})
+            if more.jobTraceparents:
+                response.jobTraceparents = {
+                    **(response.jobTraceparents or {}),
+                    **more.jobTraceparents,
+                }
         return response
 
     @rpc
@@ -546,6 +563,16 @@ class Handler:
                     found[key_text] = info
         return found
 
+    @rpc
+    def getJobHistory(self, context: Any, request: Any) -> Any:
+        request = _required(request, "request")
+        parsed = _parse_descriptor(request.jobDescriptor)
+        queue = self._queue(parsed.queue)
+        _check_descriptor(queue, parsed)
+        self._wait_projected({(self.writer.topic(queue.name), parsed.partition): parsed.offset})
+        rows = self.store.job_events(queue.name, parsed.partition, parsed.local_id)
+        return history_thrift.to_thrift(build_history(parsed, rows, request.atOffset))
+
     def _filter(self, queue: QueueRow, state: Any, priority: Any, regex: Any) -> JobFilter:
         state = JobState(_required(state, "jobState"))
         if priority is not None:
@@ -616,7 +643,12 @@ class Handler:
             for i in range(0, len(evs), _BULK_CHUNK)
         ]
         if batches:
-            self.writer.append_many(batches, now_ms(), _actor(context, self.config.server_id))
+            self.writer.append_many(
+                batches,
+                now_ms(),
+                _actor(context, self.config.server_id),
+                telemetry.current_traceparent(),  # the call's span: acks link back to it
+            )
         return sum(len(evs) for _, _, evs in batches)
 
     @rpc

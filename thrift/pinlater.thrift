@@ -78,6 +78,10 @@ struct PinLaterDequeueMetadata {
 struct PinLaterDequeueResponse {
   1: optional map<string, binary> jobs,
   2: optional map<string, PinLaterDequeueMetadata> jobMetadata,
+  // pinledger addition: the W3C traceparent of each job's enqueue call, for jobs that
+  // have one (tracing on when they were enqueued). Old clients skip the field
+  // (docs/decisions/0005-dequeue-traceparents.md).
+  3: optional map<string, string> jobTraceparents,
 }
 
 struct PinLaterCheckpointJobRequest {
@@ -162,6 +166,79 @@ exception PinLaterException {
   2: required string message,
 }
 
+// ---- pinledger additions: job history (getJobHistory) ----
+
+struct PinLaterJobHistoryRequest {
+  1: required string jobDescriptor,
+  // Only the steps at or before this offset of the job's partition: the job as it was
+  // after that step. Unset: the whole history.
+  2: optional i64 atOffset,
+}
+
+// One event that named the job, applied or rejected, in log order.
+struct PinLaterJobHistoryStep {
+  // Where the event sits: the record's offset in the job's partition, the event's
+  // index within the record.
+  1: required i64 offset,
+  2: required i32 index,
+  3: required i64 timestampMillis,
+  // Enqueued, Claimed, Succeeded, Failed, Checkpointed, TimedOut, Retried, Deleted or
+  // Collected.
+  4: required string action,
+  // Who asked: the caller's RequestContext, and the pinledger server that appended it.
+  5: required string source,
+  6: required string requestId,
+  7: required string server,
+  // The claim the event named, or else the job's claim when it arrived.
+  8: optional string claimDescriptor,
+  // The attempt the event belongs to (0 before the first claim).
+  9: required i32 attempt,
+  10: required bool applied,
+  // Why a rejected event did not apply (e.g. a stale ack); empty when applied.
+  11: required string reason,
+  // The job after the event; unset when the event removed it (or there was no job).
+  12: optional PinLaterJobState stateAfter,
+  13: optional i32 attemptsRemainingAfter,
+  // The custom status change: kind "set" (enqueue), "append" (acks) or "prepend"
+  // (checkpoints), and its text; unset when the event did not change it.
+  14: optional string statusChangeKind,
+  15: optional string statusChangeText,
+  // The event's own fields as a JSON object (bodies only by their size).
+  16: required string detailJson,
+  // W3C trace context of the record (the enqueue's for an Enqueued step).
+  17: optional string traceparent,
+}
+
+// One attempt (one applied claim) and its latency breakdown, in milliseconds.
+struct PinLaterJobAttempt {
+  1: required i32 number,
+  2: required string claimDescriptor,
+  3: required i64 claimedAtMillis,
+  // When the job became due for this attempt (enqueue, end of a retry delay, ...).
+  4: required i64 dueAtMillis,
+  // "succeeded", "failed", "timed out", "released", "deleted" or "still running".
+  5: required string outcome,
+  6: optional i64 endedAtMillis,
+  // From becoming due to the claim.
+  7: required i64 queuedMillis,
+  // From the claim to the end; unset while running.
+  8: optional i64 runningMillis,
+  // Delay scheduled after the attempt before the job was due again; unset when the job
+  // did not go back to PENDING.
+  9: optional i64 retryDelayMillis,
+  // A timed-out attempt's running time: work done without a result.
+  10: required i64 timeoutLostMillis,
+}
+
+struct PinLaterJobHistory {
+  1: required string jobDescriptor,
+  // Empty when the ledger holds nothing for the job (or nothing up to atOffset).
+  2: required list<PinLaterJobHistoryStep> steps,
+  3: required list<PinLaterJobAttempt> attempts,
+  // The job as of the last step, without its body; unset when it was removed.
+  4: optional PinLaterJobInfo job,
+}
+
 service PinLater {
   void createQueue(1: RequestContext context, 2: string name)
       throws (1: PinLaterException e)
@@ -211,5 +288,13 @@ service PinLater {
   // further forwarding.
   PinLaterDequeueResponse dequeueOwned(1: RequestContext context,
                                        2: PinLaterDequeueRequest request)
+      throws (1: PinLaterException e)
+
+  // A job's history: every event that named it, applied or rejected and why, with the
+  // actor, claim, attempt and state after each, and each attempt's latency breakdown.
+  // Sees this server's own appends (like lookupJobs). A malformed descriptor or an
+  // unknown queue: the same errors as lookupJobs.
+  PinLaterJobHistory getJobHistory(1: RequestContext context,
+                                   2: PinLaterJobHistoryRequest request)
       throws (1: PinLaterException e)
 }
