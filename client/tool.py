@@ -446,6 +446,9 @@ class LoadRun:
         self.stats = Stats()
         self.tickets = Tickets(o.num_queries)
         self.stop = threading.Event()
+        self.finished = threading.Event()
+        self._lock = threading.Lock()
+        self._running = 0
         self.fatal: BaseException | None = None
         self.random = random.Random()
         self.available: dict[str, bytes] = {}
@@ -461,26 +464,23 @@ class LoadRun:
             f"batch {o.batch_size}, server {self.client.servers.current()[0]}"
         )
         started = time.monotonic()
-        threads = [
-            threading.Thread(target=self._thread, name=f"load-{i}", daemon=True)
-            for i in range(o.concurrency)
-        ]
-        for thread in threads:
-            thread.start()
+        self._running = o.concurrency
+        for i in range(o.concurrency):
+            threading.Thread(target=self._thread, name=f"load-{i}", daemon=True).start()
+        # Waiting on an Event rather than Thread.join: a Ctrl-C that interrupts join()
+        # can leave it believing a running thread has ended (CPython 3.11), and the
+        # summary would miss the calls still in flight.
         last = started
         try:
-            while alive := [t for t in threads if t.is_alive()]:
-                alive[0].join(timeout=max(0.0, last + 1.0 - time.monotonic()))
+            while not self.finished.wait(timeout=max(0.0, last + 1.0 - time.monotonic())):
                 now = time.monotonic()
-                if now >= last + 1.0:
-                    rates = window_rates(self.stats.take_window(), now - last)
-                    self.say(f"[{now - started:6.1f}s] {rates.line()}")
-                    last = now
+                rates = window_rates(self.stats.take_window(), now - last)
+                self.say(f"[{now - started:6.1f}s] {rates.line()}")
+                last = now
         except KeyboardInterrupt:
             self.say("interrupted: finishing the calls in flight")
             self.stop.set()
-            for thread in threads:
-                thread.join()
+            self.finished.wait()
         elapsed = time.monotonic() - started
         self._summary(elapsed)
         if self.fatal is not None:
@@ -489,6 +489,15 @@ class LoadRun:
         return 1 if self.stats.errors else 0
 
     def _thread(self) -> None:
+        try:
+            self._issue()
+        finally:
+            with self._lock:
+                self._running -= 1
+                if not self._running:
+                    self.finished.set()
+
+    def _issue(self) -> None:
         succeeded: list[Ack] = []
         failed: list[Ack] = []
         while not self.stop.is_set() and self.tickets.take():
