@@ -18,7 +18,7 @@ from typing import Any
 from ledger import codec
 from ledger.events import Claimed, Enqueued, Envelope, JobEvent, QueueCreated, QueueDeleted
 from ledger.log import Log, LogRecord, Position, Reader, catalog_topic, queue_topic
-from ledger.state import FINISHED, Job, Stamp, event_local_id, evolve
+from ledger.state import FINISHED, Job, Stamp, Verdict, event_local_id, evolve
 from projections.store import EventRow, PartitionBatch, QueueRow, Store
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,26 @@ def _detail(event: JobEvent) -> dict[str, Any]:
 Listener = Callable[[dict[int, Job | None], set[int]], None]
 
 
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One event as `evolve` judged it in a committed batch: what observers (ledger
+    metrics, spans linking to each job's enqueue) derive from, so that no second place
+    decides how a job changes."""
+
+    local_id: int
+    event: JobEvent
+    before: Job | None
+    after: Job | None
+    verdict: Verdict
+    at: int
+    # The W3C trace context of the record that carried the event, if it had one.
+    traceparent: str | None
+
+
+# Told, after each committed batch (and after the listener), every transition in it.
+Observer = Callable[[Sequence[Transition]], None]
+
+
 class PartitionProjector:
     """Projects one partition of one queue. Jobs that are not finished stay cached in
     memory; others are loaded from the projection when an event names them."""
@@ -72,9 +92,12 @@ class PartitionProjector:
         partition: int,
         bound: Bound = UNBOUNDED,
         listener: Listener | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.store = store
         self.listener = listener
+        self.observer = observer
+        self._transitions: list[Transition] = []
         self.queue = queue
         self.topic = topic
         self.partition = partition
@@ -96,6 +119,7 @@ class PartitionProjector:
             expected_offset=self.next_offset,
             next_offset=fresh[-1][0].offset + 1,
         )
+        self._transitions = []  # a failed commit's transitions are not told
         before, working = self._fold(fresh, batch)
         for local_id, job in working.items():
             if job is before[local_id]:
@@ -119,6 +143,9 @@ class PartitionProjector:
                 if isinstance(event, Claimed)
             }
             self.listener(working, claimed)
+        if self.observer is not None:
+            transitions, self._transitions = self._transitions, []
+            self.observer(transitions)
         return len(batch.events)
 
     def _fresh(self, records: Sequence[LogRecord]) -> list[tuple[LogRecord, Envelope]]:
@@ -168,6 +195,10 @@ class PartitionProjector:
                 prior = working[local_id]
                 after, verdict = evolve(prior, event, stamp, local_id)
                 working[local_id] = after
+                if self.observer is not None:
+                    self._transitions.append(
+                        Transition(local_id, event, prior, after, verdict, envelope.at, traceparent)
+                    )
                 if isinstance(event, Enqueued) and verdict.applied and traceparent:
                     batch.traceparents[local_id] = traceparent
                 claim = getattr(event, "claim", None) or (prior.claim if prior else None)

@@ -30,15 +30,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ledger.commands import decide_claims, decide_collect, decide_timeouts
-from ledger.events import Actor, Event
+from ledger.events import (
+    Actor,
+    Checkpointed,
+    Deleted,
+    Enqueued,
+    Event,
+    Failed,
+    Retried,
+    Succeeded,
+)
 from ledger.kafka_log import KafkaGroupReader, KafkaLog
 from ledger.log import GroupMember, LogError, LogRecord, catalog_topic, queue_of_topic
 from ledger.state import Job, JobState
 from ledger.writer import LedgerWriter
-from projections.projector import CatalogProjector, PartitionProjector
+from projections.projector import CatalogProjector, PartitionProjector, Transition
 from projections.store import FencedError, Store
+from service import telemetry
 from service.config import Config
 from service.dispatcher import ReadyBuffer, take
+from service.ledger_metrics import LedgerMetrics
 from service.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -68,6 +79,10 @@ class Owned:
     # The partition serves once its projection has reached this offset.
     target: int
     serving: bool = False
+    # The enqueue's W3C traceparent of each unfinished job that had one: handed to the
+    # worker with the job and linked from claim, timeout and ack spans. Only jobs
+    # enqueued while this server owned the partition (the projection has the rest).
+    traceparents: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +91,7 @@ class Claimed:
 
     partition: int
     job: Job
+    traceparent: str | None = None
 
 
 @dataclass
@@ -102,6 +118,7 @@ class Owner:
         self.kafka = kafka
         self.writer = writer
         self.metrics = metrics
+        self.ledger_metrics = LedgerMetrics(metrics)
         self.on_catalog_change = on_catalog_change
         self.on_members_change = on_members_change
         self.prefix = config.topic_prefix
@@ -208,7 +225,9 @@ class Owner:
 
     def _drop(self, key: Key) -> None:
         with self.lock:
-            self.owned.pop(key, None)
+            owned = self.owned.pop(key, None)
+        if owned is not None:
+            self.ledger_metrics.forget(owned.queue, owned.partition)
 
     def _adopt_catalog(self) -> None:
         assert self._reader is not None
@@ -233,7 +252,12 @@ class Owner:
             return
         buffer = ReadyBuffer(self.config.max_priority)
         projector = PartitionProjector(
-            self.store, queue, topic, partition, listener=self._listener(key)
+            self.store,
+            queue,
+            topic,
+            partition,
+            listener=self._listener(key),
+            observer=self._observer(key, queue, partition),
         )
         projector.cache = self.store.partition_jobs(
             queue, partition, (JobState.PENDING, JobState.IN_PROGRESS)
@@ -267,6 +291,25 @@ class Owner:
                     owned.buffer.update(touched, claimed)
 
         return update
+
+    def _observer(
+        self, key: Key, queue: str, partition: int
+    ) -> Callable[[Sequence[Transition]], None]:
+        def observe(transitions: Sequence[Transition]) -> None:
+            self.ledger_metrics.observe(queue, partition, transitions)
+            owned = self.owned.get(key)
+            if owned is None:
+                return
+            if telemetry.active():
+                _apply_spans(queue, partition, transitions, owned.traceparents)
+            traceparents = owned.traceparents
+            for t in transitions:
+                if t.after is None or t.after.state in (JobState.SUCCEEDED, JobState.FAILED):
+                    traceparents.pop(t.local_id, None)
+                elif t.traceparent and isinstance(t.event, Enqueued) and t.verdict.applied:
+                    traceparents[t.local_id] = t.traceparent
+
+        return observe
 
     def _project(self, records: Sequence[LogRecord]) -> None:
         by_key: dict[Key, list[LogRecord]] = {}
@@ -344,13 +387,29 @@ class Owner:
         ]
         if not appends:
             return 0
+        span = None
+        if telemetry.active():
+            span = telemetry.start_job_span(
+                "pinledger timeout",
+                (owned.traceparents.get(job.local_id) for owned, jobs in batches for job in jobs),
+                {"pinledger.jobs": sum(len(jobs) for _, jobs in batches)},
+                root=True,
+            )
         try:
-            self.writer.append_many(appends, now, self.actor)
+            self.writer.append_many(
+                appends,
+                now,
+                self.actor,
+                None if span is None else telemetry.format_traceparent(span.get_span_context()),
+            )
         except LogError:
             with self.lock:
                 for owned, jobs in batches:
                     owned.buffer.forget_timeouts(jobs)
             raise
+        finally:
+            if span is not None:
+                span.end()
         count = 0
         for queue, _, events in appends:
             self.metrics.count("pinledger_jobs_total", len(events), queue=queue, action="timeout")
@@ -422,7 +481,11 @@ class Owner:
         """dryRun: the jobs a dequeue would get, untouched."""
         with self.lock:
             found = [
-                (job.priority, job.run_after, Claimed(o.partition, job))
+                (
+                    job.priority,
+                    job.run_after,
+                    Claimed(o.partition, job, o.traceparents.get(job.local_id)),
+                )
                 for o in self._serving(queue, coverage)
                 for job in o.buffer.due(now, limit)
             ]
@@ -440,6 +503,7 @@ class Owner:
         with self.lock:
             parts = self._serving(queue, coverage)
             taken = take([o.buffer for o in parts], now, limit)
+            contexts = [parts[index].traceparents.get(job.local_id) for index, job in taken]
         if not taken:
             return []
         by_part: dict[int, list[Job]] = {}
@@ -449,15 +513,70 @@ class Owner:
             (queue, parts[index].partition, decide_claims(jobs, claim, now, limit))
             for index, jobs in by_part.items()
         ]
+        span = None
+        if telemetry.active():
+            # A child of the dequeue's RPC span, linking to each job's enqueue.
+            span = telemetry.start_job_span(
+                f"pinledger claim {queue}",
+                contexts,
+                {"pinledger.queue": queue, "pinledger.claim": claim, "pinledger.jobs": len(taken)},
+            )
         try:
-            self.writer.append_many(appends, now, actor)
+            self.writer.append_many(
+                appends,
+                now,
+                actor,
+                None if span is None else telemetry.format_traceparent(span.get_span_context()),
+            )
         except LogError:
             with self.lock:
                 for index, jobs in by_part.items():
                     parts[index].buffer.release(job.local_id for job in jobs)
             raise
+        finally:
+            if span is not None:
+                span.end()
         for _, job in taken:
             self.metrics.observe(
                 "pinledger_dequeue_delay_seconds", max(0, now - job.run_after) / 1000, queue=queue
             )
-        return [Claimed(parts[index].partition, job) for index, job in taken]
+        return [
+            Claimed(parts[index].partition, job, context)
+            for (index, job), context in zip(taken, contexts, strict=True)
+        ]
+
+
+# Events whose application gets a span linking to the jobs' enqueues (claims and
+# timeouts have theirs where the owner appends them).
+_APPLY_SPAN_EVENTS = (Succeeded, Failed, Checkpointed, Retried, Deleted)
+
+
+def _apply_spans(
+    queue: str, partition: int, transitions: Sequence[Transition], traceparents: dict[int, str]
+) -> None:
+    """One span per record's trace context for the acks, checkpoints, retries and
+    deletes a batch applied: a child of the call that appended them (when it was
+    traced), linking to each job's enqueue context, with counts of applied and
+    rejected events."""
+    groups: dict[str | None, list[Transition]] = {}
+    for t in transitions:
+        if isinstance(t.event, _APPLY_SPAN_EVENTS):
+            groups.setdefault(t.traceparent, []).append(t)
+    for parent, group in groups.items():
+        attributes: dict[str, int | str] = {
+            "pinledger.queue": queue,
+            "pinledger.partition": partition,
+        }
+        for t in group:
+            name = f"pinledger.{type(t.event).__name__.lower()}." + (
+                "applied" if t.verdict.applied else "rejected"
+            )
+            attributes[name] = int(attributes.get(name, 0)) + 1
+        span = telemetry.start_job_span(
+            f"pinledger apply {queue}",
+            (traceparents.get(t.local_id) for t in group),
+            attributes,
+            parent=parent,
+            root=True,
+        )
+        span.end()

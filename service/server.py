@@ -19,6 +19,7 @@ from thriftpy2.transport import TServerSocket
 from ledger.kafka_log import KafkaLog, KafkaSettings
 from ledger.writer import LedgerWriter
 from projections.store import Store
+from service import telemetry
 from service.admin_http import AdminHttpServer
 from service.config import Config
 from service.framing import GuardedFramedTransportFactory
@@ -39,6 +40,8 @@ _THREAD_STACK_BYTES = 512 * 1024
 class Server:
     def __init__(self, config: Config) -> None:
         self.config = config
+        # OTLP trace export when the OTEL_* variables ask for it (service/telemetry.py).
+        telemetry.setup()
         self.metrics = Metrics()
         self.store = Store(config.pg_dsn, config.schema, max_size=16)
         self.store.migrate()
@@ -154,6 +157,7 @@ class Server:
         self.peers.close()
         self.kafka.close()
         self.store.close()
+        telemetry.shutdown()  # flush the spans still batched
         self._stopped.set()
 
     def run_forever(self) -> None:

@@ -1,0 +1,256 @@
+"""OpenTelemetry against the real Kafka and Postgres: the spans of a job's life (with
+the SDK's in-memory exporter and an in-process server), the ledger metrics on
+/metrics, and the OTLP export of a finished job's history (to an OTLP/HTTP receiver on
+loopback)."""
+
+from __future__ import annotations
+
+import dataclasses
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import thriftpy2
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanContext, SpanKind
+from thriftpy2.utils import deserialize, serialize
+
+from client.client import PinLaterClient
+from client.jobs import Ack, DequeuedJob, Job
+from client.tracing import job_span
+from projections.store import Store
+from service import telemetry
+from service.config import Config
+from service.server import Server
+from service.thrift_idl import pinlater
+from tests.integration.servers import ROOT, free_port, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def spans() -> Iterator[InMemorySpanExporter]:
+    """Finished spans of this process. OpenTelemetry takes one tracer provider per
+    process: install an SDK provider unless one is there, and add a processor to it."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
+        provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield exporter
+    exporter.shutdown()  # keeps nothing for the tests that follow
+
+
+@pytest.fixture
+def server(config: Config, prefix: str, spans: InMemorySpanExporter) -> Iterator[Server]:
+    """A server in this process (its spans land in `spans`), with a short claim timeout."""
+    schema = f"tel_{uuid.uuid4().hex[:10]}"
+    settings = dataclasses.replace(
+        config,
+        topic_prefix=prefix,
+        schema=schema,
+        port=free_port(),
+        admin_port=free_port(),
+        server_id=f"tel-{uuid.uuid4().hex[:6]}",
+        claim_timeout_s=2.0,
+    )
+    instance = Server(settings)
+    instance.start()
+    try:
+        yield instance
+    finally:
+        instance.stop()
+        Store(config.pg_dsn, schema).drop()
+
+
+def _named(spans: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
+    return [s for s in spans.get_finished_spans() if s.name == name]
+
+
+def _ctx(span: ReadableSpan) -> SpanContext:
+    ctx: SpanContext | None = span.context
+    assert ctx is not None
+    return ctx
+
+
+def _links_to(span: ReadableSpan, target: ReadableSpan) -> bool:
+    want = _ctx(target)
+    return any(
+        link.context.trace_id == want.trace_id and link.context.span_id == want.span_id
+        for link in span.links
+    )
+
+
+def _child_of(span: ReadableSpan, parent: ReadableSpan) -> bool:
+    return (
+        span.parent is not None
+        and span.parent.span_id == _ctx(parent).span_id
+        and _ctx(span).trace_id == _ctx(parent).trace_id
+    )
+
+
+def _wait_span(
+    spans: InMemorySpanExporter, name: str, match: Callable[[ReadableSpan], bool]
+) -> ReadableSpan:
+    def found() -> ReadableSpan | None:
+        return next((s for s in _named(spans, name) if match(s)), None)
+
+    span: ReadableSpan = wait_for(found, timeout=30)
+    return span
+
+
+def _metric(server: Server, line_start: str) -> float:
+    url = f"http://127.0.0.1:{server.admin.port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    for line in text.splitlines():
+        if line.startswith(line_start + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def _dequeue(client: PinLaterClient, queue: str, count: int) -> list[DequeuedJob]:
+    got: list[DequeuedJob] = []
+
+    def more() -> bool:
+        got.extend(client.dequeue(queue, count - len(got)))
+        return len(got) >= count
+
+    wait_for(more, timeout=30)
+    return got
+
+
+def test_a_jobs_life_is_traced_and_linked_to_its_enqueue(
+    server: Server, spans: InMemorySpanExporter
+) -> None:
+    queue = f"q_{uuid.uuid4().hex[:10]}"
+    address = f"127.0.0.1:{server.config.port}"
+    with PinLaterClient(address, source="tel:worker") as client:
+        client.create_queue(queue)
+        spans.clear()
+        ok, fails = client.enqueue(queue, [Job(b"ok"), Job(b"fails")])
+
+        # The enqueue call: a root SERVER span describing the call.
+        (enqueue,) = _named(spans, "pinlater/enqueueJobs")
+        assert enqueue.kind == SpanKind.SERVER
+        assert enqueue.parent is None
+        attrs = enqueue.attributes or {}
+        assert attrs["pinledger.queue"] == queue
+        assert attrs["pinledger.jobs_in"] == 2
+        assert attrs["pinledger.jobs_out"] == 2
+        assert attrs["pinledger.source"] == "tel:worker"
+        assert str(attrs["pinledger.request_id"])
+        assert attrs["pinledger.error_code"] == "ok"
+        enqueue_tp = telemetry.format_traceparent(_ctx(enqueue))
+
+        # The worker gets each job's enqueue context with the job.
+        dequeued = _dequeue(client, queue, 2)
+        jobs = {job.descriptor: job for job in dequeued}
+        assert set(jobs) == {ok, fails}
+        assert {job.traceparent for job in jobs.values()} == {enqueue_tp}
+
+        # The claim: a child of the dequeue call, linking to the enqueue.
+        dequeue_calls = _named(spans, "pinlater/dequeueJobs")
+        claims = _named(spans, f"pinledger claim {queue}")
+        assert claims
+        for claim in claims:
+            assert _links_to(claim, enqueue)
+            assert any(_child_of(claim, call) for call in dequeue_calls)
+        assert sum((c.attributes or {})["pinledger.jobs"] for c in claims) == 2  # type: ignore[misc]
+
+        # The worker's job span continues the enqueue's trace; the handler's own span
+        # nests inside it.
+        user_tracer = trace.get_tracer("tests.user")
+        with job_span(queue, jobs[ok]), user_tracer.start_as_current_span("resize thumbnail"):
+            pass
+        (processed,) = _named(spans, f"process {queue}")
+        (user_span,) = _named(spans, "resize thumbnail")
+        assert _child_of(processed, enqueue)
+        assert _child_of(user_span, processed)
+
+        _acks_and_timeout(client, spans, queue, enqueue, ok, fails)
+    _ledger_metrics(server, queue)
+
+
+def _acks_and_timeout(
+    client: PinLaterClient,
+    spans: InMemorySpanExporter,
+    queue: str,
+    enqueue: ReadableSpan,
+    ok: str,
+    fails: str,
+) -> None:
+    enqueue_tp = telemetry.format_traceparent(_ctx(enqueue))
+    # Acks: applied by the owner in a span that is a child of the ack call and
+    # links to the enqueue.
+    client.ack(queue, succeeded=[ok], failed=[Ack(fails, retry_delay_ms=0)])
+    (ack_call,) = _named(spans, "pinlater/ackDequeuedJobs")
+    assert (ack_call.attributes or {})["pinledger.jobs_in"] == 2
+    applied = _wait_span(spans, f"pinledger apply {queue}", lambda s: _child_of(s, ack_call))
+    assert _links_to(applied, enqueue)
+    assert (applied.attributes or {})["pinledger.succeeded.applied"] == 1
+    assert (applied.attributes or {})["pinledger.failed.applied"] == 1
+
+    # A second ack of the finished job: rejected by the ledger, and said so.
+    client.ack(queue, succeeded=[ok])
+    ack_calls = _named(spans, "pinlater/ackDequeuedJobs")
+    stale = _wait_span(spans, f"pinledger apply {queue}", lambda s: _child_of(s, ack_calls[-1]))
+    assert (stale.attributes or {})["pinledger.succeeded.rejected"] == 1
+
+    # The failed job comes back; its claim runs out (claim timeout 2 s): the
+    # timeout span links to the enqueue too.
+    (again,) = _dequeue(client, queue, 1)
+    assert again.descriptor == fails
+    assert again.traceparent == enqueue_tp
+    timeout = _wait_span(spans, "pinledger timeout", lambda s: _links_to(s, enqueue))
+    assert timeout.parent is None
+
+
+def _ledger_metrics(server: Server, queue: str) -> None:
+    """What the ledger applied, on /metrics."""
+
+    def label(outcome: str) -> str:
+        return f'pinledger_ledger_jobs_total{{outcome="{outcome}",queue="{queue}"}}'
+
+    wait_for(lambda: _metric(server, label("timed_out")) == 1)
+    assert _metric(server, label("enqueued")) == 2
+    assert _metric(server, label("claimed")) == 3
+    assert _metric(server, label("succeeded")) == 1
+    # The failure ack with an attempt left, then the timeout on the last attempt.
+    assert _metric(server, label("retried")) == 1
+    assert _metric(server, label("failed")) == 1
+    rejected = f'pinledger_ledger_rejected_total{{action="Succeeded",queue="{queue}"}}'
+    assert _metric(server, rejected) == 1
+    assert _metric(server, f'pinledger_ledger_queue_wait_seconds_count{{queue="{queue}"}}') == 3
+    for outcome in ("succeeded", "retried", "timed_out"):
+        runs = f'pinledger_ledger_run_seconds_count{{outcome="{outcome}",queue="{queue}"}}'
+        assert _metric(server, runs) == 1, outcome
+
+
+def test_old_clients_read_a_dequeue_response_with_traceparents(tmp_path: Path) -> None:
+    """The IDL without field 3 (PinLater's) decodes a response that has it: same jobs,
+    same metadata (docs/decisions/0005-dequeue-traceparents.md)."""
+    idl = (ROOT / "thrift" / "pinlater.thrift").read_text()
+    field = "  3: optional map<string, string> jobTraceparents,\n"
+    assert field in idl
+    old_idl = tmp_path / "pinlater_old.thrift"
+    old_idl.write_text(idl.replace(field, ""))
+    old = thriftpy2.load(str(old_idl), module_name="pinlater_old_thrift")
+    assert not hasattr(old.PinLaterDequeueResponse(), "jobTraceparents")
+
+    key = "pinlater:q:0:1:5"
+    response = pinlater.PinLaterDequeueResponse(
+        jobs={key: b"body"},
+        jobMetadata={key: pinlater.PinLaterDequeueMetadata(attemptsAllowed=2, attemptsRemaining=1)},
+        jobTraceparents={key: "00-" + "a" * 32 + "-" + "b" * 16 + "-01"},
+    )
+    decoded = deserialize(old.PinLaterDequeueResponse(), serialize(response))
+    assert decoded.jobs == {key: b"body"}
+    assert decoded.jobMetadata[key].attemptsRemaining == 1
