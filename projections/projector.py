@@ -41,17 +41,27 @@ class Bound:
 UNBOUNDED = Bound()
 
 
+# dataclasses.fields() per event cost ~8% of a replay (py-spy, docs/performance.md).
+_DETAIL_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _detail_fields(event: JobEvent) -> tuple[str, ...]:
+    names = _DETAIL_FIELDS.get(type(event))
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(event) if f.name != "local_id")
+        _DETAIL_FIELDS[type(event)] = names
+    return names
+
+
 def _detail(event: JobEvent) -> dict[str, Any]:
     """The event's own fields for the timeline; bodies are summarised by their size."""
     detail: dict[str, Any] = {}
-    for f in dataclasses.fields(event):
-        value = getattr(event, f.name)
-        if f.name == "local_id":
-            continue
+    for name in _detail_fields(event):
+        value = getattr(event, name)
         if isinstance(value, bytes):
-            detail[f"{f.name}_bytes"] = len(value)
+            detail[f"{name}_bytes"] = len(value)
         elif value is not None:
-            detail[f.name] = value
+            detail[name] = value
     return detail
 
 

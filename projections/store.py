@@ -274,29 +274,27 @@ class Store:
                     {"queue": batch.queue, "partition": batch.partition, "ids": batch.removals},
                 )
             if batch.upserts:
-                conn.cursor().executemany(
-                    query("upsert_job"),
-                    [
-                        {
-                            "queue": batch.queue,
-                            "partition": batch.partition,
-                            "local_id": job.local_id,
-                            "priority": job.priority,
-                            "state": int(job.state),
-                            "body": job.body,
-                            "attempts_allowed": job.attempts_allowed,
-                            "attempts_remaining": job.attempts_remaining,
-                            "custom_status": job.custom_status,
-                            "created_at": job.created_at,
-                            "run_after": job.run_after,
-                            "updated_at": job.updated_at,
-                            "claim": job.claim,
-                            "claim_source": job.claim_source,
-                            "touched_at": job.touched_at,
-                            "traceparent": batch.traceparents.get(job.local_id),
-                        }
-                        for job in batch.upserts
-                    ],
+                jobs = batch.upserts
+                conn.execute(
+                    query("upsert_jobs"),
+                    {
+                        "queue": batch.queue,
+                        "partition": batch.partition,
+                        "local_id": [j.local_id for j in jobs],
+                        "priority": [j.priority for j in jobs],
+                        "state": [int(j.state) for j in jobs],
+                        "body": [j.body for j in jobs],
+                        "attempts_allowed": [j.attempts_allowed for j in jobs],
+                        "attempts_remaining": [j.attempts_remaining for j in jobs],
+                        "custom_status": [j.custom_status for j in jobs],
+                        "created_at": [j.created_at for j in jobs],
+                        "run_after": [j.run_after for j in jobs],
+                        "updated_at": [j.updated_at for j in jobs],
+                        "claim": [j.claim for j in jobs],
+                        "claim_source": [j.claim_source for j in jobs],
+                        "touched_at": [j.touched_at for j in jobs],
+                        "traceparent": [batch.traceparents.get(j.local_id) for j in jobs],
+                    },
                 )
 
     # -- queues (the catalog) ----------------------------------------------------------
@@ -458,6 +456,32 @@ class Store:
                 query("job_timeline"),
                 {"queue": queue, "partition": partition, "local_id": local_id},
             ).fetchall()
+
+    def counts_as_of(self, queue: str, now: int) -> list[tuple[JobState, int, bool, int]]:
+        """(state, priority, future, count) of one queue; future: run_after > now."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                query("queue_counts_as_of"), {"queue": queue, "now": now}
+            ).fetchall()
+        return [
+            (JobState(state), priority, future, count) for state, priority, future, count in rows
+        ]
+
+    def due_in_dequeue_order(
+        self, queue: str, now: int, limit: int
+    ) -> list[tuple[int, int, int, int]]:
+        """(partition, local_id, priority, run_after) of PENDING jobs due at `now`, in
+        the order a dequeue takes them."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                query("due_jobs_in_dequeue_order"), {"queue": queue, "now": now, "limit": limit}
+            ).fetchall()
+        return [(int(p), int(i), int(pr), int(r)) for p, i, pr, r in rows]
+
+    def last_event_time(self, queue: str) -> int | None:
+        with self.pool.connection() as conn:
+            row = conn.execute(query("last_event_time"), {"queue": queue}).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
 
     def job_events(self, queue: str, partition: int, local_id: int) -> list[EventRow]:
         """The job's timeline as rows, in log order (what projections/history.py reads)."""
