@@ -19,7 +19,7 @@ from ledger.log import LogError
 from projections.projector import Bound, ProjectionRunner, Scope
 from projections.replay import ReplayReport, replay
 from projections.store import Store, StoreError
-from service import trace_cli
+from service import asof_cli, trace_cli
 from service.config import Config, ConfigError
 from service.demo import run_demo
 from service.password import hash_password
@@ -126,6 +126,8 @@ def _print_report(report: ReplayReport, scratch: Store) -> None:
 
 
 def cmd_replay(config: Config, args: argparse.Namespace) -> int:
+    if args.as_of is not None:
+        return asof_cli.run(config, args)
     bound = Bound(
         offset=args.until_offset,
         at=None if args.until_time is None else _parse_time(args.until_time),
@@ -195,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--until-time", help="stop after this time (ms or ISO-8601)")
     rep.add_argument("--scratch", help="scratch schema name (default: a fresh one)")
     rep.add_argument("--keep", action="store_true", help="keep the scratch schema")
+    asof_cli.add_arguments(rep)
 
     commands.add_parser(
         "client", help="PinLater's client tool: queues, jobs, load (`client --help`)"
