@@ -18,6 +18,7 @@ from client.errors import ClientError
 from ledger import descriptor
 from ledger.descriptor import JobDescriptor
 from projections.history import JobHistory, Step, to_json
+from service import trace_export
 from service.config import Config
 from service.history_thrift import from_thrift
 from service.thrift_idl import pinlater
@@ -31,6 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--server", help="host:port of a pinledger server (default: this config's port)"
+    )
+    parser.add_argument(
+        "--otlp",
+        action="store_true",
+        help="export the job's life as a trace (root span, a span per attempt, an event per "
+        "step) to the OTLP/HTTP endpoint of OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT "
+        "(default http://localhost:4318)",
     )
 
 
@@ -138,6 +146,8 @@ def run(config: Config, args: argparse.Namespace) -> int:
     except ClientError as exc:
         print(f"pinledger trace: {exc}", file=sys.stderr)
         return 2
+    if args.otlp:
+        return trace_export.run(history)
     if args.json:
         data: dict[str, Any] = to_json(history)
         data["as_of_offset"] = args.at

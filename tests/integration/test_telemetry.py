@@ -6,6 +6,13 @@ loopback)."""
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -14,6 +21,10 @@ from pathlib import Path
 import pytest
 import thriftpy2
 from opentelemetry import trace
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -21,7 +32,7 @@ from opentelemetry.trace import SpanContext, SpanKind
 from thriftpy2.utils import deserialize, serialize
 
 from client.client import PinLaterClient
-from client.jobs import Ack, DequeuedJob, Job
+from client.jobs import Ack, DequeuedJob, Job, JobState
 from client.tracing import job_span
 from projections.store import Store
 from service import telemetry
@@ -49,7 +60,7 @@ def spans() -> Iterator[InMemorySpanExporter]:
 
 
 @pytest.fixture
-def server(config: Config, prefix: str, spans: InMemorySpanExporter) -> Iterator[Server]:
+def inproc(config: Config, prefix: str, spans: InMemorySpanExporter) -> Iterator[Server]:
     """A server in this process (its spans land in `spans`), with a short claim timeout."""
     schema = f"tel_{uuid.uuid4().hex[:10]}"
     settings = dataclasses.replace(
@@ -128,8 +139,9 @@ def _dequeue(client: PinLaterClient, queue: str, count: int) -> list[DequeuedJob
 
 
 def test_a_jobs_life_is_traced_and_linked_to_its_enqueue(
-    server: Server, spans: InMemorySpanExporter
+    inproc: Server, spans: InMemorySpanExporter
 ) -> None:
+    server = inproc
     queue = f"q_{uuid.uuid4().hex[:10]}"
     address = f"127.0.0.1:{server.config.port}"
     with PinLaterClient(address, source="tel:worker") as client:
@@ -254,3 +266,117 @@ def test_old_clients_read_a_dequeue_response_with_traceparents(tmp_path: Path) -
     decoded = deserialize(old.PinLaterDequeueResponse(), serialize(response))
     assert decoded.jobs == {key: b"body"}
     assert decoded.jobMetadata[key].attemptsRemaining == 1
+
+
+class _Receiver(http.server.ThreadingHTTPServer):
+    """An OTLP/HTTP trace receiver on loopback: keeps each ExportTraceServiceRequest."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _ReceiverHandler)
+        self.requests: list[ExportTraceServiceRequest] = []
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _ReceiverHandler(http.server.BaseHTTPRequestHandler):
+    server: _Receiver
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if self.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        if self.path != "/v1/traces":
+            self.send_error(404)
+            return
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        self.server.requests.append(request)
+        answer = ExportTraceServiceResponse().SerializeToString()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[_Receiver]:
+    server = _Receiver()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+def _pinledger(server: Server, receiver: _Receiver, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_SERVICE_NAME="pinledger-test")
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", *args, "--server", f"127.0.0.1:{server.config.port}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_trace_otlp_delivers_the_jobs_life_intact(
+    inproc: Server, spans: InMemorySpanExporter, receiver: _Receiver
+) -> None:
+    queue = f"q_{uuid.uuid4().hex[:10]}"
+    with PinLaterClient(f"127.0.0.1:{inproc.config.port}", source="tel:otlp") as client:
+        client.create_queue(queue)
+        spans.clear()
+        (descriptor,) = client.enqueue(queue, [Job(b"twice")])
+        (enqueue,) = _named(spans, "pinlater/enqueueJobs")
+        _dequeue(client, queue, 1)
+        client.ack(queue, failed=[Ack(descriptor, "first try", retry_delay_ms=0)])
+        _dequeue(client, queue, 1)
+        client.ack(queue, succeeded=[Ack(descriptor, "done")])
+        wait_for(lambda: client.lookup([descriptor])[descriptor].state == JobState.SUCCEEDED)
+
+    done = _pinledger(inproc, receiver, "trace", descriptor, "--otlp")
+    assert done.returncode == 0, done.stderr
+    assert "2 attempts" in done.stdout
+    steps = json.loads(_pinledger(inproc, receiver, "trace", descriptor, "--json").stdout)["steps"]
+
+    # One request, one resource, all the job's spans.
+    (request,) = receiver.requests
+    (resource_spans,) = request.resource_spans
+    service = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+    assert service["service.name"] == "pinledger-test"
+    received = [span for scope in resource_spans.scope_spans for span in scope.spans]
+    by_name = {span.name: span for span in received}
+    assert sorted(by_name) == ["attempt 1", "attempt 2", f"job {queue}"]
+    root = by_name[f"job {queue}"]
+
+    # The trace joins the enqueue's: the job's life hangs under the enqueue call.
+    assert root.trace_id.hex() == f"{_ctx(enqueue).trace_id:032x}"
+    assert root.parent_span_id.hex() == f"{_ctx(enqueue).span_id:016x}"
+    for number in (1, 2):
+        attempt = by_name[f"attempt {number}"]
+        assert attempt.trace_id == root.trace_id
+        assert attempt.parent_span_id == root.span_id
+    assert root.start_time_unix_nano == steps[0]["at"] * 1_000_000
+    assert root.end_time_unix_nano == steps[-1]["at"] * 1_000_000
+
+    # Each step is an event, in order, on the span it happened in.
+    assert [e.name for e in root.events] == ["Enqueued"]
+    assert [e.name for e in by_name["attempt 1"].events] == ["Claimed", "Failed"]
+    assert [e.name for e in by_name["attempt 2"].events] == ["Claimed", "Succeeded"]
+    events = sorted((e for span in received for e in span.events), key=lambda e: e.time_unix_nano)
+    assert [(e.name, e.time_unix_nano) for e in events] == [
+        (step["action"], step["at"] * 1_000_000) for step in steps
+    ]
+    failed = {a.key: a.value for a in by_name["attempt 1"].events[1].attributes}
+    assert failed["pinledger.status_text"].string_value == "first try"
+    assert failed["pinledger.verdict"].string_value == "applied"

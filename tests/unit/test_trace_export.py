@@ -1,0 +1,116 @@
+"""A job's history as an OpenTelemetry trace: span tree, events, times, ids."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanContext, StatusCode
+
+from ledger.descriptor import JobDescriptor
+from projections.history import build_history
+from service.trace_export import ExportError, build_spans, export, summary, trace_id_for
+from tests.unit.test_history import STORY, T0, D, rows_for
+
+MS = 1_000_000
+
+
+def _ctx(span: ReadableSpan) -> SpanContext:
+    ctx: SpanContext | None = span.context
+    assert ctx is not None
+    return ctx
+
+
+def _spans(traced: bool = True, descriptor: JobDescriptor = D) -> list[ReadableSpan]:
+    rows = rows_for(STORY)
+    if not traced:
+        rows = [dataclasses.replace(r, traceparent=None) for r in rows]
+    return build_spans(build_history(descriptor, rows))
+
+
+def test_one_root_for_the_life_and_one_child_per_attempt() -> None:
+    root, *attempts = _spans()
+    assert root.name == "job mail"
+    assert [a.name for a in attempts] == ["attempt 1", "attempt 2", "attempt 3"]
+    for attempt in attempts:
+        assert attempt.parent is not None
+        assert attempt.parent.span_id == _ctx(root).span_id
+        assert _ctx(attempt).trace_id == _ctx(root).trace_id
+    assert (root.attributes or {})["pinledger.final_state"] == "SUCCEEDED"
+    assert [(a.attributes or {})["pinledger.outcome"] for a in attempts] == [
+        "failed",
+        "timed out",
+        "succeeded",
+    ]
+
+
+def test_every_step_is_an_event_on_the_span_it_happened_in() -> None:
+    assert summary(_spans()) == [
+        # The stale ack of the timed-out worker came after its attempt ended.
+        ("job mail", ["Enqueued", "Succeeded"]),
+        ("attempt 1", ["Claimed", "Failed"]),
+        ("attempt 2", ["Claimed", "TimedOut"]),
+        ("attempt 3", ["Claimed", "Succeeded"]),
+    ]
+    events = sorted((e for s in _spans() for e in s.events), key=lambda e: e.timestamp)
+    assert [e.name for e in events] == [type(event).__name__ for _, _, event in STORY]
+    assert [e.timestamp for e in events] == [at * MS for at, _, _ in STORY]
+    stale = _spans()[0].events[1].attributes or {}
+    assert stale["pinledger.verdict"] == "rejected"
+    assert stale["pinledger.source"] == "worker:host-2"
+    assert "claimed by 'worker:host-3'" in str(stale["pinledger.reason"])
+
+
+def test_spans_carry_the_ledgers_times() -> None:
+    root, first, second, third = _spans()
+    assert (root.start_time, root.end_time) == (T0 * MS, (T0 + 6000) * MS)
+    assert (first.start_time, first.end_time) == ((T0 + 150) * MS, (T0 + 400) * MS)
+    assert (second.start_time, second.end_time) == ((T0 + 1500) * MS, (T0 + 5500) * MS)
+    assert second.status.status_code == StatusCode.ERROR
+    assert third.status.status_code != StatusCode.ERROR
+    assert (first.attributes or {})["pinledger.retry_delay_ms"] == 1000
+    assert (second.attributes or {})["pinledger.timeout_lost_ms"] == 4000
+
+
+def test_the_export_joins_the_enqueues_trace() -> None:
+    root, *_ = _spans()
+    assert _ctx(root).trace_id == int("a" * 32, 16)
+    assert root.parent is not None
+    assert root.parent.span_id == int("b" * 16, 16)
+
+
+def test_without_a_traceparent_ids_come_from_the_descriptor() -> None:
+    first = _spans(traced=False)
+    again = _spans(traced=False)
+    other = _spans(traced=False, descriptor=dataclasses.replace(D, local_id=D.local_id + 1))
+    assert first[0].parent is None
+    assert [_ctx(s) for s in first] == [_ctx(s) for s in again]
+    assert _ctx(first[0]).trace_id != _ctx(other[0]).trace_id
+    assert len({_ctx(s).span_id for s in first}) == 4
+    history = build_history(D, [dataclasses.replace(r, traceparent=None) for r in rows_for(STORY)])
+    assert trace_id_for(history) == _ctx(first[0]).trace_id
+
+
+def test_a_job_without_history_is_refused() -> None:
+    with pytest.raises(ValueError, match="no history"):
+        build_spans(build_history(D, []))
+
+
+def test_export_sends_the_spans_in_one_batch() -> None:
+    sent = InMemorySpanExporter()
+    spans = export(build_history(D, rows_for(STORY)), sent)
+    assert summary(sent.get_finished_spans()) == summary(spans)
+
+
+class _Refusing(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.FAILURE
+
+
+def test_an_endpoint_that_refuses_is_an_error() -> None:
+    with pytest.raises(ExportError, match="did not take the trace"):
+        export(build_history(D, rows_for(STORY)), _Refusing())
