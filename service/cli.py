@@ -202,7 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "client", help="PinLater's client tool: queues, jobs, load (`client --help`)"
     )
-    commands.add_parser("demo", help="a short tour: enqueue, project, replay")
+    commands.add_parser(
+        "demo", help="a short tour: a server, a queue, a worker with retries, a trace"
+    )
 
     trace_cli.add_arguments(
         commands.add_parser("trace", help="a job's history: every step, verdict and attempt")
