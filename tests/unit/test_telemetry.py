@@ -1,0 +1,128 @@
+"""Tracing setup and helpers: when export is on, W3C traceparents, RPC attributes."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.trace import SpanContext, TraceFlags
+
+from service import telemetry
+from service.thrift_idl import pinlater
+
+TP = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+
+
+@pytest.mark.parametrize(
+    ("env", "wanted"),
+    [
+        ({}, False),
+        ({"OTEL_TRACES_EXPORTER": "otlp"}, True),
+        ({"OTEL_TRACES_EXPORTER": "none"}, False),
+        ({"OTEL_TRACES_EXPORTER": "console,otlp"}, True),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, True),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"}, True),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "none"}, False),
+        ({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "true"}, False),
+        ({"OTEL_SERVICE_NAME": "pinledger-prod"}, False),
+    ],
+)
+def test_export_is_off_unless_the_environment_asks(env: dict[str, str], wanted: bool) -> None:
+    assert telemetry.wants_export(env) is wanted
+
+
+def test_setup_without_export_installs_nothing() -> None:
+    before = telemetry.active()
+    assert telemetry.setup({}) is before
+
+
+def test_traceparents_round_trip() -> None:
+    ctx = telemetry.parse_traceparent(TP)
+    assert ctx is not None
+    assert ctx.trace_id == int("a" * 32, 16)
+    assert ctx.span_id == int("b" * 16, 16)
+    assert ctx.is_remote
+    assert telemetry.format_traceparent(ctx) == TP
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        None,
+        "",
+        "r1",
+        "00-" + "0" * 32 + "-" + "b" * 16 + "-01",  # all-zero trace id
+        "00-" + "a" * 32 + "-" + "0" * 16 + "-01",  # all-zero span id
+        "01-" + "a" * 32 + "-" + "b" * 16 + "-01",  # unknown version
+        "00-" + "a" * 31 + "-" + "b" * 16 + "-01",
+    ],
+)
+def test_what_is_not_a_traceparent_gives_no_context(text: str | None) -> None:
+    assert telemetry.parse_traceparent(text) is None
+
+
+def test_no_current_span_means_no_traceparent() -> None:
+    """Tracing off (or outside a span): nothing goes into the record headers."""
+    assert telemetry.current_traceparent() is None
+    assert telemetry.format_traceparent(SpanContext(0, 0, False, TraceFlags(0))) is None
+
+
+def test_links_skip_missing_malformed_and_repeated_contexts() -> None:
+    other = "00-" + "c" * 32 + "-" + "d" * 16 + "-00"
+    found = telemetry.links([TP, None, "garbage", TP, other])
+    assert [(link.context.trace_id, link.context.span_id) for link in found] == [
+        (int("a" * 32, 16), int("b" * 16, 16)),
+        (int("c" * 32, 16), int("d" * 16, 16)),
+    ]
+
+
+def test_links_are_capped() -> None:
+    many = [f"00-{i + 1:032x}-{i + 1:016x}-01" for i in range(telemetry.MAX_LINKS + 10)]
+    assert len(telemetry.links(many)) == telemetry.MAX_LINKS
+
+
+def _context() -> object:
+    return pinlater.RequestContext(source="worker:host", requestId="r-7")
+
+
+def test_enqueue_attributes() -> None:
+    request = pinlater.PinLaterEnqueueRequest(
+        queueName="mail", jobs=[pinlater.PinLaterJob(body=b"a"), pinlater.PinLaterJob(body=b"b")]
+    )
+    response = pinlater.PinLaterEnqueueResponse(jobDescriptors=["d1", "d2"])
+    assert telemetry.rpc_attributes("enqueueJobs", (_context(), request), response, "ok") == {
+        "rpc.system": "apache_thrift",
+        "rpc.service": "PinLater",
+        "rpc.method": "enqueueJobs",
+        "pinledger.error_code": "ok",
+        "pinledger.request_id": "r-7",
+        "pinledger.source": "worker:host",
+        "pinledger.queue": "mail",
+        "pinledger.jobs_in": 2,
+        "pinledger.jobs_out": 2,
+    }
+
+
+def test_dequeue_with_piggybacked_acks_counts_acks_in_and_jobs_out() -> None:
+    acks = pinlater.PinLaterJobAckRequest(
+        queueName="mail",
+        jobsSucceeded=[pinlater.PinLaterJobAckInfo(jobDescriptor="d1")],
+        jobsFailed=[pinlater.PinLaterJobAckInfo(jobDescriptor="d2")],
+    )
+    request = pinlater.PinLaterDequeueRequest(queueName="mail", limit=5, jobAckRequest=acks)
+    response = pinlater.PinLaterDequeueResponse(jobs={"d3": b"x"}, jobMetadata={})
+    attrs = telemetry.rpc_attributes("dequeueJobs", (_context(), request), response, "ok")
+    assert (attrs["pinledger.jobs_in"], attrs["pinledger.jobs_out"]) == (2, 1)
+
+
+def test_failed_calls_and_queue_calls() -> None:
+    attrs = telemetry.rpc_attributes("createQueue", (None, "mail"), None, "QUEUE_NOT_FOUND")
+    assert attrs["pinledger.queue"] == "mail"
+    assert attrs["pinledger.error_code"] == "QUEUE_NOT_FOUND"
+    assert "pinledger.jobs_out" not in attrs
+    assert "pinledger.request_id" not in attrs
+    counted = telemetry.rpc_attributes("deleteJobs", (_context(), None), 12, "ok")
+    assert counted["pinledger.jobs_out"] == 12
+
+
+def test_no_span_is_started_while_tracing_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(telemetry, "active", lambda: False)
+    assert telemetry.start_rpc("enqueueJobs", (_context(),)) is None
