@@ -435,6 +435,30 @@ def test_a_chained_job_carries_its_state_from_step_to_step(pl: PinLaterClient, q
     assert (worker.counters.rescheduled, worker.succeeded) == (3, 1)
 
 
+def test_a_checkpointed_body_is_what_the_next_attempt_resumes_from(
+    pl: PinLaterClient, queue: str
+) -> None:
+    seen: list[bytes] = []
+
+    def resumable(job: JobContext) -> str:
+        seen.append(job.body)
+        if job.attempt == 1:
+            job.checkpoint(new_body="page:40", status="saved page 40\n")
+            assert job.body == b"page:40"
+            raise TimeoutError
+        return "resumed"
+
+    d = pl.enqueue_one(queue, b"page:0", attempts_allowed=2)
+    with working(make_worker(pl, queue, resumable)):
+        info = wait_for(lambda: settled(pl, [d]), 30)[d]
+
+    assert seen == [b"page:0", b"page:40"]
+    assert (info.state, info.custom_status) == (
+        JobState.SUCCEEDED,
+        "saved page 40\nattempt 1 failed: TimeoutError; retry in 0 s\nresumed",
+    )
+
+
 def test_a_cron_like_job_runs_again_at_its_next_time_with_a_fresh_budget(
     pl: PinLaterClient, queue: str
 ) -> None:
