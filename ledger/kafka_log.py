@@ -23,6 +23,7 @@ from kafka.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from kafka.structs import OffsetAndMetadata
 
 from ledger.log import Append, GroupMember, LogError, LogRecord, Position
 
@@ -145,6 +146,44 @@ class KafkaGroupReader:
         self._consumer.close()
 
 
+class KafkaSubscriber:
+    """A consumer of its own group over every topic matching a pattern, committing its
+    offsets to Kafka (for ledger.subscription: other systems reading the ledger)."""
+
+    def __init__(
+        self, settings: KafkaSettings, group: str, pattern: str, from_beginning: bool
+    ) -> None:
+        try:
+            self._consumer = KafkaConsumer(
+                bootstrap_servers=settings.bootstrap,
+                client_id=f"{settings.client_id}-{group}",
+                group_id=group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest" if from_beginning else "latest",
+                metadata_max_age_ms=1000,  # new queues are picked up within a second
+                max_partition_fetch_bytes=8 * 1024 * 1024,
+            )
+            self._consumer.subscribe(pattern=pattern)
+        except KafkaError as exc:
+            raise LogError(f"cannot join consumer group {group}: {exc}") from exc
+
+    def poll(self, max_records: int, timeout_ms: int) -> list[LogRecord]:
+        return _records(self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records))
+
+    def commit(self, next_offsets: dict[tuple[str, int], int]) -> None:
+        """Commit, per partition, the offset of the next record to read."""
+        if next_offsets:
+            self._consumer.commit(
+                {
+                    TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)
+                    for (topic, partition), offset in next_offsets.items()
+                }
+            )
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
 class KafkaLog:
     def __init__(self, settings: KafkaSettings) -> None:
         self._settings = settings
@@ -254,6 +293,9 @@ class KafkaLog:
         return KafkaGroupReader(
             self._settings, group, pattern, member_id, on_revoked, on_assigned, session_timeout_ms
         )
+
+    def subscriber(self, group: str, pattern: str, from_beginning: bool) -> KafkaSubscriber:
+        return KafkaSubscriber(self._settings, group, pattern, from_beginning)
 
     def group_members(self, group: str) -> list[GroupMember]:
         """Live members of a consumer group with the partitions each owns."""
