@@ -56,6 +56,8 @@ MODES = (
     "delete_queue",
 )
 LOAD_MODES = frozenset({"enqueue", "dequeue", "check_dequeue"})
+# How many descriptors a load run lists at the end.
+SHOWN = 20
 
 # Errors that no amount of repeating will fix: a load run stops at the first one.
 FATAL_CODES = frozenset(
@@ -452,6 +454,8 @@ class LoadRun:
         self.fatal: BaseException | None = None
         self.random = random.Random()
         self.available: dict[str, bytes] = {}
+        # The first descriptors enqueued, to show (a small run is often followed by a lookup).
+        self.enqueued: list[str] = []
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -545,7 +549,11 @@ class LoadRun:
                 )
                 for _ in range(o.batch_size)
             ]
-            return len(self.client.enqueue(queue, batch))
+            descriptors = self.client.enqueue(queue, batch)
+            if len(self.enqueued) < SHOWN:
+                with self._lock:
+                    self.enqueued.extend(descriptors[: SHOWN - len(self.enqueued)])
+            return len(descriptors)
         if o.mode == "check_dequeue":
             found = self.client.dequeue(queue, o.batch_size, dry_run=True)
             for job in found:
@@ -582,12 +590,15 @@ class LoadRun:
         )
         if o.mode == "dequeue":
             self.say(f"  acked {s.acked_succeeded:,} succeeded, {s.acked_failed:,} failed")
+        if self.enqueued:
+            more = ", ..." if s.jobs > len(self.enqueued) else ""
+            self.say(f"  enqueued {', '.join(self.enqueued)}{more}")
         if o.mode == "check_dequeue":
             self.say(
                 f"  jobs available for dequeue: {'yes' if self.available else 'no'} "
                 f"({len(self.available):,} seen, dry run: nothing claimed)"
             )
-            for descriptor, body in sorted(self.available.items())[:20]:
+            for descriptor, body in sorted(self.available.items())[:SHOWN]:
                 self.say(f"    {descriptor}  {_body(body)}")
         self.say(f"  errors {s.errors:,}")
         for kind, count in sorted(s.error_kinds.items()):

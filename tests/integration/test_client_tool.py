@@ -90,7 +90,13 @@ def test_enqueue_load_reports_and_the_jobs_arrive(server: ServerProcess, queue: 
 
 
 def test_delayed_enqueue_counts_as_future(server: ServerProcess, queue: str) -> None:
-    ok(server, "--mode", "enqueue", "--queue", queue, "--delay_ms", "3600000", "--body", "later")
+    out = ok(
+        server, "--mode", "enqueue", "--queue", queue, "--delay_ms", "3600000", "--body", "later"
+    )
+    listed = re.search(r"enqueued (\S+)$", out, re.MULTILINE)
+    assert listed and listed[1].startswith(f"{queue}:s"), out
+    looked_up = ok(server, "lookup", "--job_descriptor", listed[1])
+    assert "b'later'" in looked_up and re.search(r"state\s+PENDING", looked_up)
     assert count(server, queue, "PENDING") == 0
     assert count(server, queue, "PENDING", "--count_future_jobs", "true") == 1
     assert count(server, queue, "PENDING", "--count_future_jobs") == 1
