@@ -24,6 +24,7 @@ server took the partition over has no run time observed.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Sequence
 
 from ledger.events import (
@@ -102,12 +103,14 @@ class LedgerMetrics:
         self._lock = threading.Lock()
 
     def observe(self, queue: str, partition: int, transitions: Sequence[Transition]) -> None:
+        # Counted per batch, not per event: a batch holds up to thousands of events.
+        counts: Counter[tuple[str, str]] = Counter()
         for t in transitions:
             if not t.verdict.applied:
-                self.metrics.count(REJECTED, queue=queue, action=type(t.event).__name__)
+                counts[(REJECTED, type(t.event).__name__)] += 1
                 continue
             for outcome in outcomes(t):
-                self.metrics.count(JOBS, queue=queue, outcome=outcome)
+                counts[(JOBS, outcome)] += 1
             key = (queue, partition, t.local_id)
             if isinstance(t.event, Claimed) and t.before is not None:
                 self.metrics.observe(
@@ -124,6 +127,11 @@ class LedgerMetrics:
                     self.metrics.observe(
                         RUN, max(0, t.at - claimed_at) / 1000, queue=queue, outcome=ended
                     )
+        for (name, label), n in counts.items():
+            if name == REJECTED:
+                self.metrics.count(REJECTED, n, queue=queue, action=label)
+            else:
+                self.metrics.count(JOBS, n, queue=queue, outcome=label)
 
     def forget(self, queue: str, partition: int) -> None:
         """Drop the claim times of a partition this server no longer owns."""

@@ -13,6 +13,11 @@ The catalogue (what the server records; labels in braces):
     pinledger_owned_partitions                         gauge      partitions this server owns
     pinledger_projection_lag_records{topic,partition}  gauge      records the projection is
                                                                   behind the log
+    pinledger_ledger_jobs_total{queue,outcome}         counter    what the ledger applied
+    pinledger_ledger_rejected_total{queue,action}      counter    events it rejected
+    pinledger_ledger_queue_wait_seconds{queue}         histogram  due -> claim
+    pinledger_ledger_run_seconds{queue,outcome}        histogram  claim -> end of attempt
+        (the ledger_* series: service/ledger_metrics.py, counted by the partition's owner)
 
 Counter names end in _total, as Prometheus expects; they are exported as given.
 """

@@ -25,6 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -39,7 +40,7 @@ from service import telemetry
 from service.config import Config
 from service.server import Server
 from service.thrift_idl import pinlater
-from tests.integration.servers import ROOT, free_port, wait_for
+from tests.integration.servers import ROOT, ServerProcess, context, free_port, running, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -380,3 +381,74 @@ def test_trace_otlp_delivers_the_jobs_life_intact(
     failed = {a.key: a.value for a in by_name["attempt 1"].events[1].attributes}
     assert failed["pinledger.status_text"].string_value == "first try"
     assert failed["pinledger.verdict"].string_value == "applied"
+
+
+def _received_spans(receiver: _Receiver) -> list[tuple[str, ProtoSpan]]:
+    return [
+        (service, span)
+        for request in list(receiver.requests)
+        for rs in request.resource_spans
+        for service in [
+            next(
+                (a.value.string_value for a in rs.resource.attributes if a.key == "service.name"),
+                "",
+            )
+        ]
+        for scope in rs.scope_spans
+        for span in scope.spans
+    ]
+
+
+def test_a_server_exports_its_spans_over_otlp_when_asked(
+    config: Config, prefix: str, receiver: _Receiver, tmp_path: Path
+) -> None:
+    """`pinledger serve` with OTEL_EXPORTER_OTLP_ENDPOINT set: RPC spans reach the
+    endpoint, and the dequeue response carries the enqueue's context."""
+    schema = f"otl_{uuid.uuid4().hex[:10]}"
+    settings = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_SERVICE_NAME": "pinledger-otlp-test",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+    process = ServerProcess(prefix=prefix, schema=schema, settings=settings)
+    try:
+        with running([process], tmp_path):
+            client = process.client()
+            queue = f"q_{uuid.uuid4().hex[:10]}"
+            client.createQueue(context(), queue)
+            client.enqueueJobs(
+                context(),
+                pinlater.PinLaterEnqueueRequest(
+                    queueName=queue, jobs=[pinlater.PinLaterJob(body=b"x")]
+                ),
+            )
+            answers: list[object] = []
+
+            def dequeued() -> bool:
+                answer = client.dequeueJobs(
+                    context(), pinlater.PinLaterDequeueRequest(queueName=queue, limit=1)
+                )
+                if answer.jobs:
+                    answers.append(answer)
+                return bool(answer.jobs)
+
+            wait_for(dequeued)
+            client.close()
+
+            def enqueue_span() -> tuple[str, ProtoSpan] | None:
+                return next(
+                    (
+                        (service, span)
+                        for service, span in _received_spans(receiver)
+                        if span.name == "pinlater/enqueueJobs"
+                    ),
+                    None,
+                )
+
+            service, span = wait_for(enqueue_span)
+    finally:
+        Store(config.pg_dsn, schema).drop()
+    assert service == "pinledger-otlp-test"
+    (answer,) = answers
+    (traceparent,) = answer.jobTraceparents.values()  # type: ignore[attr-defined]
+    assert traceparent.split("-")[1:3] == [span.trace_id.hex(), span.span_id.hex()]
