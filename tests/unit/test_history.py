@@ -25,6 +25,7 @@ from ledger.state import Job, JobState, Stamp, evolve
 from projections.history import Outcome, StatusChange, build_history, event_from_row, to_json
 from projections.projector import _detail
 from projections.store import EventRow
+from service.history_thrift import from_thrift, to_thrift
 from tests.unit.strategies import histories
 
 T0 = 1_700_000_000_000
@@ -279,3 +280,13 @@ def test_snapshot_matches_the_state_machine_for_any_history(steps: list) -> None
         assert [s.offset for s in history.steps] == sorted(s.offset for s in history.steps)
         for row in rows:
             assert event_from_row(row) is not None
+
+
+def test_the_wire_form_rebuilds_the_same_history() -> None:
+    """getJobHistory's struct carries every row field: the client's rebuild is equal."""
+    history = build_history(D, rows_for(STORY))
+    wire = to_thrift(history)
+    assert from_thrift(D, wire) == history
+    assert [a.outcome for a in wire.attempts] == ["failed", "timed out", "succeeded"]
+    assert wire.steps[6].reason == history.steps[6].reason and not wire.steps[6].applied
+    assert wire.job.jobState == JobState.SUCCEEDED and wire.job.customStatus == "newboomok"
