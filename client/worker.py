@@ -200,7 +200,8 @@ class Worker:
     """Runs `handler` for the jobs of `queue`; see the module text for the behaviour.
 
     `heartbeat_s` None means a third of `claim_timeout_s` (which must match the
-    server's PINLEDGER_CLAIM_TIMEOUT_S); 0 turns heartbeats off.
+    server's PINLEDGER_CLAIM_TIMEOUT_S); 0 turns heartbeats off. `use_processes=True` is
+    reserved (not implemented: run several worker processes instead).
     """
 
     def __init__(
@@ -218,7 +219,13 @@ class Worker:
         grace_s: float = 30.0,
         flush_timeout_s: float = 60.0,
         name: str | None = None,
+        use_processes: bool = False,
     ) -> None:
+        if use_processes:
+            raise NotImplementedError(
+                "use_processes: handlers run on threads only for now; for CPU-bound jobs "
+                "run several worker processes (each with its own worker_source)"
+            )
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         if not 1 <= batch_size <= 1000:
