@@ -43,7 +43,8 @@ types: ## mypy, strict
 
 check: install lint types test ## lint + types + tests: what CI runs
 
-bench: ## the benchmark (see bench/)
+bench: ## the benchmark (see bench/ and docs/performance.md)
+	$(PYTHON) -m pip install -q -e '.[bench]'
 	$(PYTHON) -m bench
 
 clean: ## remove caches

@@ -99,17 +99,21 @@ def setup_rows(args: argparse.Namespace, sizes: Sizes, config: Config) -> list[t
         ("kafka", kafka_version()),
         ("postgres", pg_version),
         ("postgres synchronous_commit", synchronous_commit),
-        ("kafka-python / psycopg / thriftpy2", " / ".join(
-            version(p) for p in ("kafka-python", "psycopg", "thriftpy2")
-        )),
+        (
+            "kafka-python / psycopg / thriftpy2",
+            " / ".join(version(p) for p in ("kafka-python", "psycopg", "thriftpy2")),
+        ),
         ("peer", "none (--no-peer)" if args.no_peer else f"PgQueuer {version('pgqueuer')}"),
         ("partitions per queue", str(args.partitions)),
         ("concurrency", f"{args.concurrency} client threads (peer: connections)"),
         ("batch sizes", f"enqueue {sizes.enqueue_batch}, dequeue 1 and {sizes.dequeue_batch}"),
         ("producer", f"acks=all, idempotent, linger {KafkaSettings().linger_ms} ms"),
-        ("jobs", f"{sizes.single_jobs:,} single, {sizes.batched_jobs:,} batched enqueues; "
-         f"{sizes.complete_b1:,} / {sizes.complete_b50:,} completed at batch 1 / "
-         f"{sizes.dequeue_batch}"),
+        (
+            "jobs",
+            f"{sizes.single_jobs:,} single, {sizes.batched_jobs:,} batched enqueues; "
+            f"{sizes.complete_b1:,} / {sizes.complete_b50:,} completed at batch 1 / "
+            f"{sizes.dequeue_batch}",
+        ),
         ("load generator", "one process on the same machine as Kafka, Postgres, server"),
     ]
 
@@ -122,8 +126,19 @@ def profiled(pid: int, directory: str | None) -> Iterator[None]:
     Path(directory).mkdir(parents=True, exist_ok=True)
     out = Path(directory) / "server.collapsed.txt"
     spy = subprocess.Popen(
-        ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "100",
-         "--nonblocking", "--output", str(out)],
+        [
+            "py-spy",
+            "record",
+            "--pid",
+            str(pid),
+            "--format",
+            "raw",
+            "--rate",
+            "100",
+            "--nonblocking",
+            "--output",
+            str(out),
+        ],
         stdout=subprocess.DEVNULL,
     )
     try:
@@ -144,7 +159,11 @@ def measure_pinledger(
         port, queue, sizes.single_jobs, 1, threads, "enqueue, 1 job per call"
     )
     figures["enqueue_batch"] = load.enqueue(
-        port, queue, sizes.batched_jobs, sizes.enqueue_batch, threads,
+        port,
+        queue,
+        sizes.batched_jobs,
+        sizes.enqueue_batch,
+        threads,
         f"enqueue, {sizes.enqueue_batch} jobs per call",
     )
     one = load.complete(
@@ -153,7 +172,11 @@ def measure_pinledger(
     figures["complete_b1"] = one.rate
     figures["loaded_p99"] = percentile(one.latencies_ms, 0.99)
     many = load.complete(
-        port, load.create_queue(port), sizes.complete_b50, sizes.dequeue_batch, threads,
+        port,
+        load.create_queue(port),
+        sizes.complete_b50,
+        sizes.dequeue_batch,
+        threads,
         f"complete, batch {sizes.dequeue_batch}",
     )
     figures["complete_b50"] = many.rate
@@ -176,12 +199,16 @@ def measure_peer(args: argparse.Namespace, sizes: Sizes, config: Config) -> dict
         return {
             "enqueue_single": peer.enqueue(sizes.single_jobs, 1, threads, "enqueue, 1 per call"),
             "enqueue_batch": peer.enqueue(
-                sizes.batched_jobs, sizes.enqueue_batch, threads,
+                sizes.batched_jobs,
+                sizes.enqueue_batch,
+                threads,
                 f"enqueue, {sizes.enqueue_batch} per call",
             ),
             "complete_b1": peer.complete(sizes.complete_b1, 1, threads, "complete, batch 1"),
             "complete_b50": peer.complete(
-                sizes.complete_b50, sizes.dequeue_batch, threads,
+                sizes.complete_b50,
+                sizes.dequeue_batch,
+                threads,
                 f"complete, batch {sizes.dequeue_batch}",
             ),
         }
@@ -192,14 +219,34 @@ def measure_peer(args: argparse.Namespace, sizes: Sizes, config: Config) -> dict
 def rows(ours: dict[str, float], peer: dict[str, float], sizes: Sizes) -> list[Row]:
     b = sizes.dequeue_batch
     return [
-        Row("enqueue, 1 job per call", ours["enqueue_single"], "jobs/s", ">= 3000",
-            peer.get("enqueue_single")),
-        Row(f"enqueue, {sizes.enqueue_batch} jobs per call", ours["enqueue_batch"], "jobs/s",
-            ">= 20000", peer.get("enqueue_batch")),
-        Row("completed (dequeue + piggybacked ack), batch 1", ours["complete_b1"], "jobs/s",
-            "", peer.get("complete_b1")),
-        Row(f"completed (dequeue + piggybacked ack), batch {b}", ours["complete_b50"],
-            "jobs/s", ">= 8000", peer.get("complete_b50")),
+        Row(
+            "enqueue, 1 job per call",
+            ours["enqueue_single"],
+            "jobs/s",
+            ">= 3000",
+            peer.get("enqueue_single"),
+        ),
+        Row(
+            f"enqueue, {sizes.enqueue_batch} jobs per call",
+            ours["enqueue_batch"],
+            "jobs/s",
+            ">= 20000",
+            peer.get("enqueue_batch"),
+        ),
+        Row(
+            "completed (dequeue + piggybacked ack), batch 1",
+            ours["complete_b1"],
+            "jobs/s",
+            "",
+            peer.get("complete_b1"),
+        ),
+        Row(
+            f"completed (dequeue + piggybacked ack), batch {b}",
+            ours["complete_b50"],
+            "jobs/s",
+            ">= 8000",
+            peer.get("complete_b50"),
+        ),
         Row("dequeue latency p50 (1 client, batch 1)", ours["dequeue_p50"], "ms"),
         Row("dequeue latency p99 (1 client, batch 1)", ours["dequeue_p99"], "ms", "<= 5"),
         Row("dequeue latency p99 under load (batch 1)", ours["loaded_p99"], "ms"),
@@ -224,8 +271,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "PINLEDGER_PARTITIONS": str(args.partitions),
         },
     )
-    print(f"benchmark ({setup[0][1]}): server on port {server.port}, topics {server.prefix}*, "
-          f"schema {server.schema}", file=sys.stderr, flush=True)
+    print(
+        f"benchmark ({setup[0][1]}): server on port {server.port}, topics {server.prefix}*, "
+        f"schema {server.schema}",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         with tempfile.TemporaryDirectory(prefix="pinledger-bench-") as logs:
             with running([server], Path(logs)):

@@ -10,9 +10,11 @@ import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 import psycopg
+from pgqueuer import PsycopgDriver, Queries, QueueManager
 
 from bench.stats import Counter, Progress
 
@@ -36,8 +38,6 @@ class Peer:
         )
 
     async def _queries(self) -> tuple[Any, Any]:
-        from pgqueuer import PsycopgDriver, Queries
-
         conn = await self._connect()
         return conn, Queries(PsycopgDriver(conn))
 
@@ -92,8 +92,6 @@ class Peer:
     def complete(self, jobs: int, batch: int, tasks: int, label: str) -> float:
         """Prefill `jobs`, then run `tasks` QueueManagers (dequeue batch `batch`, a no-op
         entrypoint) until the queue is drained; returns completed jobs/s."""
-        from pgqueuer import QueueManager
-
         self._clear()
         self.enqueue(jobs, min(1000, jobs), 2, f"{label} (prefill)")
         done = Counter()
@@ -140,13 +138,12 @@ class Peer:
     ) -> float:
         """Run `work(index, queries)` on `tasks` connections; the time ends when every
         task ended, or when task `stop_at` did (the others then wind down untimed)."""
+
         async def run() -> float:
             opened = [await self._queries() for _ in range(tasks)]
             try:
                 started = time.perf_counter()
-                running = [
-                    asyncio.ensure_future(work(i, q)) for i, (_, q) in enumerate(opened)
-                ]
+                running = [asyncio.ensure_future(work(i, q)) for i, (_, q) in enumerate(opened)]
                 if stop_at is None:
                     await asyncio.gather(*running)
                     return time.perf_counter() - started
@@ -166,7 +163,5 @@ class Peer:
             return asyncio.run(run())
 
 
-def _seconds(value: float) -> Any:
-    from datetime import timedelta
-
+def _seconds(value: float) -> timedelta:
     return timedelta(seconds=value)
