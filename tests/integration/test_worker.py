@@ -661,3 +661,24 @@ def test_handler_spans_nest_inside_the_job_span_which_records_a_failure(
     [event] = [e for e in failed["events"] if e["name"] == "exception"]
     assert event["attributes"]["exception.type"] == "RuntimeError"
     assert event["attributes"]["exception.message"] == "asked to fail"
+
+
+# -- settings ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"concurrency": 0}, "concurrency must be at least 1"),
+        ({"batch_size": 0}, "batch_size must be between 1 and 1000"),
+        ({"claim_timeout_s": 0}, "claim_timeout_s must be positive"),
+        ({"idle_backoff": (2.0, 1.0)}, "idle_backoff must be"),
+        ({"grace_s": -1}, "cannot be negative"),
+        ({"claim_timeout_s": 10, "heartbeat_s": 10}, "must be shorter than claim_timeout_s"),
+    ],
+)
+def test_settings_a_worker_cannot_use_are_refused_with_the_setting_named(
+    options: dict[str, Any], message: str
+) -> None:
+    with PinLaterClient("127.0.0.1:1") as pl, pytest.raises(ValueError, match=message):
+        Worker(pl, "q", lambda job: None, **options)
