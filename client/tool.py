@@ -415,7 +415,7 @@ def error_line(exc: BaseException) -> str:
         # The client lists the failure of every round; one of each is enough here.
         head, sep, rest = str(exc).partition(" rounds: ")
         text = head + sep + "; ".join(dict.fromkeys(rest.split("; "))) if sep else str(exc)
-        return f"cannot reach the server: {text}"
+        return f"cannot reach the server: {text} (is `pinledger serve` running there?)"
     if isinstance(exc, ClientError):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"

@@ -197,5 +197,6 @@ def test_unreachable_servers_are_listed_once() -> None:
         f"no server could serve the call after 3 rounds: {failure}; {failure}; {failure}"
     )
     assert error_line(error) == (
-        f"cannot reach the server: no server could serve the call after 3 rounds: {failure}"
+        "cannot reach the server: no server could serve the call after 3 rounds: "
+        f"{failure} (is `pinledger serve` running there?)"
     )
