@@ -16,7 +16,7 @@ import pytest
 
 from client import Job, PinLaterClient
 from tests.integration.conftest import ADMIN_PASSWORD
-from tests.integration.servers import ROOT, ServerProcess, wait_for
+from tests.integration.servers import ROOT, ServerProcess, free_port, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -289,3 +289,26 @@ def test_an_endless_run_reports_every_second_and_sums_up_on_ctrl_c(
     issued = int(match.group(1).replace(",", ""))
     assert issued > 0
     assert count(server, queue, "PENDING") == issued
+
+
+def test_no_server_is_a_one_line_error() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "client",
+            "get_queue_names",
+            "--port",
+            str(free_port()),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("pinledger client: cannot reach the server: ")
+    assert "is `pinledger serve` running there?" in line
