@@ -86,7 +86,7 @@ class Transition:
     traceparent: str | None
 
 
-# Told, after each committed batch (and after the listener), every transition in it.
+# Told, after each committed batch (before the listener), every transition in it.
 Observer = Callable[[Sequence[Transition]], None]
 
 
@@ -145,6 +145,11 @@ class PartitionProjector:
                 self.cache.pop(local_id, None)
             else:
                 self.cache[local_id] = job
+        if self.observer is not None:
+            # Before the listener: what observers keep per job (an owner's trace
+            # contexts) is in place before the ready buffer can hand the job out.
+            transitions, self._transitions = self._transitions, []
+            self.observer(transitions)
         if self.listener is not None:
             claimed = {
                 event.local_id
@@ -153,9 +158,6 @@ class PartitionProjector:
                 if isinstance(event, Claimed)
             }
             self.listener(working, claimed)
-        if self.observer is not None:
-            transitions, self._transitions = self._transitions, []
-            self.observer(transitions)
         return len(batch.events)
 
     def _fresh(self, records: Sequence[LogRecord]) -> list[tuple[LogRecord, Envelope]]:

@@ -42,7 +42,7 @@ from ledger.events import (
 )
 from ledger.kafka_log import KafkaGroupReader, KafkaLog
 from ledger.log import GroupMember, LogError, LogRecord, catalog_topic, queue_of_topic
-from ledger.state import Job, JobState
+from ledger.state import FINISHED, Job, JobState
 from ledger.writer import LedgerWriter
 from projections.projector import CatalogProjector, PartitionProjector, Transition
 from projections.store import FencedError, Store
@@ -303,11 +303,12 @@ class Owner:
             if telemetry.active():
                 _apply_spans(queue, partition, transitions, owned.traceparents)
             traceparents = owned.traceparents
-            for t in transitions:
-                if t.after is None or t.after.state in (JobState.SUCCEEDED, JobState.FAILED):
-                    traceparents.pop(t.local_id, None)
-                elif t.traceparent and isinstance(t.event, Enqueued) and t.verdict.applied:
-                    traceparents[t.local_id] = t.traceparent
+            with self.lock:  # dequeues read them under the lock
+                for t in transitions:
+                    if t.after is None or t.after.state in FINISHED:
+                        traceparents.pop(t.local_id, None)
+                    elif t.traceparent and isinstance(t.event, Enqueued) and t.verdict.applied:
+                        traceparents[t.local_id] = t.traceparent
 
         return observe
 
