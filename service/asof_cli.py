@@ -131,6 +131,8 @@ def _print(as_of: AsOf, state: QueueAsOf, explained: dict[str, Any] | None) -> N
 
 
 def run(config: Config, args: argparse.Namespace) -> int:
+    if args.as_of is None:
+        raise ValueError("--explain and --json go with --as-of")
     as_of = parse_as_of(args.as_of)
     if not args.queue or len(args.queue) != 1:
         raise ValueError("--as-of shows one queue: give exactly one --queue")

@@ -126,7 +126,7 @@ def _print_report(report: ReplayReport, scratch: Store) -> None:
 
 
 def cmd_replay(config: Config, args: argparse.Namespace) -> int:
-    if args.as_of is not None:
+    if args.as_of is not None or args.explain or args.json:
         return asof_cli.run(config, args)
     bound = Bound(
         offset=args.until_offset,

@@ -167,6 +167,8 @@ def test_as_of_an_offset_is_the_partition_then(client: Any, server: ServerProces
 
 
 def test_as_of_says_what_is_wrong(server: ServerProcess) -> None:
+    alone = _replay(server, "--json")
+    assert alone.returncode == 2 and "go with --as-of" in alone.stderr
     no_queue = _replay(server, "--as-of", "5")
     assert no_queue.returncode == 2 and "exactly one --queue" in no_queue.stderr
     bad = _replay(server, "--as-of", "last tuesday", "--queue", "q")
