@@ -36,9 +36,11 @@ MAX_RECORD_BYTES = 4 * 1024 * 1024
 @dataclass(frozen=True, slots=True)
 class KafkaSettings:
     bootstrap: str = "127.0.0.1:19092"
-    # A few milliseconds of linger lets concurrent calls share one produce request;
-    # the benchmark (bench/) measures the trade against latency.
-    linger_ms: int = 2
+    # No linger: every call waits for its own append (a dequeue with piggybacked acks
+    # waits for two), and 2 ms of linger doubled dequeue latency (p50 ~11 -> ~6 ms at
+    # 0) with no throughput gain measured; concurrent calls still share a produce
+    # request while one is in flight (bench/, docs/performance.md).
+    linger_ms: int = 0
     batch_size: int = 256 * 1024
     request_timeout_ms: int = 15_000
     client_id: str = "pinledger"
