@@ -131,11 +131,18 @@ def _ack(queue: str, descriptors: list[str]) -> Any:
 
 
 def complete(
-    port: int, queue: str, jobs: int, batch: int, threads: int, label: str
+    port: int,
+    queue: str,
+    jobs: int,
+    batch: int,
+    threads: int,
+    label: str,
+    piggyback: bool = True,
 ) -> CompleteResult:
     """Dequeue `batch` at a time, each call acking the previous call's jobs (no-op
     jobs: PinLater's piggybacked acks); returns completed (acked) jobs/s and each
-    dequeue call's latency."""
+    dequeue call's latency. Without `piggyback`, dequeues carry no acks (a dequeue's
+    own latency) and the jobs are acked 100 at a time between timed calls."""
     prefill(port, queue, jobs, label)
     dequeued = Counter()
     completed = Counter()
@@ -147,22 +154,32 @@ def complete(
         empty_since: float | None = None
         try:
             while True:
+                if not piggyback and len(held) >= 100:
+                    client.ackDequeuedJobs(context(), _ack(queue, held))
+                    completed.add(len(held))
+                    held = []
+                acks = _ack(queue, held) if held and piggyback else None
                 request = pinlater.PinLaterDequeueRequest(
-                    queueName=queue, limit=batch, jobAckRequest=_ack(queue, held) if held else None
+                    queueName=queue, limit=batch, jobAckRequest=acks
                 )
                 started = time.perf_counter()
                 answer = client.dequeueJobs(context(), request)
                 latencies[index].append((time.perf_counter() - started) * 1000)
-                completed.add(len(held))
-                held = list(answer.jobs or ())
-                dequeued.add(len(held))
-                if held:
+                got = list(answer.jobs or ())
+                if piggyback:
+                    completed.add(len(held))
+                    held = got
+                else:
+                    held.extend(got)
+                dequeued.add(len(got))
+                if got:
                     empty_since = None
                     continue
                 if dequeued.get() >= jobs:
                     return
-                # Jobs another thread holds come back only after their claim times
-                # out; a long empty spell means something is wrong.
+                # Every job is projected before the run starts (prefill), so an empty
+                # answer before the end means another thread holds the rest; a long
+                # empty spell means something is wrong.
                 now = time.monotonic()
                 empty_since = empty_since or now
                 if now - empty_since > 60:
