@@ -6,6 +6,7 @@ import pytest
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from service import telemetry
+from service.handler import Handler
 from service.thrift_idl import pinlater
 
 TP = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
@@ -126,3 +127,37 @@ def test_failed_calls_and_queue_calls() -> None:
 def test_no_span_is_started_while_tracing_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(telemetry, "active", lambda: False)
     assert telemetry.start_rpc("enqueueJobs", (_context(),)) is None
+
+
+class _Peers:
+    """Two peers answering a forwarded dequeue, one with trace contexts."""
+
+    def __init__(self) -> None:
+        self.answers = {
+            "b:1": pinlater.PinLaterDequeueResponse(
+                jobs={"q:s1:p1:1": b"b"}, jobMetadata={}, jobTraceparents={"q:s1:p1:1": TP}
+            ),
+            "c:1": pinlater.PinLaterDequeueResponse(jobs={"q:s2:p1:1": b"c"}, jobMetadata={}),
+        }
+
+    def dequeue(self, address: str, context: object, request: object, limit: int) -> object:
+        return self.answers[address]
+
+
+class _Owner:
+    def peers_for(self, queue: str) -> list[str]:
+        return ["b:1", "c:1"]
+
+
+def test_forwarded_dequeues_keep_the_peers_trace_contexts() -> None:
+    handler = Handler.__new__(Handler)
+    handler.owner = _Owner()  # type: ignore[assignment]
+    handler.peers = _Peers()  # type: ignore[assignment]
+    own = "q:s0:p1:1"
+    response = pinlater.PinLaterDequeueResponse(
+        jobs={own: b"a"}, jobMetadata={}, jobTraceparents={own: TP.replace("b", "c")}
+    )
+    request = pinlater.PinLaterDequeueRequest(queueName="q", limit=3)
+    merged = handler._forward(response, _context(), request, 3)
+    assert set(merged.jobs) == {own, "q:s1:p1:1", "q:s2:p1:1"}
+    assert merged.jobTraceparents == {own: TP.replace("b", "c"), "q:s1:p1:1": TP}
