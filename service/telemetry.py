@@ -78,6 +78,11 @@ def setup(env: Mapping[str, str] | None = None) -> bool:
         if _Installed.provider is not None or active():
             return True
         name = env.get("OTEL_SERVICE_NAME") or "pinledger"
+        protocol = env.get(
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
+        )
+        if protocol and protocol != "http/protobuf":
+            log.warning("OTLP protocol %r is not supported; exporting http/protobuf", protocol)
         provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
         exporters = {e.strip().lower() for e in env.get("OTEL_TRACES_EXPORTER", "otlp").split(",")}
         chosen: list[SpanExporter] = []
