@@ -117,10 +117,13 @@ def prefill(port: int, queue: str, jobs: int, label: str, timeout: float = 300) 
     measure that follows is dequeue + ack alone."""
     enqueue(port, queue, jobs, min(1000, jobs), 2, f"{label} (prefill)")
     deadline = time.monotonic() + timeout
-    while pending(port, queue) < jobs:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{queue}: {jobs} jobs not projected within {timeout}s")
-        time.sleep(0.2)
+    projected = Counter()
+    with Progress(f"{label} (prefill projected)", jobs, projected.get):
+        while projected.get() < jobs:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{queue}: {jobs} jobs not projected within {timeout}s")
+            time.sleep(0.2)
+            projected.value = pending(port, queue)
 
 
 def _ack(queue: str, descriptors: list[str]) -> Any:
@@ -172,11 +175,11 @@ def complete(
                 else:
                     held.extend(got)
                 dequeued.add(len(got))
+                if dequeued.get() >= jobs:
+                    return
                 if got:
                     empty_since = None
                     continue
-                if dequeued.get() >= jobs:
-                    return
                 # Every job is projected before the run starts (prefill), so an empty
                 # answer before the end means another thread holds the rest; a long
                 # empty spell means something is wrong.
@@ -276,11 +279,10 @@ def replay_rate(kafka: str, pg_dsn: str, prefix: str, schema: str) -> ReplayResu
     scratch = Store(pg_dsn, f"{schema}_replay")
     log = KafkaLog(KafkaSettings(bootstrap=kafka, client_id="pinledger-bench"))
     done = Counter()
-    bar = Progress("replay (events)", 0, done.get)
+    bar = Progress("replay (events projected)", 0, done.get)
 
     def progress(events: int, total: int) -> None:
         done.value = events
-        bar.total = max(bar.total, total)
 
     try:
         with bar:

@@ -53,9 +53,9 @@ class Progress:
         done = self.done()
         elapsed = max(time.monotonic() - self._started, 1e-9)
         end = "\n" if final else "\r"
+        count = f"{done:,}/{self.total:,}" if self.total > 0 else f"{done:,}"
         sys.stderr.write(
-            f"  {self.label}: {done:,}/{self.total:,} ({done / elapsed:,.0f}/s, "
-            f"{elapsed:.1f}s)   {end}"
+            f"  {self.label}: {count} ({done / elapsed:,.0f}/s, {elapsed:.1f}s)   {end}"
         )
         sys.stderr.flush()
 
