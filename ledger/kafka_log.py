@@ -144,6 +144,15 @@ class KafkaGroupReader:
     def assignment(self) -> Partitions:
         return [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
 
+    def request_rejoin(self) -> None:
+        """Make the next poll rejoin the group, so the leader assigns again. kafka-python
+        can leave a topic created during a rebalance out of the assignment and never
+        notice (dpkp/kafka-python#1237): its subscription already lists the topic, so
+        nothing looks changed. There is no public call for this in kafka-python 3;
+        `request_rejoin` is the coordinator's own (it only sets a flag). Call it from
+        the polling thread."""
+        self._consumer._coordinator.request_rejoin()
+
     def close(self) -> None:
         self._consumer.close()
 

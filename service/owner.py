@@ -61,6 +61,9 @@ Key = tuple[str, int]
 _POLL_RECORDS = 2000
 _TIMEOUT_EVERY_S = 1.0
 _MEMBERS_EVERY_S = 2.0
+# How long a queue topic may be owned by no server before the group is asked to
+# rebalance: longer than a normal rebalance, short enough that nobody waits long.
+_UNOWNED_GRACE_S = 3.0
 
 
 def now_ms() -> int:
@@ -142,6 +145,10 @@ class Owner:
         self.alive = False
         self._last_timeout_check = 0.0
         self._last_gc = time.monotonic()
+        # Queue topics owned by no member, and since when (members thread); the owner
+        # thread asks the group to rebalance when `_rejoin` is set.
+        self._unowned_since: dict[str, float] = {}
+        self._rejoin = threading.Event()
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -187,6 +194,9 @@ class Owner:
         assert self._reader is not None
         while not self._stop.is_set():
             try:
+                if self._rejoin.is_set():
+                    self._rejoin.clear()
+                    self._reader.request_rejoin()
                 records = self._reader.poll(_POLL_RECORDS, 200)
                 self._rebalance()
                 self._project(records)
@@ -259,11 +269,12 @@ class Owner:
             listener=self._listener(key),
             observer=self._observer(key, queue, partition),
         )
-        projector.cache = self.store.partition_jobs(
-            queue, partition, (JobState.PENDING, JobState.IN_PROGRESS)
-        )
+        unfinished = (JobState.PENDING, JobState.IN_PROGRESS)
+        projector.cache = self.store.partition_jobs(queue, partition, unfinished)
         buffer.load(projector.cache.values())
         owned = Owned(queue, topic, partition, projector, buffer, target=end)
+        # Jobs enqueued under another owner keep their trace context here too.
+        owned.traceparents = self.store.partition_traceparents(queue, partition, unfinished)
         with self.lock:
             self.owned[key] = owned
         self._reader.seek(topic, partition, projector.next_offset)
@@ -453,6 +464,29 @@ class Owner:
         self.members = members
         if changed:
             self.on_members_change(max(1, len(members)))
+        self._check_unowned(members)
+
+    def _check_unowned(self, members: Sequence[GroupMember]) -> None:
+        """Ask for a rebalance when a queue topic stays owned by nobody (see
+        KafkaGroupReader.request_rejoin): its jobs could be enqueued but never served."""
+        if not members:
+            return  # no answer, or the group is between generations
+        try:
+            topics = {t for t in self.kafka.topics() if queue_of_topic(self.prefix, t)}
+        except LogError as exc:
+            log.warning("cannot list topics to check ownership: %s", exc)
+            return
+        owned = {topic for member in members for topic, _ in member.partitions}
+        self._unowned_since, stuck = stuck_topics(
+            self._unowned_since, topics - owned, time.monotonic(), _UNOWNED_GRACE_S
+        )
+        if stuck:
+            log.warning(
+                "no server has owned %s for %.0f s: asking the group to rebalance",
+                ", ".join(sorted(stuck)),
+                _UNOWNED_GRACE_S,
+            )
+            self._rejoin.set()
 
     def peers_for(self, queue: str) -> list[str]:
         """Addresses (host:port) of other live servers owning partitions of `queue`."""
@@ -581,3 +615,16 @@ def _apply_spans(
             root=True,
         )
         span.end()
+
+
+def stuck_topics(
+    since: dict[str, float], unowned: set[str], now: float, grace_s: float
+) -> tuple[dict[str, float], list[str]]:
+    """Track topics seen unowned: returns (when each still-unowned topic was first seen,
+    the topics unowned for at least `grace_s`). A stuck topic's clock restarts, so the
+    next rebalance gets its own grace period."""
+    tracked = {topic: since.get(topic, now) for topic in unowned}
+    stuck = sorted(t for t, first in tracked.items() if now - first >= grace_s)
+    for topic in stuck:
+        tracked[topic] = now
+    return tracked, stuck

@@ -51,3 +51,35 @@ def test_append_returns_offsets_and_records_read_back_in_order(
         expected = [a for a in appends if a.partition == partition][5:]
         assert [r.value for r in got] == [a.value for a in expected]
         assert [r.headers for r in got] == [a.headers for a in expected]
+
+
+def test_a_group_member_asked_to_rejoin_gets_its_partitions_assigned_again(
+    kafka: KafkaLog, prefix: str
+) -> None:
+    """The owner's remedy for a topic left out of an assignment: a rejoin makes the
+    leader assign every subscribed partition again."""
+    topic = queue_topic(prefix, "q")
+    kafka.create_topic(topic, 2)
+    assignments: list[list[tuple[str, int]]] = []
+    reader = kafka.group_reader(
+        f"{prefix}owners",
+        f"^{prefix.replace('.', '[.]')}q[.].+$",
+        "rejoin-test",
+        lambda _: None,
+        assignments.append,
+    )
+    try:
+
+        def poll_until(count: int) -> None:
+            deadline = time.monotonic() + 30
+            while len(assignments) < count and time.monotonic() < deadline:
+                reader.poll(100, 100)
+
+        poll_until(1)
+        assert sorted(assignments[-1]) == [(topic, 0), (topic, 1)]
+        reader.request_rejoin()
+        poll_until(2)
+        assert len(assignments) == 2, "no new assignment after request_rejoin"
+        assert sorted(assignments[-1]) == [(topic, 0), (topic, 1)]
+    finally:
+        reader.close()
