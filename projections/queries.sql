@@ -54,6 +54,14 @@ SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
 FROM jobs
 WHERE queue = %(queue)s AND partition = %(partition)s AND state = ANY(%(states)s);
 
+-- name: partition_traceparents
+-- The enqueue trace context of the jobs of one partition in the given states: what a new
+-- owner hands to workers and links its claim spans to.
+SELECT local_id, traceparent
+FROM jobs
+WHERE queue = %(queue)s AND partition = %(partition)s AND state = ANY(%(states)s)
+  AND traceparent IS NOT NULL;
+
 -- name: upsert_jobs
 -- One statement for a large batch (arrays, one element per job, sent in binary: the
 -- text form of a bytea array costs ~3x more to build). A replay's batches of

@@ -235,6 +235,16 @@ class Store:
             ).fetchall()
         return {row[0]: _job_from_row(row) for row in rows}
 
+    def partition_traceparents(
+        self, queue: str, partition: int, states: Iterable[JobState]
+    ) -> dict[int, str]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                query("partition_traceparents"),
+                {"queue": queue, "partition": partition, "states": [int(s) for s in states]},
+            ).fetchall()
+        return {int(local_id): str(traceparent) for local_id, traceparent in rows}
+
     def commit_partition_batch(self, batch: PartitionBatch) -> None:
         with self.pool.connection() as conn, conn.transaction():
             cur = conn.execute(

@@ -82,6 +82,38 @@ def inproc(config: Config, prefix: str, spans: InMemorySpanExporter) -> Iterator
         Store(config.pg_dsn, schema).drop()
 
 
+def test_a_new_owner_hands_out_the_trace_context_of_jobs_enqueued_before_it(
+    inproc: Server, spans: InMemorySpanExporter
+) -> None:
+    """The context lives in memory on the owner; a server taking the partition over
+    (restart, failover) must load it with the jobs."""
+    queue = f"q_{uuid.uuid4().hex[:10]}"
+    with PinLaterClient(f"127.0.0.1:{inproc.config.port}", source="tel:worker") as client:
+        client.create_queue(queue)
+        spans.clear()
+        [descriptor] = client.enqueue(queue, [Job(b"survives the handover")])
+        (enqueue,) = _named(spans, "pinlater/enqueueJobs")
+        wait_for(lambda: client.count(queue, JobState.PENDING) == 1)
+    inproc.stop()
+
+    successor = Server(
+        dataclasses.replace(
+            inproc.config,
+            port=free_port(),
+            admin_port=free_port(),
+            server_id=f"tel-{uuid.uuid4().hex[:6]}",
+        )
+    )
+    successor.start()
+    try:
+        with PinLaterClient(f"127.0.0.1:{successor.config.port}", source="tel:w2") as client:
+            [job] = _dequeue(client, queue, 1)
+    finally:
+        successor.stop()
+    assert job.descriptor == descriptor
+    assert job.traceparent == telemetry.format_traceparent(_ctx(enqueue))
+
+
 def _named(spans: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
     return [s for s in spans.get_finished_spans() if s.name == name]
 
