@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ledger.commands import decide_claims, decide_collect, decide_timeouts
 from ledger.events import (
@@ -55,6 +56,8 @@ from service.metrics import Metrics
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
+K = TypeVar("K", str, Key)
+M = TypeVar("M")
 
 # Enough records per poll to keep Postgres batches large, few enough that a claim
 # waits at most one batch behind a backlog.
@@ -64,6 +67,11 @@ _MEMBERS_EVERY_S = 2.0
 # How long a queue topic may be owned by no server before the group is asked to
 # rebalance: longer than a normal rebalance, short enough that nobody waits long.
 _UNOWNED_GRACE_S = 3.0
+# How long an owned partition may have records it does not project, without progress,
+# before the group is asked to rebalance (which resets the consumer's fetch state: seen
+# once in a test run, a partition re-seeked after an eager rebalance was not fetched
+# until the next rebalance).
+_STALL_GRACE_S = 4.0
 
 
 def now_ms() -> int:
@@ -147,7 +155,8 @@ class Owner:
         self._last_gc = time.monotonic()
         # Queue topics owned by no member, and since when (members thread); the owner
         # thread asks the group to rebalance when `_rejoin` is set.
-        self._unowned_since: dict[str, float] = {}
+        self._unowned_since: dict[str, tuple[int, float]] = {}
+        self._lagging_since: dict[Key, tuple[int, float]] = {}
         self._rejoin = threading.Event()
 
     # -- lifecycle -----------------------------------------------------------------
@@ -465,6 +474,7 @@ class Owner:
         if changed:
             self.on_members_change(max(1, len(members)))
         self._check_unowned(members)
+        self._check_lag()
 
     def _check_unowned(self, members: Sequence[GroupMember]) -> None:
         """Ask for a rebalance when a queue topic stays owned by nobody (see
@@ -477,14 +487,35 @@ class Owner:
             log.warning("cannot list topics to check ownership: %s", exc)
             return
         owned = {topic for member in members for topic, _ in member.partitions}
-        self._unowned_since, stuck = stuck_topics(
-            self._unowned_since, topics - owned, time.monotonic(), _UNOWNED_GRACE_S
+        self._unowned_since, stuck = stalled(
+            self._unowned_since,
+            dict.fromkeys(topics - owned, 0),
+            time.monotonic(),
+            _UNOWNED_GRACE_S,
         )
         if stuck:
             log.warning(
                 "no server has owned %s for %.0f s: asking the group to rebalance",
                 ", ".join(sorted(stuck)),
                 _UNOWNED_GRACE_S,
+            )
+            self._rejoin.set()
+
+    def _check_lag(self) -> None:
+        """Ask for a rebalance when an owned partition has records it has not projected
+        and makes no progress: its jobs would wait unseen."""
+        with self.lock:
+            projected = {key: o.projector.next_offset for key, o in self.owned.items()}
+        ends = self._end_offsets(list(projected)) if projected else {}
+        lagging = {k: offset for k, offset in projected.items() if ends.get(k, 0) > offset}
+        self._lagging_since, stuck = stalled(
+            self._lagging_since, lagging, time.monotonic(), _STALL_GRACE_S
+        )
+        if stuck:
+            log.warning(
+                "%s: records not fetched for %.0f s; asking the group to rebalance",
+                ", ".join(f"{topic}[{partition}]" for topic, partition in stuck),
+                _STALL_GRACE_S,
             )
             self._rejoin.set()
 
@@ -617,14 +648,19 @@ def _apply_spans(
         span.end()
 
 
-def stuck_topics(
-    since: dict[str, float], unowned: set[str], now: float, grace_s: float
-) -> tuple[dict[str, float], list[str]]:
-    """Track topics seen unowned: returns (when each still-unowned topic was first seen,
-    the topics unowned for at least `grace_s`). A stuck topic's clock restarts, so the
-    next rebalance gets its own grace period."""
-    tracked = {topic: since.get(topic, now) for topic in unowned}
-    stuck = sorted(t for t, first in tracked.items() if now - first >= grace_s)
-    for topic in stuck:
-        tracked[topic] = now
+def stalled(
+    since: dict[K, tuple[M, float]], current: dict[K, M], now: float, grace_s: float
+) -> tuple[dict[K, tuple[M, float]], list[K]]:
+    """Track things that look stuck: `current` maps each suspect to a progress marker
+    (a topic still unowned: a constant; a lagging partition: its projected offset).
+    Returns (each suspect's marker and since when it has not changed, the suspects
+    unchanged for at least `grace_s`). A stuck suspect's clock restarts, so the
+    rebalance it causes gets its own grace period."""
+    tracked: dict[K, tuple[M, float]] = {}
+    for key, marker in current.items():
+        previous = since.get(key)
+        tracked[key] = previous if previous is not None and previous[0] == marker else (marker, now)
+    stuck = sorted((k for k, (_, first) in tracked.items() if now - first >= grace_s), key=str)
+    for key in stuck:
+        tracked[key] = (tracked[key][0], now)
     return tracked, stuck

@@ -1,59 +1,76 @@
-"""The owner's watch for queue topics that no server owns (kafka-python can leave a topic
-created during a rebalance out of the assignment; the owner then asks for a rebalance)."""
+"""The owner's watch for partitions that nobody serves: a queue topic owned by no server
+(kafka-python can leave a topic created during a rebalance out of the assignment), or an
+owned partition whose records are not fetched. Either makes the owner ask the group to
+rebalance."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.owner import stuck_topics
+from service.owner import stalled
 
 GRACE = 3.0
 
 
-def test_a_topic_seen_unowned_once_is_only_tracked() -> None:
-    since, stuck = stuck_topics({}, {"p.q.a"}, now=10.0, grace_s=GRACE)
-    assert since == {"p.q.a": 10.0}
+def test_a_suspect_seen_once_is_only_tracked() -> None:
+    since, stuck = stalled({}, {"p.q.a": 0}, now=10.0, grace_s=GRACE)
+    assert since == {"p.q.a": (0, 10.0)}
     assert stuck == []
 
 
-def test_a_topic_unowned_for_the_grace_period_is_stuck_and_its_clock_restarts() -> None:
-    since, _ = stuck_topics({}, {"p.q.a", "p.q.b"}, now=10.0, grace_s=GRACE)
-    since, stuck = stuck_topics(since, {"p.q.a", "p.q.b"}, now=12.0, grace_s=GRACE)
+def test_a_suspect_unchanged_for_the_grace_period_is_stuck_and_its_clock_restarts() -> None:
+    suspects = {"p.q.a": 0, "p.q.b": 0}
+    since, _ = stalled({}, suspects, now=10.0, grace_s=GRACE)
+    since, stuck = stalled(since, suspects, now=12.0, grace_s=GRACE)
     assert stuck == []
-    since, stuck = stuck_topics(since, {"p.q.a", "p.q.b"}, now=13.0, grace_s=GRACE)
+    since, stuck = stalled(since, suspects, now=13.0, grace_s=GRACE)
     assert stuck == ["p.q.a", "p.q.b"]
     # The rebalance asked for gets its own grace period before the next request.
-    since, stuck = stuck_topics(since, {"p.q.a"}, now=15.0, grace_s=GRACE)
+    since, stuck = stalled(since, {"p.q.a": 0}, now=15.0, grace_s=GRACE)
     assert stuck == []
-    assert since == {"p.q.a": 13.0}
+    assert since == {"p.q.a": (0, 13.0)}
 
 
-def test_a_topic_owned_again_is_forgotten() -> None:
-    since, _ = stuck_topics({}, {"p.q.a"}, now=10.0, grace_s=GRACE)
-    since, _ = stuck_topics(since, set(), now=12.0, grace_s=GRACE)
-    since, stuck = stuck_topics(since, {"p.q.a"}, now=14.0, grace_s=GRACE)
+def test_a_suspect_cleared_is_forgotten() -> None:
+    since, _ = stalled({}, {"p.q.a": 0}, now=10.0, grace_s=GRACE)
+    since, _ = stalled(since, {}, now=12.0, grace_s=GRACE)
+    since, stuck = stalled(since, {"p.q.a": 0}, now=14.0, grace_s=GRACE)
     assert stuck == []
-    assert since == {"p.q.a": 14.0}
+    assert since == {"p.q.a": (0, 14.0)}
+
+
+def test_a_lagging_partition_that_makes_progress_is_not_stuck() -> None:
+    key = ("p.q.a", 3)
+    since, _ = stalled({}, {key: 0}, now=10.0, grace_s=GRACE)
+    since, stuck = stalled(since, {key: 500}, now=14.0, grace_s=GRACE)
+    assert stuck == []
+    since, stuck = stalled(since, {key: 500}, now=17.0, grace_s=GRACE)
+    assert stuck == [key]
 
 
 @given(
     st.lists(
-        st.tuples(st.frozensets(st.sampled_from("abcd")), st.floats(0, 5)), min_size=1, max_size=20
+        st.tuples(st.dictionaries(st.sampled_from("abcd"), st.integers(0, 2)), st.floats(0, 5)),
+        min_size=1,
+        max_size=20,
     )
 )
-def test_only_topics_unowned_at_every_check_for_the_grace_period_are_stuck(
-    checks: list[tuple[frozenset[str], float]],
+def test_only_suspects_unchanged_at_every_check_for_the_grace_period_are_stuck(
+    checks: list[tuple[dict[str, int], float]],
 ) -> None:
-    since: dict[str, float] = {}
+    since: dict[str, tuple[int, float]] = {}
     now = 0.0
-    streak_start: dict[str, float] = {}
-    for unowned, step in checks:
+    streak: dict[str, tuple[int, float]] = {}
+    for current, step in checks:
         now += step
-        streak_start = {t: streak_start.get(t, now) for t in unowned}
-        since, stuck = stuck_topics(since, set(unowned), now, GRACE)
-        assert set(since) == set(unowned)
-        for topic in stuck:
-            assert now - streak_start[topic] >= GRACE
-            streak_start[topic] = now
-        assert all(now - streak_start[t] < GRACE for t in unowned if t not in stuck)
+        streak = {
+            k: streak[k] if k in streak and streak[k][0] == m else (m, now)
+            for k, m in current.items()
+        }
+        since, stuck = stalled(since, current, now, GRACE)
+        assert set(since) == set(current)
+        for key in stuck:
+            assert now - streak[key][1] >= GRACE
+            streak[key] = (streak[key][0], now)
+        assert all(now - streak[k][1] < GRACE for k in current if k not in stuck)
