@@ -315,6 +315,22 @@ class Handler:
         partitions = self.queue_config().settings(name).partitions or self.config.partitions
         self.writer.create_queue(name, partitions, now_ms(), _actor(context, self.config.server_id))
         self._wait_catalog(name, present=True)
+        self._wait_owned(name, partitions)
+
+    def _wait_owned(self, name: str, partitions: int) -> None:
+        """Wait (bounded) until the new queue's partitions have owners that serve them, so
+        a job enqueued and looked up right after createQueue is seen. The owners' group
+        takes a rebalance, seconds on a busy machine, to hand a new topic out. Running out
+        of time is not an error: the queue exists and will be served."""
+        deadline = time.monotonic() + max(10.0, self.config.read_wait_s)
+        while time.monotonic() < deadline:
+            try:
+                if self.owner.serves_all(name, partitions):
+                    return
+            except LogError as exc:
+                log.warning("cannot tell whether queue %r is owned yet: %s", name, exc)
+            time.sleep(0.05)
+        log.warning("queue %r created; not every partition has a serving owner yet", name)
 
     @rpc
     def deleteQueue(self, context: Any, name: Any, password: Any) -> None:

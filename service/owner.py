@@ -519,6 +519,18 @@ class Owner:
             )
             self._rejoin.set()
 
+    def serves_all(self, queue: str, partitions: int) -> bool:
+        """Whether every partition of `queue` is owned by a live server, and those this
+        server owns are serving: what a new queue needs before its jobs can be served."""
+        topic = self.writer.topic(queue)
+        members = self.kafka.group_members(self.group)
+        assigned = {(t, p, member.member_id) for member in members for t, p in member.partitions}
+        if len({p for t, p, _ in assigned if t == topic}) < partitions:
+            return False
+        mine = [(t, p) for t, p, member in assigned if t == topic and member == self.member_id]
+        with self.lock:
+            return all(key in self.owned and self.owned[key].serving for key in mine)
+
     def peers_for(self, queue: str) -> list[str]:
         """Addresses (host:port) of other live servers owning partitions of `queue`."""
         topic = self.writer.topic(queue)

@@ -457,3 +457,18 @@ def test_negative_dequeue_limit_is_refused(client: Any, queue: str) -> None:
         lambda: client.dequeueJobs(context(), p.PinLaterDequeueRequest(queueName=queue, limit=-5))
     )
     assert "negative" in err.message
+
+
+def test_a_queue_is_usable_as_soon_as_create_queue_returns(client: Any) -> None:
+    """createQueue answers once the queue's partitions have serving owners: a job
+    enqueued right after it is seen by a lookup and handed to a dequeue, no retrying."""
+    for _ in range(3):
+        name = f"fresh_{uuid.uuid4().hex[:10]}"
+        client.createQueue(context(), name)
+        job = p.PinLaterJob(body=b"first")
+        enqueued = client.enqueueJobs(context(), p.PinLaterEnqueueRequest(name, [job]))
+        [d] = enqueued.jobDescriptors
+        found = client.lookupJobs(context(), p.PinLaterLookupJobRequest([d]))
+        assert d in found, f"{d} not visible right after createQueue + enqueue"
+        got = client.dequeueJobs(context(), p.PinLaterDequeueRequest(queueName=name, limit=1))
+        assert list(got.jobs) == [d]
