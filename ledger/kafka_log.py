@@ -72,6 +72,7 @@ class KafkaReader:
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=8 * 1024 * 1024,
             fetch_max_bytes=32 * 1024 * 1024,
+            allow_auto_create_topics=False,
         )
         partitions = [TopicPartition(p.topic, p.partition) for p in positions]
         self._consumer.assign(partitions)
@@ -132,6 +133,7 @@ class KafkaGroupReader:
             partition_assignment_strategy=[StickyPartitionAssignor],
             max_partition_fetch_bytes=8 * 1024 * 1024,
             fetch_max_bytes=32 * 1024 * 1024,
+            allow_auto_create_topics=False,
         )
         self._consumer.subscribe(pattern=pattern, listener=_Listener(on_revoked, on_assigned))
 
@@ -173,6 +175,7 @@ class KafkaSubscriber:
                 auto_offset_reset="earliest" if from_beginning else "latest",
                 metadata_max_age_ms=1000,  # new queues are picked up within a second
                 max_partition_fetch_bytes=8 * 1024 * 1024,
+                allow_auto_create_topics=False,
             )
             self._consumer.subscribe(pattern=pattern)
         except KafkaError as exc:
@@ -211,6 +214,10 @@ class KafkaLog:
                 # An append to a topic that does not exist (a queue deleted through
                 # another server a moment ago) fails after this, instead of 60 s.
                 max_block_ms=10_000,
+                # A queue is a topic only createQueue makes: a send (or a metadata
+                # request) for a deleted queue must not bring its topic back on a broker
+                # with auto.create.topics.enable (Kafka's default).
+                allow_auto_create_topics=False,
             )
             self._admin = KafkaAdminClient(
                 bootstrap_servers=settings.bootstrap, client_id=f"{settings.client_id}-admin"
@@ -256,7 +263,25 @@ class KafkaLog:
         return None
 
     def topics(self) -> set[str]:
-        return set(self._admin.list_topics())
+        found = set(self._admin.list_topics())
+        self._forget_deleted(found)
+        return found
+
+    def _forget_deleted(self, existing: set[str]) -> None:
+        """Stop the producer tracking topics the broker no longer has (deleted queues).
+        kafka-python's producer never drops a topic it once sent to (Java's expires
+        after metadata.max.idle.ms): it asks for a deleted queue's metadata again every
+        retry backoff (100 ms), forever, logging an error each time, which piled up to
+        tens of requests a second in a long-running server. There is no public call for
+        this; the set is replaced, not mutated, because the producer's I/O thread
+        iterates it to build metadata requests."""
+        metadata = self._producer._metadata
+        tracked: set[str] = metadata._topics
+        gone = tracked - existing
+        if gone:
+            with metadata._lock:
+                metadata._topics = metadata._topics - gone
+            log.debug("producer stops tracking deleted topics %s", sorted(gone))
 
     def append(self, appends: Sequence[Append]) -> list[int]:
         # No flush(): the producer sends when batches fill or linger passes, and

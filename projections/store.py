@@ -36,6 +36,13 @@ class FencedError(StoreError):
     """Another projector moved the partition's offset: this one must stop and reload."""
 
 
+class PartitionGoneError(FencedError):
+    """The partition's offset row is gone: its queue was deleted (the catalog
+    projection removed the queue's rows). Its remaining records must not be projected,
+    or they would bring back rows, and an offset, that a queue created again under the
+    same name would inherit."""
+
+
 @dataclass(frozen=True, slots=True)
 class EventRow:
     """One row of the job's timeline (job_events)."""
@@ -257,9 +264,17 @@ class Store:
                 },
             )
             if cur.rowcount != 1:
+                found = conn.execute(
+                    query("get_offset"), {"topic": batch.topic, "partition": batch.partition}
+                ).fetchone()
+                if found is None:
+                    raise PartitionGoneError(
+                        f"{batch.topic}[{batch.partition}]: queue {batch.queue!r} was deleted; "
+                        "its remaining records are not projected"
+                    )
                 raise FencedError(
                     f"{batch.topic}[{batch.partition}] is no longer at offset "
-                    f"{batch.expected_offset}: another projector advanced it"
+                    f"{batch.expected_offset}: another projector advanced it to {found[0]}"
                 )
             if batch.events:
                 with conn.cursor().copy(query("copy_job_events")) as copy:

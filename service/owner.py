@@ -46,7 +46,7 @@ from ledger.log import GroupMember, LogError, LogRecord, catalog_topic, queue_of
 from ledger.state import FINISHED, Job, JobState
 from ledger.writer import LedgerWriter
 from projections.projector import CatalogProjector, PartitionProjector, Transition
-from projections.store import FencedError, Store
+from projections.store import FencedError, PartitionGoneError, Store
 from service import telemetry
 from service.config import Config
 from service.dispatcher import ReadyBuffer, take
@@ -347,6 +347,10 @@ class Owner:
                 owned = self.owned.get(key)
                 if owned is not None:
                     owned.projector.apply(batch)
+            except PartitionGoneError as exc:
+                # The rebalance that follows the topic's deletion revokes it for good.
+                log.info("%s; no longer owning it", exc)
+                self._drop(key)
             except FencedError as exc:
                 log.warning("%s; reloading it from Postgres", exc)
                 if key == catalog_key:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
+import pytest
+
 from ledger.codec import trace_headers
-from ledger.kafka_log import KafkaLog
+from ledger.kafka_log import KafkaLog, KafkaSettings
 from ledger.log import Append, LogRecord, Position, queue_topic
 
 
@@ -29,6 +32,32 @@ def test_a_queue_topic_has_its_own_partition_count(kafka: KafkaLog, prefix: str)
     assert kafka.partition_count(queue_topic(prefix, "missing")) is None
     kafka.delete_topic(wide)
     assert wide not in kafka.topics()
+
+
+def test_a_deleted_topic_is_not_asked_about_again(
+    kafka: KafkaLog, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kafka-python's producer keeps asking for the metadata of every topic it ever
+    wrote to; for a deleted queue that was an error logged ten times a second, for as
+    long as the server ran."""
+    own = KafkaLog(KafkaSettings(bootstrap=kafka.bootstrap, client_id="deleted-topic-test"))
+    try:
+        topic, live = queue_topic(prefix, "short_lived"), queue_topic(prefix, "live")
+        own.create_topic(topic, 1)
+        own.create_topic(live, 1)
+        own.append([Append(topic, 0, b"last words")])
+        own.delete_topic(topic)
+        with caplog.at_level(logging.ERROR, logger="kafka"):
+            # A server's producer keeps writing (claims, acks) to its other queues.
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                own.append([Append(live, 0, b"busy")])
+                time.sleep(0.01)
+        about_it = [r for r in caplog.records if topic in r.getMessage()]
+        # At most a request already in flight when the topic went.
+        assert len(about_it) <= 1, [r.getMessage() for r in about_it]
+    finally:
+        own.close()
 
 
 def test_append_returns_offsets_and_records_read_back_in_order(

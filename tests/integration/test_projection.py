@@ -12,7 +12,7 @@ from ledger.log import LogRecord, Position
 from ledger.state import JobState
 from ledger.writer import LedgerWriter
 from projections.projector import PartitionProjector, ProjectionRunner
-from projections.store import FencedError, PartitionBatch, Store
+from projections.store import FencedError, PartitionBatch, PartitionGoneError, Store
 
 WORKER = Actor(source="svc:worker1", request_id="req-1", server="s1")
 OTHER = Actor(source="svc:worker2", request_id="req-2", server="s1")
@@ -127,3 +127,47 @@ def test_deleting_a_queue_removes_its_rows(
     assert [q.name for q in store.queues()] == ["kept"]
     assert store.partition_jobs("gone", 0) == {}
     assert _state(store, kept[0]) is JobState.PENDING
+
+
+def test_records_of_a_deleted_queue_are_not_projected_after_its_deletion(
+    writer: LedgerWriter, kafka: KafkaLog, prefix: str, store: Store
+) -> None:
+    """An owner may still hold records of a queue whose deletion the catalog projection
+    has just applied: projecting them must not bring back its rows or an offset that a
+    queue created again under the same name would start from."""
+    writer.create_queue("again", 1, T0, WORKER)
+    _project(store, kafka, prefix)
+    owner_side = PartitionProjector(store, "again", writer.topic("again"), 0)
+    _enqueue(writer, "again", 0, 3)
+    reader = kafka.reader([Position(writer.topic("again"), 0, 0)])
+    late: list[LogRecord] = []
+    for _ in range(50):
+        late += reader.poll(100, 200)
+        if late:
+            break
+    reader.close()
+    writer.delete_queue("again", T0 + 1, WORKER)
+    _project(store, kafka, prefix)  # the catalog projection drops the queue's rows
+
+    with pytest.raises(PartitionGoneError, match="was deleted"):
+        owner_side.apply(late)
+    assert store.partition_jobs("again", 0) == {}
+    assert store.offsets([(writer.topic("again"), 0)]) == {}
+
+    # Created again, the queue projects its new topic from its first record.
+    writer.create_queue("again", 1, T0 + 2, WORKER)
+    (fresh,) = _enqueue(writer, "again", 0, 1)
+    _project(store, kafka, prefix)
+    assert _state(store, fresh) is JobState.PENDING
+    assert list(store.partition_jobs("again", 0)) == [fresh.local_id]
+
+
+def test_a_fenced_projector_is_told_where_the_offset_went(store: Store) -> None:
+    store.offset("t", 0)
+    store.commit_partition_batch(
+        PartitionBatch(queue="q", topic="t", partition=0, expected_offset=0, next_offset=5)
+    )
+    stale = PartitionBatch(queue="q", topic="t", partition=0, expected_offset=0, next_offset=3)
+    with pytest.raises(FencedError, match="advanced it to 5") as raised:
+        store.commit_partition_batch(stale)
+    assert not isinstance(raised.value, PartitionGoneError)
