@@ -165,6 +165,10 @@ def cmd_demo(config: Config, _: argparse.Namespace) -> int:
 
 def cmd_serve(config: Config, _: argparse.Namespace) -> int:
     logging.getLogger("service").setLevel(logging.INFO)
+    # Partition ownership is the owners' consumer group: its joins, assignments and
+    # revocations (a few lines per rebalance) are what explains a partition that is
+    # served late.
+    logging.getLogger("kafka.coordinator").setLevel(logging.INFO)
     Server(config).run_forever()
     return 0
 

@@ -197,6 +197,9 @@ def test_dequeue_serves_highest_priority_first_then_oldest(client: Any, queue: s
     low = enqueue(client, queue, job(b"low", priority=3))
     mid = enqueue(client, queue, job(b"mid", priority=2))
     high = enqueue(client, queue, job(b"high", priority=1))
+    # The three jobs live in three partitions: each can be dequeued once its owner has
+    # projected it (milliseconds); priority orders the jobs that can be dequeued.
+    dequeue_until(client, queue, 3, limit=3, dryRun=True)
     order = []
     for _ in range(3):
         got = dequeue_until(client, queue, 1, limit=1)
