@@ -24,8 +24,10 @@ import logging
 import math
 import random
 import re
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -72,6 +74,9 @@ _UNOWNED_GRACE_S = 3.0
 # once in a test run, a partition re-seeked after an eager rebalance was not fetched
 # until the next rebalance).
 _STALL_GRACE_S = 4.0
+# How long one pass of the owner loop may take before the members thread logs where it
+# is stuck: a loop that does not poll cannot heartbeat its way back into the group.
+_LOOP_STALL_S = 10.0
 
 
 def now_ms() -> int:
@@ -158,6 +163,10 @@ class Owner:
         self._unowned_since: dict[str, tuple[int, float]] = {}
         self._lagging_since: dict[Key, tuple[int, float]] = {}
         self._rejoin = threading.Event()
+        # When the owner loop last completed a pass (monotonic), and whether its stall
+        # has been reported.
+        self._loop_at = time.monotonic()
+        self._loop_stall_reported = False
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -211,6 +220,7 @@ class Owner:
                 self._project(records)
                 self._promote()
                 self._duties()
+                self._loop_at = time.monotonic()
             except Exception:
                 # The owner must outlive a broken batch: log it, drop what it owns (so
                 # the state is reloaded from Postgres) and carry on.
@@ -476,34 +486,54 @@ class Owner:
         changed = len(members) != len(self.members)
         self.members = members
         if changed:
-            self.on_members_change(max(1, len(members)))
+            self.on_members_change(len(members))
         self._check_unowned(members)
         self._check_lag()
+        self._check_loop()
 
     def _check_unowned(self, members: Sequence[GroupMember]) -> None:
         """Ask for a rebalance when a queue topic stays owned by nobody (see
-        KafkaGroupReader.request_rejoin): its jobs could be enqueued but never served."""
-        if not members:
-            return  # no answer, or the group is between generations
+        KafkaGroupReader.request_rejoin): its jobs could be enqueued but never served.
+        A group described with no members counts too: this server is alive, so its
+        consumer has dropped out of the group (seen in CI: two minutes with no owner)."""
         try:
             topics = {t for t in self.kafka.topics() if queue_of_topic(self.prefix, t)}
         except LogError as exc:
             log.warning("cannot list topics to check ownership: %s", exc)
             return
-        owned = {topic for member in members for topic, _ in member.partitions}
         self._unowned_since, stuck = stalled(
             self._unowned_since,
-            dict.fromkeys(topics - owned, 0),
+            dict.fromkeys(unowned_topics(topics, members), 0),
             time.monotonic(),
             _UNOWNED_GRACE_S,
         )
         if stuck:
             log.warning(
-                "no server has owned %s for %.0f s: asking the group to rebalance",
+                "no server has owned %s for %.0f s (%d member(s) in group %s): asking the "
+                "group to rebalance",
                 ", ".join(sorted(stuck)),
                 _UNOWNED_GRACE_S,
+                len(members),
+                self.group,
             )
             self._rejoin.set()
+
+    def _check_loop(self) -> None:
+        """Log where the owner loop is stuck when one pass takes too long (once per
+        stall): while it does not poll, its partitions are neither projected nor
+        rebalanced."""
+        stuck_for = time.monotonic() - self._loop_at
+        if stuck_for < _LOOP_STALL_S:
+            self._loop_stall_reported = False
+            return
+        if self._loop_stall_reported or not self._thread.is_alive():
+            return
+        self._loop_stall_reported = True
+        frame = sys._current_frames().get(self._thread.ident or -1)
+        where = "".join(traceback.format_stack(frame)) if frame is not None else "(no frame)"
+        log.warning(
+            "the owner loop has not completed a pass for %.0f s; it is at:\n%s", stuck_for, where
+        )
 
     def _check_lag(self) -> None:
         """Ask for a rebalance when an owned partition has records it has not projected
@@ -662,6 +692,12 @@ def _apply_spans(
             root=True,
         )
         span.end()
+
+
+def unowned_topics(topics: set[str], members: Sequence[GroupMember]) -> set[str]:
+    """Queue topics no member of the group has a partition of; all of them when the
+    group has no members."""
+    return topics - {topic for member in members for topic, _ in member.partitions}
 
 
 def stalled(

@@ -91,7 +91,11 @@ class Server:
     def _queue_config_changed(self, config: QueueConfig) -> None:
         self.rate_limits.configure(config.rates(), self._live_servers)
 
-    def _members_changed(self, live: int) -> None:
+    def _members_changed(self, members: int) -> None:
+        if members == 0:
+            # This server is alive, so the group is between generations or has lost it.
+            log.warning("the owners' group lists no live servers; this one keeps its share")
+        live = max(1, members)
         self._live_servers = live
         self.rate_limits.configure(self.queue_config.current.rates(), live)
         log.info("%d live server(s) share the partitions and rate limits", live)

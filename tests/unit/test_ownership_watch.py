@@ -8,7 +8,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.owner import stalled
+from ledger.log import GroupMember
+from service.owner import stalled, unowned_topics
 
 GRACE = 3.0
 
@@ -74,3 +75,18 @@ def test_only_suspects_unchanged_at_every_check_for_the_grace_period_are_stuck(
             assert now - streak[key][1] >= GRACE
             streak[key] = (streak[key][0], now)
         assert all(now - streak[k][1] < GRACE for k in current if k not in stuck)
+
+
+def test_topics_without_an_owner_are_unowned() -> None:
+    members = [
+        GroupMember("pinledger@a:1", [("p.q.a", 0), ("p.q.a", 1)]),
+        GroupMember("pinledger@b:1", [("p.q.b", 0)]),
+    ]
+    assert unowned_topics({"p.q.a", "p.q.b", "p.q.c"}, members) == {"p.q.c"}
+
+
+def test_a_group_with_no_members_owns_nothing() -> None:
+    """A live server that finds its group empty has dropped out of it: every queue is
+    unserved, which the watch must see (it once took this for 'no answer' and waited
+    two minutes)."""
+    assert unowned_topics({"p.q.a", "p.q.b"}, []) == {"p.q.a", "p.q.b"}
