@@ -214,6 +214,9 @@ class KafkaLog:
                 # An append to a topic that does not exist (a queue deleted through
                 # another server a moment ago) fails after this, instead of 60 s.
                 max_block_ms=10_000,
+                # No longer than `append` waits for an answer (2 x request timeout):
+                # kafka-python's I/O thread spins while it holds an undeliverable record.
+                delivery_timeout_ms=settings.request_timeout_ms * 2,
                 # A queue is a topic only createQueue makes: a send (or a metadata
                 # request) for a deleted queue must not bring its topic back on a broker
                 # with auto.create.topics.enable (Kafka's default).
@@ -268,20 +271,46 @@ class KafkaLog:
         return found
 
     def _forget_deleted(self, existing: set[str]) -> None:
-        """Stop the producer tracking topics the broker no longer has (deleted queues).
-        kafka-python's producer never drops a topic it once sent to (Java's expires
-        after metadata.max.idle.ms): it asks for a deleted queue's metadata again every
-        retry backoff (100 ms), forever, logging an error each time, which piled up to
-        tens of requests a second in a long-running server. There is no public call for
-        this; the set is replaced, not mutated, because the producer's I/O thread
-        iterates it to build metadata requests."""
+        """Make the producer forget topics the broker no longer has (deleted queues).
+        kafka-python's producer never forgets a topic it once wrote to (Java's does,
+        after metadata.max.idle.ms), and two things follow, neither reachable through
+        a public call:
+
+        - its metadata keeps asking for the topic every retry backoff (100 ms), logging
+          an error each time, for as long as the process runs;
+        - its accumulator keeps the topic's partitions, and a partition without a
+          leader makes the I/O thread request metadata on every pass of its loop,
+          waking itself up each time: once the producer writes again it spins a whole
+          core (2.9 s of CPU in 3 s measured), starving the owner's group heartbeats
+          until Kafka evicts it.
+
+        Records still waiting for such a topic can never be delivered: they fail now,
+        with the reason, instead of at the delivery timeout."""
         metadata = self._producer._metadata
-        tracked: set[str] = metadata._topics
-        gone = tracked - existing
-        if gone:
-            with metadata._lock:
-                metadata._topics = metadata._topics - gone
-            log.debug("producer stops tracking deleted topics %s", sorted(gone))
+        gone = metadata._topics - existing
+        accumulator = self._producer._accumulator
+        stale = [tp for tp in list(accumulator._batches) if tp.topic not in existing]
+        if not gone and not stale:
+            return
+        with metadata._lock:
+            # Replaced, not mutated: the I/O thread iterates it to build requests.
+            metadata._topics = metadata._topics - gone
+        error = UnknownTopicOrPartitionError("the topic was deleted (its queue was deleted)")
+        for tp in stale:
+            aborted = []
+            with accumulator._tp_lock(tp):
+                queued = accumulator._batches.get(tp)
+                # Drained batches are in flight: the broker's answer completes them.
+                while queued and queued[0].drained is None and not queued[0].is_done:
+                    batch = queued.popleft()
+                    batch.records.close()
+                    aborted.append(batch)
+                if not queued:
+                    accumulator._batches.pop(tp, None)
+            for batch in aborted:
+                batch.abort(error)
+                accumulator.deallocate(batch)
+        log.debug("producer forgets deleted topics %s", sorted(gone | {tp.topic for tp in stale}))
 
     def append(self, appends: Sequence[Append]) -> list[int]:
         # No flush(): the producer sends when batches fill or linger passes, and

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 
 import pytest
@@ -56,6 +58,47 @@ def test_a_deleted_topic_is_not_asked_about_again(
         about_it = [r for r in caplog.records if topic in r.getMessage()]
         # At most a request already in flight when the topic went.
         assert len(about_it) <= 1, [r.getMessage() for r in about_it]
+    finally:
+        own.close()
+
+
+def _thread_cpu_s(name_suffix: str, client_id: str) -> float:
+    """CPU seconds a thread of this process has used (Linux /proc)."""
+    thread = next(
+        t
+        for t in threading.enumerate()
+        if t.name.startswith(client_id) and t.name.endswith(name_suffix)
+    )
+    with open(f"/proc/self/task/{thread.native_id}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+
+
+def test_a_producer_that_wrote_to_a_deleted_topic_does_not_spin(
+    kafka: KafkaLog, prefix: str
+) -> None:
+    """kafka-python's producer keeps every partition it ever wrote to in its accumulator
+    and, for one whose leader it cannot find (a deleted queue's topic), asks for
+    metadata on every pass of its I/O loop, waking itself up each time: once it writes
+    again, a whole core is spent for the rest of the process's life (measured 2.9 s of
+    CPU in 3 s), starving the owner's group heartbeats."""
+    client_id = f"spin-{os.urandom(3).hex()}"
+    own = KafkaLog(KafkaSettings(bootstrap=kafka.bootstrap, client_id=client_id))
+    try:
+        gone, live = queue_topic(prefix, "deleted_later"), queue_topic(prefix, "live")
+        own.create_topic(gone, 2)
+        own.create_topic(live, 1)
+        own.append([Append(gone, 0, b"a"), Append(gone, 1, b"b")])
+        own.delete_topic(gone)
+        before = _thread_cpu_s("network-thread", client_id)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:  # a server keeps writing to its other queues
+            own.append([Append(live, 0, b"busy")])
+            time.sleep(0.01)
+        used = _thread_cpu_s("network-thread", client_id) - before
+        # About 0.2 s when it only sends; a spinning thread takes most of the 3 s.
+        assert used < 1.0, f"the producer's I/O thread used {used:.2f} s of CPU in 3 s"
     finally:
         own.close()
 
