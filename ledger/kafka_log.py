@@ -46,6 +46,37 @@ class KafkaSettings:
     client_id: str = "pinledger"
 
 
+# How long a poll may take while its consumer (re)joins its group: long enough for the
+# join to finish inside the poll (see _poll_group).
+_JOIN_BUDGET_MS = 5000
+
+
+def _poll_group(consumer: KafkaConsumer, max_records: int, timeout_ms: int) -> list[LogRecord]:
+    """Poll a consumer of a group without losing a rejoin to kafka-python 3.0.12's
+    join race. When a rejoin is caused by a metadata change (a topic created that
+    matches the subscription pattern: every createQueue) and the poll's time runs out
+    before SyncGroup answers, the join finishes in the background and nothing ever
+    completes it: the assignment is never applied, heartbeats stay disabled, and Kafka
+    evicts the member after its session timeout (reproduced with 5 ms polls; with the
+    owners' 200 ms polls it happened under load in CI, leaving queues unserved).
+    So a rejoin gets the time to finish before records are polled (the coordinator's
+    own poll, which KafkaConsumer.poll runs first on the same thread), and a join that
+    finished uncollected is started again. `_coordinator` is kafka-python's own."""
+    coordinator = consumer._coordinator
+    join = coordinator._join_task
+    if coordinator.need_rejoin() or (join is not None and not join.is_done):
+        coordinator.poll(timeout_ms=_JOIN_BUDGET_MS)
+    records = _records(consumer.poll(timeout_ms=timeout_ms, max_records=max_records))
+    join = coordinator._join_task
+    if join is not None and join.is_done and not coordinator.need_rejoin():
+        log.info(
+            "group %s: a rejoin finished while nobody waited for it; joining again",
+            coordinator.group_id,
+        )
+        coordinator.request_rejoin()
+    return records
+
+
 def _records(batches: dict[Any, Any]) -> list[LogRecord]:
     records: list[LogRecord] = []
     for tp, messages in batches.items():
@@ -138,7 +169,7 @@ class KafkaGroupReader:
         self._consumer.subscribe(pattern=pattern, listener=_Listener(on_revoked, on_assigned))
 
     def poll(self, max_records: int, timeout_ms: int) -> list[LogRecord]:
-        return _records(self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records))
+        return _poll_group(self._consumer, max_records, timeout_ms)
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
         self._consumer.seek(TopicPartition(topic, partition), offset)
@@ -182,7 +213,7 @@ class KafkaSubscriber:
             raise LogError(f"cannot join consumer group {group}: {exc}") from exc
 
     def poll(self, max_records: int, timeout_ms: int) -> list[LogRecord]:
-        return _records(self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records))
+        return _poll_group(self._consumer, max_records, timeout_ms)
 
     def commit(self, next_offsets: dict[tuple[str, int], int]) -> None:
         """Commit, per partition, the offset of the next record to read."""

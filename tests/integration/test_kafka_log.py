@@ -155,3 +155,28 @@ def test_a_group_member_asked_to_rejoin_gets_its_partitions_assigned_again(
         assert sorted(assignments[-1]) == [(topic, 0), (topic, 1)]
     finally:
         reader.close()
+
+
+def test_a_group_member_polling_briefly_gets_each_new_topic(kafka: KafkaLog, prefix: str) -> None:
+    """kafka-python 3.0.12 loses a rejoin caused by a new topic when the poll's time
+    runs out before SyncGroup answers: the topic is never assigned and the member is
+    evicted (in CI, queues created during the test run went unserved). Polls of 5 ms
+    make that race certain; every new queue topic must still reach the owner."""
+    owned: set[str] = set()
+    reader = kafka.group_reader(
+        f"{prefix}owners",
+        f"^{prefix.replace('.', '[.]')}q[.].+$",
+        "brief-polls",
+        lambda _: None,
+        lambda keys: owned.update(topic for topic, _ in keys),
+    )
+    try:
+        for name in ("first", "second", "third"):
+            topic = queue_topic(prefix, name)
+            kafka.create_topic(topic, 4)
+            deadline = time.monotonic() + 15
+            while topic not in owned and time.monotonic() < deadline:
+                reader.poll(100, 5)
+            assert topic in owned, f"{topic} was not assigned within 15 s"
+    finally:
+        reader.close()
