@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,15 +137,19 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 class KafkaGroupReader:
-    """A member of a consumer group over every topic matching a pattern: Kafka assigns
-    each partition to exactly one live member (partition ownership). Offsets are never
-    committed to Kafka; the owner seeks to the offset its projection stored."""
+    """A member of a consumer group over an explicit list of topics: Kafka assigns each
+    partition to exactly one live member (partition ownership). Offsets are never
+    committed to Kafka; the owner seeks to the offset its projection stored.
+
+    The list is explicit, not a pattern (decision 0008): a pattern subscription makes
+    kafka-python fetch the metadata of every topic in the cluster at each refresh, on
+    the thread that also heartbeats."""
 
     def __init__(
         self,
         settings: KafkaSettings,
         group: str,
-        pattern: str,
+        topics: Iterable[str],
         member_id: str,
         on_revoked: Callable[[Partitions], None],
         on_assigned: Callable[[Partitions], None],
@@ -157,8 +161,6 @@ class KafkaGroupReader:
             group_id=group,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            # New queues (topics) must reach an owner within a second or so.
-            metadata_max_age_ms=1000,
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=max(100, session_timeout_ms // 5),
             partition_assignment_strategy=[StickyPartitionAssignor],
@@ -166,7 +168,17 @@ class KafkaGroupReader:
             fetch_max_bytes=32 * 1024 * 1024,
             allow_auto_create_topics=False,
         )
-        self._consumer.subscribe(pattern=pattern, listener=_Listener(on_revoked, on_assigned))
+        self._listener = _Listener(on_revoked, on_assigned)
+        self.subscribe(topics)
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Replace the subscription (a rejoin follows when it changed). Call it from the
+        polling thread."""
+        wanted = sorted(set(topics))
+        if wanted:
+            self._consumer.subscribe(topics=wanted, listener=self._listener)
+        else:
+            self._consumer.unsubscribe()  # kafka-python refuses an empty list
 
     def poll(self, max_records: int, timeout_ms: int) -> list[LogRecord]:
         return _poll_group(self._consumer, max_records, timeout_ms)
@@ -284,10 +296,11 @@ class KafkaLog:
         # Deletion is asynchronous in Kafka; wait so that a queue created again under
         # the same name gets a fresh topic, not the one being deleted.
         deadline = time.monotonic() + 30
-        while topic in self.topics():
+        while self.existing([topic]):
             if time.monotonic() > deadline:
                 raise LogError(f"topic {topic} is still being deleted after 30 s")
             time.sleep(0.05)
+        self.forget_deleted_topics()
 
     def partition_count(self, topic: str) -> int | None:
         described: list[dict[str, Any]] = self._admin.describe_topics([topic])
@@ -297,9 +310,29 @@ class KafkaLog:
         return None
 
     def topics(self) -> set[str]:
-        found = set(self._admin.list_topics())
-        self._forget_deleted(found)
-        return found
+        """Every topic in the cluster (for tools and tests: the service asks about its
+        own topics only, see `existing`)."""
+        return set(self._admin.list_topics())
+
+    def existing(self, topics: Iterable[str]) -> set[str]:
+        """Which of these topics exist: a question about them only, whatever the size of
+        the cluster."""
+        wanted = sorted(set(topics))
+        if not wanted:
+            return set()
+        try:
+            described: list[dict[str, Any]] = self._admin.describe_topics(wanted)
+        except KafkaError as exc:
+            raise LogError(f"cannot describe topics in Kafka at {self.bootstrap}: {exc}") from exc
+        return {str(info["name"]) for info in described if info.get("error_code", 0) == 0}
+
+    def forget_deleted_topics(self) -> None:
+        """Make the producer forget the topics it wrote to that no longer exist (see
+        `_forget_deleted`); a server calls it every few seconds."""
+        tracked = set(self._producer._metadata._topics)
+        tracked |= {tp.topic for tp in list(self._producer._accumulator._batches)}
+        if tracked:
+            self._forget_deleted(self.existing(tracked))
 
     def _forget_deleted(self, existing: set[str]) -> None:
         """Make the producer forget topics the broker no longer has (deleted queues).
@@ -365,7 +398,7 @@ class KafkaLog:
         return ends[(topic, partition)]
 
     def end_offsets(self, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        existing = self.topics()
+        existing = self.existing(t for t, _ in partitions)
         wanted = [TopicPartition(t, p) for t, p in partitions if t in existing]
         if not wanted:
             return {}
@@ -380,14 +413,14 @@ class KafkaLog:
     def group_reader(
         self,
         group: str,
-        pattern: str,
+        topics: Iterable[str],
         member_id: str,
         on_revoked: Callable[[Partitions], None],
         on_assigned: Callable[[Partitions], None],
         session_timeout_ms: int = 6000,
     ) -> KafkaGroupReader:
         return KafkaGroupReader(
-            self._settings, group, pattern, member_id, on_revoked, on_assigned, session_timeout_ms
+            self._settings, group, topics, member_id, on_revoked, on_assigned, session_timeout_ms
         )
 
     def subscriber(self, group: str, pattern: str, from_beginning: bool) -> KafkaSubscriber:

@@ -149,8 +149,15 @@ class QueueDirectory:
     """Queue names and partition counts, from the projected catalog. Cached so that
     enqueue does not wait on Postgres; a miss re-reads (a queue just created)."""
 
-    def __init__(self, store: Store, refresh_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        refresh_s: float = 1.0,
+        on_change: Callable[[set[str]], None] = lambda _: None,
+    ) -> None:
         self.store = store
+        # Told the queue names whenever they change (the owner subscribes to them).
+        self.on_change = on_change
         self._queues: dict[str, QueueRow] = {}
         self._read_at = 0.0
         self._lock = threading.Lock()
@@ -177,8 +184,11 @@ class QueueDirectory:
     def refresh(self) -> None:
         rows = {row.name: row for row in self.store.queues()}
         with self._lock:
+            changed = rows.keys() != self._queues.keys()
             self._queues = rows
             self._read_at = time.monotonic()
+        if changed:
+            self.on_change(set(rows))
 
     def get(self, name: str) -> QueueRow | None:
         row = self._queues.get(name)
@@ -314,6 +324,7 @@ class Handler:
             return
         partitions = self.queue_config().settings(name).partitions or self.config.partitions
         self.writer.create_queue(name, partitions, now_ms(), _actor(context, self.config.server_id))
+        self.owner.add_queue(name)
         self._wait_catalog(name, present=True)
         self._wait_owned(name, partitions)
 

@@ -23,12 +23,11 @@ import itertools
 import logging
 import math
 import random
-import re
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -77,6 +76,9 @@ _STALL_GRACE_S = 4.0
 # How long one pass of the owner loop may take before the members thread logs where it
 # is stuck: a loop that does not poll cannot heartbeat its way back into the group.
 _LOOP_STALL_S = 10.0
+# How long a queue this server created stays subscribed before the catalog lists it
+# (the catalog's owner projects the creation; normally well under a second).
+_CREATED_GRACE_S = 30.0
 
 
 def now_ms() -> int:
@@ -128,6 +130,7 @@ class Owner:
         metrics: Metrics,
         on_catalog_change: Callable[[], None] = lambda: None,
         on_members_change: Callable[[int], None] = lambda _: None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.store = store
@@ -167,14 +170,21 @@ class Owner:
         # has been reported.
         self._loop_at = time.monotonic()
         self._loop_stall_reported = False
+        # The queues to own partitions of: the catalog's, plus those this server just
+        # created (name -> until when), which the catalog may not list yet.
+        self._queues: set[str] = set()
+        self._created: dict[str, float] = {}
+        self._queues_lock = threading.Lock()
+        self._subscribed: set[str] = set()
+        self._clock = clock
 
     # -- lifecycle -----------------------------------------------------------------
 
     def start(self) -> None:
-        pattern = f"^{re.escape(self.prefix)}(catalog|q\\..+)$"
+        self._subscribed = self.wanted_topics()
         self._reader = self.kafka.group_reader(
             self.group,
-            pattern,
+            self._subscribed,
             self.member_id,
             self._revoked,
             self._assigned,
@@ -190,6 +200,36 @@ class Owner:
         self._members_thread.join(timeout=5)
         if self._reader is not None:
             self._reader.close()  # leaves the group: the others take over at once
+
+    # -- which topics to own ------------------------------------------------------------
+
+    def set_queues(self, names: Iterable[str]) -> None:
+        """The queues the catalog lists (the queue directory calls this when they
+        change); the owner thread subscribes to their topics."""
+        with self._queues_lock:
+            self._queues = set(names)
+            for name in self._queues & self._created.keys():
+                del self._created[name]
+
+    def add_queue(self, name: str) -> None:
+        """A queue this server has just created: own its partitions now, before the
+        catalog projection lists it."""
+        with self._queues_lock:
+            self._created[name] = self._clock() + _CREATED_GRACE_S
+
+    def wanted_topics(self) -> set[str]:
+        with self._queues_lock:
+            now = self._clock()
+            self._created = {q: until for q, until in self._created.items() if until > now}
+            queues = self._queues | self._created.keys()
+        return {catalog_topic(self.prefix)} | {self.writer.topic(q) for q in queues}
+
+    def _resubscribe(self) -> None:
+        assert self._reader is not None
+        wanted = self.wanted_topics()
+        if wanted != self._subscribed:
+            self._reader.subscribe(wanted)
+            self._subscribed = wanted
 
     # -- rebalance callbacks (consumer I/O thread: no blocking work) ----------------
 
@@ -212,6 +252,7 @@ class Owner:
         assert self._reader is not None
         while not self._stop.is_set():
             try:
+                self._resubscribe()
                 if self._rejoin.is_set():
                     self._rejoin.clear()
                     self._reader.request_rejoin()
@@ -490,16 +531,21 @@ class Owner:
         self._check_unowned(members)
         self._check_lag()
         self._check_loop()
+        try:
+            self.kafka.forget_deleted_topics()
+        except LogError as exc:
+            log.warning("cannot check which topics were deleted: %s", exc)
 
     def _check_unowned(self, members: Sequence[GroupMember]) -> None:
         """Ask for a rebalance when a queue topic stays owned by nobody (see
         KafkaGroupReader.request_rejoin): its jobs could be enqueued but never served.
         A group described with no members counts too: this server is alive, so its
         consumer has dropped out of the group (seen in CI: two minutes with no owner)."""
+        queue_topics = self.wanted_topics() - {catalog_topic(self.prefix)}
         try:
-            topics = {t for t in self.kafka.topics() if queue_of_topic(self.prefix, t)}
+            topics = self.kafka.existing(queue_topics)  # not a queue being deleted
         except LogError as exc:
-            log.warning("cannot list topics to check ownership: %s", exc)
+            log.warning("cannot check ownership: %s", exc)
             return
         self._unowned_since, stuck = stalled(
             self._unowned_since,

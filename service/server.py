@@ -63,6 +63,8 @@ class Server:
             on_catalog_change=self.queues.refresh,
             on_members_change=self._members_changed,
         )
+        self.owner.set_queues(self.queues.names())
+        self.queues.on_change = self.owner.set_queues
         self.peers = PeerPool()
         self.handler = Handler(
             config,

@@ -135,37 +135,37 @@ def test_a_group_member_asked_to_rejoin_gets_its_partitions_assigned_again(
     assignments: list[list[tuple[str, int]]] = []
     reader = kafka.group_reader(
         f"{prefix}owners",
-        f"^{prefix.replace('.', '[.]')}q[.].+$",
+        [topic],
         "rejoin-test",
         lambda _: None,
         assignments.append,
     )
     try:
 
-        def poll_until(count: int) -> None:
+        def poll_until_assigned() -> None:
             deadline = time.monotonic() + 30
-            while len(assignments) < count and time.monotonic() < deadline:
+            while not (assignments and assignments[-1]) and time.monotonic() < deadline:
                 reader.poll(100, 100)
+            assert sorted(assignments[-1]) == [(topic, 0), (topic, 1)]
 
-        poll_until(1)
-        assert sorted(assignments[-1]) == [(topic, 0), (topic, 1)]
+        poll_until_assigned()
+        assignments.clear()
         reader.request_rejoin()
-        poll_until(2)
-        assert len(assignments) == 2, "no new assignment after request_rejoin"
-        assert sorted(assignments[-1]) == [(topic, 0), (topic, 1)]
+        poll_until_assigned()
     finally:
         reader.close()
 
 
 def test_a_group_member_polling_briefly_gets_each_new_topic(kafka: KafkaLog, prefix: str) -> None:
-    """kafka-python 3.0.12 loses a rejoin caused by a new topic when the poll's time
-    runs out before SyncGroup answers: the topic is never assigned and the member is
-    evicted (in CI, queues created during the test run went unserved). Polls of 5 ms
-    make that race certain; every new queue topic must still reach the owner."""
+    """kafka-python 3.0.12 loses a rejoin when the poll's time runs out before SyncGroup
+    answers: the new topic is never assigned and the member is evicted (in CI, queues
+    created during the test run went unserved). Polls of 5 ms make that race certain;
+    every topic the owner subscribes to must still reach it."""
     owned: set[str] = set()
+    topics: list[str] = []
     reader = kafka.group_reader(
         f"{prefix}owners",
-        f"^{prefix.replace('.', '[.]')}q[.].+$",
+        topics,
         "brief-polls",
         lambda _: None,
         lambda keys: owned.update(topic for topic, _ in keys),
@@ -174,9 +174,18 @@ def test_a_group_member_polling_briefly_gets_each_new_topic(kafka: KafkaLog, pre
         for name in ("first", "second", "third"):
             topic = queue_topic(prefix, name)
             kafka.create_topic(topic, 4)
+            topics.append(topic)
+            reader.subscribe(topics)
             deadline = time.monotonic() + 15
             while topic not in owned and time.monotonic() < deadline:
                 reader.poll(100, 5)
             assert topic in owned, f"{topic} was not assigned within 15 s"
     finally:
         reader.close()
+
+
+def test_existing_names_only_the_topics_that_exist(kafka: KafkaLog, prefix: str) -> None:
+    here, gone = queue_topic(prefix, "here"), queue_topic(prefix, "never")
+    kafka.create_topic(here, 1)
+    assert kafka.existing([here, gone]) == {here}
+    assert kafka.existing([]) == set()

@@ -5,11 +5,18 @@ rebalance."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.log import GroupMember
-from service.owner import stalled, unowned_topics
+from ledger.kafka_log import KafkaLog
+from ledger.log import GroupMember, Log
+from ledger.writer import LedgerWriter
+from projections.store import Store
+from service.config import Config
+from service.metrics import Metrics
+from service.owner import Owner, stalled, unowned_topics
 
 GRACE = 3.0
 
@@ -90,3 +97,46 @@ def test_a_group_with_no_members_owns_nothing() -> None:
     unserved, which the watch must see (it once took this for 'no answer' and waited
     two minutes)."""
     assert unowned_topics({"p.q.a", "p.q.b"}, []) == {"p.q.a", "p.q.b"}
+
+
+def _owner(clock: list[float]) -> Owner:
+    """An owner that is never started: only its choice of topics is exercised."""
+    config = Config.from_env({"PINLEDGER_TOPIC_PREFIX": "p."})
+    return Owner(
+        config,
+        cast(Store, None),
+        cast(KafkaLog, None),
+        LedgerWriter(cast(Log, None), config.topic_prefix),
+        Metrics(),
+        clock=lambda: clock[0],
+    )
+
+
+def test_the_owner_subscribes_to_the_catalog_and_its_queues() -> None:
+    owner = _owner([100.0])
+    assert owner.wanted_topics() == {"p.catalog"}
+    owner.set_queues({"mail", "thumbs"})
+    assert owner.wanted_topics() == {"p.catalog", "p.q.mail", "p.q.thumbs"}
+    owner.set_queues({"thumbs"})  # mail deleted
+    assert owner.wanted_topics() == {"p.catalog", "p.q.thumbs"}
+
+
+def test_a_queue_just_created_is_owned_before_the_catalog_lists_it() -> None:
+    clock = [100.0]
+    owner = _owner(clock)
+    owner.set_queues({"mail"})
+    owner.add_queue("fresh")
+    owner.set_queues({"mail"})  # the catalog has not caught up yet
+    assert "p.q.fresh" in owner.wanted_topics()
+    owner.set_queues({"mail", "fresh"})
+    owner.set_queues({"mail"})  # once listed, the catalog alone decides (deleted again)
+    assert "p.q.fresh" not in owner.wanted_topics()
+
+
+def test_a_created_queue_the_catalog_never_lists_is_let_go() -> None:
+    clock = [100.0]
+    owner = _owner(clock)
+    owner.add_queue("lost")
+    assert "p.q.lost" in owner.wanted_topics()
+    clock[0] += 31
+    assert owner.wanted_topics() == {"p.catalog"}
