@@ -12,18 +12,11 @@ from hypothesis import strategies as st
 from client.client import PinLaterClient
 from client.errors import ErrorCode, PinLaterError, ServerUnavailableError
 from client.jobs import JobState
-from client.tool import (
-    Histogram,
-    Options,
-    Tickets,
-    UsageError,
-    Window,
-    error_line,
-    main,
-    parse_options,
-    percentile,
-    window_rates,
-)
+from client.load_run import Tickets
+from client.load_stats import Histogram, Window, percentile, window_rates
+from client.tool import main
+from client.tool_options import Options, UsageError, parse_options
+from client.tool_text import error_line
 
 
 @pytest.mark.parametrize(
