@@ -9,10 +9,11 @@ from client.errors import (
     ServerListError,
     ServerUnavailableError,
 )
+from client.job_context import JobContext
 from client.jobs import Ack, Checkpoint, DequeuedJob, Job, JobInfo, JobState, ScanPage, after_ms
 from client.retry import RetryPolicy, constant, exponential, linear, never
 from client.servers import Address, ServerList
-from client.worker import JobContext, Worker, worker_source
+from client.worker import Worker, worker_source
 
 __all__ = [
     "Ack",

@@ -20,7 +20,7 @@ import time
 import zlib
 
 from client import PinLaterClient, Worker, exponential, worker_source
-from client.worker import JobContext
+from client.job_context import JobContext
 
 QUEUE = "thumbnails"
 # One job in this many times out on its first attempt (a flaky image store)...

@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 
 from client import Ack, Checkpoint, DequeuedJob, Job, JobInfo, JobState, PinLaterClient, after_ms
+from client.job_context import JobContext
 from client.retry import RetryPolicy, constant, exponential, linear, never
-from client.worker import JobContext, Worker
+from client.worker import Worker
 from examples.enqueue_jobs import thumbnail_jobs
 from examples.thumbnail_worker import make_thumbnail
 from ledger.kafka_log import KafkaLog

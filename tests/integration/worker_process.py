@@ -30,8 +30,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from client import PinLaterClient
+from client.job_context import JobContext
 from client.retry import constant
-from client.worker import JobContext, Worker, worker_source
+from client.worker import Worker, worker_source
 
 
 def main() -> None:

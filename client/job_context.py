@@ -1,0 +1,114 @@
+"""`JobContext`, what a `Worker`'s handler gets for each job, and the custom-status text
+the worker writes for an attempt."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from opentelemetry import trace
+
+from client.jobs import Checkpoint, DequeuedJob
+
+if TYPE_CHECKING:
+    from client.worker import Worker
+
+# PinLater caps a job's whole custom status at 5000 characters (truncating the end); one
+# failure line is kept much shorter so that the lines of several attempts fit.
+MAX_STATUS = 5000
+MAX_ERROR_LINE = 500
+
+
+class JobContext:
+    """What a handler gets: the job, and calls that act on its claim."""
+
+    def __init__(self, worker: Worker, job: DequeuedJob, span: trace.Span) -> None:
+        self._worker = worker
+        self.job = job
+        self.queue = worker.queue
+        self.descriptor = job.descriptor
+        self.body = job.body
+        self.span = span
+        self._reschedule: Checkpoint | None = None
+
+    @property
+    def attempt(self) -> int:
+        """1 on the first run."""
+        return self.job.attempt
+
+    @property
+    def attempts_allowed(self) -> int:
+        return self.job.attempts_allowed
+
+    @property
+    def attempts_remaining(self) -> int:
+        """Including this one: 1 on the last attempt."""
+        return self.job.attempts_remaining
+
+    @property
+    def last_attempt(self) -> bool:
+        """A failure now makes the job FAILED (whatever the retry policy)."""
+        return self.job.last_attempt
+
+    @property
+    def rescheduled(self) -> bool:
+        return self._reschedule is not None
+
+    def heartbeat(self) -> None:
+        """Renew the claim now (the worker does this on its own every heartbeat_s)."""
+        self._worker.client.checkpoint(self.queue, [Checkpoint(self.descriptor)])
+
+    def checkpoint(self, new_body: bytes | str | None = None, status: str | None = None) -> None:
+        """Save progress: replace the body (what the next attempt will see if this one
+        fails) and/or prepend `status` to the custom status; renews the claim."""
+        body = _text(new_body)
+        self._worker.client.checkpoint(
+            self.queue, [Checkpoint(self.descriptor, new_body=body, prepend_status=status)]
+        )
+        if body is not None:
+            self.body = body.encode("utf-8")
+
+    def reschedule(
+        self,
+        run_after_ms: int | None = None,
+        *,
+        new_body: bytes | str | None = None,
+        status: str | None = None,
+        attempts_allowed: int | None = None,
+    ) -> None:
+        """Run this job again instead of finishing it: when the handler returns, the job
+        goes back to PENDING, due at `run_after_ms` (None: now), with `new_body` if given
+        (a chained job's next step) and `status` prepended to its custom status. No
+        attempt is used; pass `attempts_allowed` to give the next run a fresh budget (a
+        cron-like job usually passes `job.attempts_allowed`). If the handler raises after
+        this call, the failure wins and the reschedule is dropped."""
+        self._reschedule = Checkpoint(
+            self.descriptor,
+            new_body=_text(new_body),
+            move_to_pending=True,
+            run_after_ms=run_after_ms,
+            attempts_allowed=attempts_allowed,
+            prepend_status=status,
+        )
+
+
+def _text(body: bytes | str | None) -> str | None:
+    """Checkpoint bodies are Thrift strings: bytes must be UTF-8."""
+    if body is None or isinstance(body, str):
+        return body
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            "a checkpointed body must be UTF-8 text (PinLater's newBody is a Thrift string); "
+            f"encode binary data first, e.g. base64: {exc}"
+        ) from None
+
+
+def error_line(attempt: int, exc: BaseException, outcome: str) -> str:
+    """The custom-status line of a failed attempt, short enough for several to fit."""
+    message = str(exc)
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    text = text.replace("\n", " ")
+    if len(text) > MAX_ERROR_LINE:
+        text = text[: MAX_ERROR_LINE - 3] + "..."
+    return f"attempt {attempt} failed: {text}; {outcome}\n"
