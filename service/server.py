@@ -63,8 +63,9 @@ class Server:
             on_catalog_change=self.queues.refresh,
             on_members_change=self._members_changed,
         )
-        self.owner.set_queues(self.queues.names())
+        # Listen first, then read: a change in between is not missed.
         self.queues.on_change = self.owner.set_queues
+        self.owner.set_queues(self.queues.names())
         self.peers = PeerPool()
         self.handler = Handler(
             config,
