@@ -303,11 +303,8 @@ class KafkaLog:
         self.forget_deleted_topics()
 
     def partition_count(self, topic: str) -> int | None:
-        described: list[dict[str, Any]] = self._admin.describe_topics([topic])
-        for info in described:
-            if info.get("name") == topic and info.get("error_code", 0) == 0:
-                return len(info.get("partitions") or [])
-        return None
+        info = self._describe([topic]).get(topic)
+        return None if info is None else len(info.get("partitions") or [])
 
     def topics(self) -> set[str]:
         """Every topic in the cluster (for tools and tests: the service asks about its
@@ -317,14 +314,18 @@ class KafkaLog:
     def existing(self, topics: Iterable[str]) -> set[str]:
         """Which of these topics exist: a question about them only, whatever the size of
         the cluster."""
+        return set(self._describe(topics))
+
+    def _describe(self, topics: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Kafka's description of each of these topics that exists, by name."""
         wanted = sorted(set(topics))
         if not wanted:
-            return set()
+            return {}
         try:
             described: list[dict[str, Any]] = self._admin.describe_topics(wanted)
         except KafkaError as exc:
             raise LogError(f"cannot describe topics in Kafka at {self.bootstrap}: {exc}") from exc
-        return {str(info["name"]) for info in described if info.get("error_code", 0) == 0}
+        return {str(i["name"]): i for i in described if i.get("error_code", 0) == 0}
 
     def forget_deleted_topics(self) -> None:
         """Make the producer forget the topics it wrote to that no longer exist (see

@@ -149,15 +149,11 @@ class QueueDirectory:
     """Queue names and partition counts, from the projected catalog. Cached so that
     enqueue does not wait on Postgres; a miss re-reads (a queue just created)."""
 
-    def __init__(
-        self,
-        store: Store,
-        refresh_s: float = 1.0,
-        on_change: Callable[[set[str]], None] = lambda _: None,
-    ) -> None:
+    def __init__(self, store: Store, refresh_s: float = 1.0) -> None:
         self.store = store
-        # Told the queue names whenever they change (the owner subscribes to them).
-        self.on_change = on_change
+        # Told the queue names whenever they change (the server points it at the owner,
+        # which subscribes to their topics).
+        self.on_change: Callable[[set[str]], None] = lambda _: None
         self._queues: dict[str, QueueRow] = {}
         self._read_at = 0.0
         self._lock = threading.Lock()
