@@ -23,7 +23,7 @@ stack-status: ## is the local stack running?
 run: install stack-up demo ## set everything up and run the demo
 
 demo: ## run the demo against the running stack
-	$(PYTHON) -m service.cli demo
+	$(PYTHON) -m pinledger demo
 
 test: install stack-up ## run every test against the real Kafka and Postgres
 	$(PYTHON) -m pytest --cov=ledger --cov=projections --cov=service --cov-report=term $(PYTEST_FLAGS)

@@ -31,10 +31,10 @@ from bench import pinledger_load as load
 from bench.peer import Peer
 from bench.stats import percentile
 from bench.table import Row, render
-from ledger.kafka_log import KafkaLog, KafkaSettings
-from projections.store import Store
-from service.config import Config
-from tests.integration.servers import ServerProcess, running
+from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
+from pinledger.projections.pg.store import Store
+from pinledger.service.config import Config
+from pinledger.service.testing.servers import ServerProcess, running
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.stats import Counter, Progress
-from ledger.kafka_log import KafkaLog, KafkaSettings
-from projections.projector import Scope
-from projections.replay import replay
-from projections.store import Store
-from service.thrift_idl import pinlater
-from tests.integration.servers import connect
+from pinledger.idl import pinlater
+from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
+from pinledger.projections.pg.store import Store
+from pinledger.projections.projector import Scope
+from pinledger.projections.replay import replay
+from pinledger.service.testing.servers import connect
 
 BODY = b'{"task":"noop"}'
 

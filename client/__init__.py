@@ -1,19 +1,28 @@
 """The pinledger Python client: `PinLaterClient` for every PinLater method, and (in
 client.worker) the `Worker` framework."""
 
-from client.client import PinLaterClient
-from client.errors import (
+from pinledger.client.client import PinLaterClient
+from pinledger.client.errors import (
     ClientError,
     ErrorCode,
     PinLaterError,
     ServerListError,
     ServerUnavailableError,
 )
-from client.job_context import JobContext
-from client.jobs import Ack, Checkpoint, DequeuedJob, Job, JobInfo, JobState, ScanPage, after_ms
-from client.retry import RetryPolicy, constant, exponential, linear, never
-from client.servers import Address, ServerList
-from client.worker import Worker, worker_source
+from pinledger.client.job_context import JobContext
+from pinledger.client.jobs import (
+    Ack,
+    Checkpoint,
+    DequeuedJob,
+    Job,
+    JobInfo,
+    JobState,
+    ScanPage,
+    after_ms,
+)
+from pinledger.client.retry import RetryPolicy, constant, exponential, linear, never
+from pinledger.client.servers import Address, ServerList
+from pinledger.client.worker import Worker, worker_source
 
 __all__ = [
     "Ack",

@@ -1,6 +1,6 @@
 """`PinLaterClient`: typed, pooled, retrying access to pinledger (or PinLater) servers.
 
-    from client import PinLaterClient, Job
+    from pinledger.client import PinLaterClient, Job
     with PinLaterClient("localhost:9010", source="billing") as pl:
         pl.create_queue("emails")
         [descriptor] = pl.enqueue("emails", [Job(b"hello")])
@@ -26,11 +26,11 @@ from typing import Any, TypeVar
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
-from client.errors import ClientError, ErrorCode, PinLaterError, ServerUnavailableError
-from client.jobs import Ack, Checkpoint, DequeuedJob, Job, JobInfo, JobState, ScanPage
-from client.pool import Connection, ConnectionPool
-from client.servers import Address, ServerList
-from service.thrift_idl import pinlater
+from pinledger.client.errors import ClientError, ErrorCode, PinLaterError, ServerUnavailableError
+from pinledger.client.jobs import Ack, Checkpoint, DequeuedJob, Job, JobInfo, JobState, ScanPage
+from pinledger.client.pool import Connection, ConnectionPool
+from pinledger.client.servers import Address, ServerList
+from pinledger.idl import pinlater
 
 T = TypeVar("T")
 

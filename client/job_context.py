@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 
-from client.jobs import Checkpoint, DequeuedJob
+from pinledger.client.jobs import Checkpoint, DequeuedJob
 
 if TYPE_CHECKING:
-    from client.worker import Worker
+    from pinledger.client.worker import Worker
 
 # PinLater caps a job's whole custom status at 5000 characters (truncating the end); one
 # failure line is kept much shorter so that the lines of several attempts fit.

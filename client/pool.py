@@ -20,8 +20,8 @@ from thriftpy2.protocol import TCyBinaryProtocolFactory
 from thriftpy2.thrift import TClient
 from thriftpy2.transport import TCyFramedTransportFactory, TSocket
 
-from client.servers import Address
-from service.thrift_idl import pinlater
+from pinledger.client.servers import Address
+from pinledger.idl import pinlater
 
 _TRANSPORTS = TCyFramedTransportFactory()
 _PROTOCOLS = TCyBinaryProtocolFactory()

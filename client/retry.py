@@ -3,7 +3,7 @@
 A policy maps the number of the attempt that just failed (1 for the first run) to the
 `retryDelayMillis` of the failure ack, or to None for "do not retry".
 
-    from client.retry import constant, exponential, linear, never
+    from pinledger.client.retry import constant, exponential, linear, never
     exponential(1, cap_s=300, jitter=0.2)   # ~1 s, ~2 s, ~4 s ... at most 300 s
 
 How attempts and the policy relate: the policy only decides *when* the next attempt

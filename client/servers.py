@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from client.errors import ServerListError
+from pinledger.client.errors import ServerListError
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from client.jobs import DequeuedJob
+from pinledger.client.jobs import DequeuedJob
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 _tracer = trace.get_tracer("pinledger.worker")

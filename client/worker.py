@@ -1,10 +1,10 @@
 """`Worker`: runs a handler for every job of a queue, with retries, heartbeats and a
 graceful shutdown.
 
-    from client import PinLaterClient
-    from client.job_context import JobContext
-    from client.retry import exponential
-    from client.worker import Worker, worker_source
+    from pinledger.client import PinLaterClient
+    from pinledger.client.job_context import JobContext
+    from pinledger.client.retry import exponential
+    from pinledger.client.worker import Worker, worker_source
 
     def send_email(job: JobContext) -> str | None:
         deliver(job.body)                  # raise to fail: the job is retried
@@ -61,12 +61,12 @@ from types import FrameType
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
-from client.client import PinLaterClient
-from client.errors import ClientError, ErrorCode, PinLaterError
-from client.job_context import MAX_STATUS, JobContext, error_line
-from client.jobs import Ack, Checkpoint, DequeuedJob
-from client.retry import RetryPolicy, exponential
-from client.tracing import job_span
+from pinledger.client.client import PinLaterClient
+from pinledger.client.errors import ClientError, ErrorCode, PinLaterError
+from pinledger.client.job_context import MAX_STATUS, JobContext, error_line
+from pinledger.client.jobs import Ack, Checkpoint, DequeuedJob
+from pinledger.client.retry import RetryPolicy, exponential
+from pinledger.client.tracing import job_span
 
 log = logging.getLogger("pinledger.worker")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from client import Job, PinLaterClient, after_ms
 from examples.thumbnail_worker import BROKEN_MARK, QUEUE
+from pinledger.client import Job, PinLaterClient, after_ms
 
 SIZES = (64, 128, 256)
 

@@ -19,8 +19,8 @@ import logging
 import time
 import zlib
 
-from client import PinLaterClient, Worker, exponential, worker_source
-from client.job_context import JobContext
+from pinledger.client import PinLaterClient, Worker, exponential, worker_source
+from pinledger.client.job_context import JobContext
 
 QUEUE = "thumbnails"
 # One job in this many times out on its first attempt (a flaky image store)...

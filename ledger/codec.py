@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ledger.events import (
+from pinledger.ledger.events import (
     Actor,
     Checkpointed,
     Claimed,

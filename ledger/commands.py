@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from ledger.descriptor import MAX_QUEUE_NAME_LENGTH, QUEUE_NAME_RE
-from ledger.events import (
+from pinledger.ledger.descriptor import MAX_QUEUE_NAME_LENGTH, QUEUE_NAME_RE
+from pinledger.ledger.events import (
     Checkpointed,
     Claimed,
     Collected,
@@ -27,7 +27,7 @@ from ledger.events import (
     Succeeded,
     TimedOut,
 )
-from ledger.state import MAX_CUSTOM_STATUS, Job, JobState, cap_status
+from pinledger.ledger.state import MAX_CUSTOM_STATUS, Job, JobState, cap_status
 
 
 class RefusalCode(Enum):

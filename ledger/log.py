@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ledger.codec import Headers
+from pinledger.ledger.codec import Headers
 
 DEFAULT_TOPIC_PREFIX = "pinledger."
 

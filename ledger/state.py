@@ -29,8 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import IntEnum
 
-from ledger.descriptor import local_id_for
-from ledger.events import (
+from pinledger.ledger.descriptor import local_id_for
+from pinledger.ledger.events import (
     Actor,
     Checkpointed,
     Claimed,

@@ -1,6 +1,6 @@
 """Consume the ledger from another system, with its own Kafka consumer group.
 
-    from ledger.subscription import subscribe
+    from pinledger.ledger.subscription import subscribe
 
     with subscribe("127.0.0.1:19092", "pinledger.", "billing-audit") as records:
         for queue, partition, offset, envelope, traceparent in records:
@@ -38,10 +38,10 @@ import time
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from ledger import codec
-from ledger.events import Envelope
-from ledger.kafka_log import KafkaSettings, KafkaSubscriber
-from ledger.log import catalog_topic, queue_of_topic
+from pinledger.ledger import codec
+from pinledger.ledger.events import Envelope
+from pinledger.ledger.kafka.log import KafkaSettings, KafkaSubscriber
+from pinledger.ledger.log import catalog_topic, queue_of_topic
 
 
 class LedgerRecord(NamedTuple):

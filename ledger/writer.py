@@ -8,11 +8,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from ledger import codec
-from ledger.commands import check_queue_name
-from ledger.descriptor import JOBS_PER_RECORD, JobDescriptor, local_id_for
-from ledger.events import Actor, Enqueued, Envelope, Event, QueueCreated, QueueDeleted
-from ledger.log import Append, Log, catalog_topic, queue_topic
+from pinledger.ledger import codec
+from pinledger.ledger.commands import check_queue_name
+from pinledger.ledger.descriptor import JOBS_PER_RECORD, JobDescriptor, local_id_for
+from pinledger.ledger.events import Actor, Enqueued, Envelope, Event, QueueCreated, QueueDeleted
+from pinledger.ledger.log import Append, Log, catalog_topic, queue_topic
 
 
 class LedgerWriter:

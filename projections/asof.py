@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from ledger.descriptor import JobDescriptor
-from ledger.state import Job, JobState
-from projections.projector import Bound
-from projections.store import Store
+from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.ledger.state import Job, JobState
+from pinledger.projections.pg.store import Store
+from pinledger.projections.projector import Bound
 
 # Below this a bare number is an offset; above it, milliseconds since the epoch
 # (10**11 ms is March 1973: no ledger is older, no partition is that long).

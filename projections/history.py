@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ledger import events as ev
-from ledger.descriptor import JobDescriptor
-from ledger.state import Job, JobState, Stamp, evolve
-from projections.store import EventRow
+from pinledger.ledger import events as ev
+from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.ledger.state import Job, JobState, Stamp, evolve
+from pinledger.projections.pg.store import EventRow
 
 _EVENT_TYPES: dict[str, type] = {
     cls.__name__: cls

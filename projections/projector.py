@@ -15,11 +15,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import codec
-from ledger.events import Claimed, Enqueued, Envelope, JobEvent, QueueCreated, QueueDeleted
-from ledger.log import Log, LogRecord, Position, Reader, catalog_topic, queue_topic
-from ledger.state import FINISHED, Job, Stamp, Verdict, event_local_id, evolve
-from projections.store import EventRow, PartitionBatch, QueueRow, Store
+from pinledger.ledger import codec
+from pinledger.ledger.events import (
+    Claimed,
+    Enqueued,
+    Envelope,
+    JobEvent,
+    QueueCreated,
+    QueueDeleted,
+)
+from pinledger.ledger.log import Log, LogRecord, Position, Reader, catalog_topic, queue_topic
+from pinledger.ledger.state import FINISHED, Job, Stamp, Verdict, event_local_id, evolve
+from pinledger.projections.pg.store import EventRow, PartitionBatch, QueueRow, Store
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.log import Log, queue_topic
-from projections.projector import Bound, ProjectionRunner, Scope
-from projections.store import Store
+from pinledger.ledger.log import Log, queue_topic
+from pinledger.projections.pg.store import Store
+from pinledger.projections.projector import Bound, ProjectionRunner, Scope
 
 # (table, column naming the queue, integer column naming the partition)
 _COMPARED = (

@@ -16,20 +16,20 @@ from thriftpy2.server import TThreadedServer
 from thriftpy2.thrift import TProcessor
 from thriftpy2.transport import TServerSocket
 
-from ledger.kafka_log import KafkaLog, KafkaSettings
-from ledger.writer import LedgerWriter
-from projections.store import Store
-from service import telemetry
-from service.admin_http import AdminHttpServer
-from service.config import Config
-from service.framing import GuardedFramedTransportFactory
-from service.handler import Handler, QueueDirectory
-from service.metrics import Metrics
-from service.owner import Owner
-from service.peers import PeerPool
-from service.queue_config import QueueConfig, QueueConfigWatcher
-from service.ratelimit import QueueRateLimits
-from service.thrift_idl import pinlater
+from pinledger.idl import pinlater
+from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
+from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.pg.store import Store
+from pinledger.service.api.framing import GuardedFramedTransportFactory
+from pinledger.service.api.handler import Handler, QueueDirectory
+from pinledger.service.api.peers import PeerPool
+from pinledger.service.api.ratelimit import QueueRateLimits
+from pinledger.service.config import Config
+from pinledger.service.observability import telemetry
+from pinledger.service.observability.admin_http import AdminHttpServer
+from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.owner import Owner
+from pinledger.service.queue_config import QueueConfig, QueueConfigWatcher
 
 log = logging.getLogger(__name__)
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from ledger.kafka_log import KafkaLog, KafkaSettings
-from ledger.log import LogError
-from ledger.writer import LedgerWriter
-from projections.store import Store, StoreError
-from service.config import Config
-from service.password import hash_password
-from tests.integration.servers import ServerProcess, context, running
+from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
+from pinledger.ledger.log import LogError
+from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.pg.store import Store, StoreError
+from pinledger.service.config import Config
+from pinledger.service.password import hash_password
+from pinledger.service.testing.servers import ServerProcess, context, running
 
 pytestmark = pytest.mark.integration
 

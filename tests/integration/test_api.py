@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from ledger import descriptor
-from projections.store import Store
-from service.config import Config
-from service.thrift_idl import pinlater as p
+from pinledger.idl import pinlater as p
+from pinledger.ledger import descriptor
+from pinledger.projections.pg.store import Store
+from pinledger.service.config import Config
+from pinledger.service.testing.servers import ServerProcess, context, dequeue_until, wait_for
 from tests.integration.conftest import ADMIN_PASSWORD
-from tests.integration.servers import ServerProcess, context, dequeue_until, wait_for
 
 pytestmark = pytest.mark.integration
 

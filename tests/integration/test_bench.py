@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from ledger.kafka_log import KafkaLog
-from tests.integration.servers import ROOT
+from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.service.testing.servers import ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from client import (
+from pinledger.client import (
     Ack,
     Checkpoint,
     ErrorCode,
@@ -23,9 +23,9 @@ from client import (
     ServerUnavailableError,
     after_ms,
 )
-from projections.store import Store
+from pinledger.projections.pg.store import Store
+from pinledger.service.testing.servers import ServerProcess, free_port, running, wait_for
 from tests.integration.conftest import ADMIN_PASSWORD, server_settings
-from tests.integration.servers import ServerProcess, free_port, running, wait_for
 
 pytestmark = pytest.mark.integration
 

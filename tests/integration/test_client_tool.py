@@ -14,16 +14,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from client import Job, PinLaterClient
+from pinledger.client import Job, PinLaterClient
+from pinledger.service.testing.servers import ROOT, ServerProcess, free_port, wait_for
 from tests.integration.conftest import ADMIN_PASSWORD
-from tests.integration.servers import ROOT, ServerProcess, free_port, wait_for
 
 pytestmark = pytest.mark.integration
 
 
 def tool(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "service.cli", "client", "--port", str(server.port), *args],
+        [sys.executable, "-m", "pinledger", "client", "--port", str(server.port), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -248,7 +248,7 @@ def test_an_endless_run_reports_every_second_and_sums_up_on_ctrl_c(
         [
             sys.executable,
             "-m",
-            "service.cli",
+            "pinledger",
             "client",
             "--port",
             str(server.port),
@@ -296,7 +296,7 @@ def test_no_server_is_a_one_line_error() -> None:
         [
             sys.executable,
             "-m",
-            "service.cli",
+            "pinledger",
             "client",
             "get_queue_names",
             "--port",

@@ -12,15 +12,21 @@ from typing import Any
 
 import pytest
 
-from ledger import descriptor
-from ledger.kafka_log import KafkaLog
-from projections.projector import Scope
-from projections.replay import replay
-from projections.store import Store
-from service.config import Config
-from service.thrift_idl import pinlater as p
+from pinledger.idl import pinlater as p
+from pinledger.ledger import descriptor
+from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.projections.pg.store import Store
+from pinledger.projections.projector import Scope
+from pinledger.projections.replay import replay
+from pinledger.service.config import Config
+from pinledger.service.testing.servers import (
+    ServerProcess,
+    connect,
+    context,
+    dequeue_until,
+    wait_for,
+)
 from tests.integration.conftest import server_settings
-from tests.integration.servers import ServerProcess, connect, context, dequeue_until, wait_for
 
 pytestmark = pytest.mark.integration
 

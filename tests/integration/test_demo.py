@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from projections.store import Store
-from service.config import Config
-from tests.integration.servers import ROOT, free_port
+from pinledger.projections.pg.store import Store
+from pinledger.service.config import Config
+from pinledger.service.testing.servers import ROOT, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,7 @@ def schema(config: Config) -> Iterator[str]:
 def test_the_demo_runs_a_worker_to_the_end_and_says_what_next(prefix: str, schema: str) -> None:
     env = dict(os.environ, PINLEDGER_TOPIC_PREFIX=prefix, PINLEDGER_SCHEMA=schema)
     done = subprocess.run(
-        [sys.executable, "-m", "service.cli", "demo"],
+        [sys.executable, "-m", "pinledger", "demo"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -72,7 +72,7 @@ def test_a_demo_that_cannot_start_its_server_says_what_failed_and_what_to_do() -
         PINLEDGER_SCHEMA=f"demo_{uuid.uuid4().hex[:10]}",
     )
     done = subprocess.run(
-        [sys.executable, "-m", "service.cli", "demo"],
+        [sys.executable, "-m", "pinledger", "demo"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from ledger.codec import trace_headers
-from ledger.kafka_log import KafkaLog, KafkaSettings
-from ledger.log import Append, LogRecord, Position, queue_topic
+from pinledger.ledger.codec import trace_headers
+from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
+from pinledger.ledger.log import Append, LogRecord, Position, queue_topic
 
 
 def _read_all(kafka: KafkaLog, positions: list[Position], count: int) -> list[LogRecord]:

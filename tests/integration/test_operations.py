@@ -25,13 +25,12 @@ import pytest
 from thriftpy2.rpc import make_client
 from thriftpy2.transport import TCyBufferedTransportFactory, TTransportException
 
-from ledger import descriptor
-from ledger.kafka_log import KafkaLog
-from projections.store import Store
-from service.config import Config
-from service.thrift_idl import pinlater as p
-from tests.integration.conftest import server_settings
-from tests.integration.servers import (
+from pinledger.idl import pinlater as p
+from pinledger.ledger import descriptor
+from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.projections.pg.store import Store
+from pinledger.service.config import Config
+from pinledger.service.testing.servers import (
     ROOT,
     ServerProcess,
     connect,
@@ -41,6 +40,7 @@ from tests.integration.servers import (
     running,
     wait_for,
 )
+from tests.integration.conftest import server_settings
 from tests.integration.test_api import ack, checkpoint, count, enqueue, error_of, job, lookup
 
 pytestmark = pytest.mark.integration
@@ -414,7 +414,7 @@ def serve_with(names: Names, log: Path, **settings: str) -> tuple[int | None, st
     env.update(settings)
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve"],
+            [sys.executable, "-m", "pinledger", "serve"],
             cwd=ROOT,
             env=env,
             stdout=out,

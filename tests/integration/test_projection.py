@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.commands import Limits, NewJob, decide_enqueue, decide_failure, decide_success
-from ledger.descriptor import JobDescriptor
-from ledger.events import Actor, Claimed
-from ledger.kafka_log import KafkaLog
-from ledger.log import LogRecord, Position
-from ledger.state import JobState
-from ledger.writer import LedgerWriter
-from projections.projector import PartitionProjector, ProjectionRunner
-from projections.store import FencedError, PartitionBatch, PartitionGoneError, Store
+from pinledger.ledger.commands import Limits, NewJob, decide_enqueue, decide_failure, decide_success
+from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.ledger.events import Actor, Claimed
+from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.ledger.log import LogRecord, Position
+from pinledger.ledger.state import JobState
+from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.pg.store import FencedError, PartitionBatch, PartitionGoneError, Store
+from pinledger.projections.projector import PartitionProjector, ProjectionRunner
 
 WORKER = Actor(source="svc:worker1", request_id="req-1", server="s1")
 OTHER = Actor(source="svc:worker2", request_id="req-2", server="s1")

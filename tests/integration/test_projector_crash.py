@@ -10,13 +10,13 @@ import sys
 import time
 from pathlib import Path
 
-from ledger.events import Actor
-from ledger.kafka_log import KafkaLog
-from ledger.writer import LedgerWriter
-from projections.projector import Scope
-from projections.replay import replay
-from projections.store import Store
-from service.config import Config
+from pinledger.ledger.events import Actor
+from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.pg.store import Store
+from pinledger.projections.projector import Scope
+from pinledger.projections.replay import replay
+from pinledger.service.config import Config
 from tests.integration.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def _projector(config: Config, store: Store, prefix: str) -> subprocess.Popen[by
         PINLEDGER_TOPIC_PREFIX=prefix,
     )
     # Small batches: many transactions for the kill to land in.
-    command = [sys.executable, "-m", "service.cli", "project", "--once", "--batch", "10"]
+    command = [sys.executable, "-m", "pinledger", "project", "--once", "--batch", "10"]
     return subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )

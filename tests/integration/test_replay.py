@@ -5,13 +5,13 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-import projections.store
-from ledger.events import Actor
-from ledger.kafka_log import KafkaLog
-from ledger.writer import LedgerWriter
-from projections.projector import Bound, ProjectionRunner, Scope
-from projections.replay import replay
-from projections.store import Store
+import pinledger.projections.pg.store
+from pinledger.ledger.events import Actor
+from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.pg.store import Store
+from pinledger.projections.projector import Bound, ProjectionRunner, Scope
+from pinledger.projections.replay import replay
 from tests.integration.workload import Workload
 
 ADMIN = Actor(source="test:admin", request_id="", server="test")
@@ -110,7 +110,7 @@ def test_one_statement_upserts_project_the_same_rows(
     writer.create_queue("q", 2, 0, ADMIN)
     Workload(writer, "q", 2, seed=21).run(120)
     _project(store, kafka, prefix)
-    monkeypatch.setattr(projections.store, "_ONE_STATEMENT_UPSERTS", 1)
+    monkeypatch.setattr(pinledger.projections.pg.store, "_ONE_STATEMENT_UPSERTS", 1)
     report = replay(store, scratch, kafka, prefix, Scope())
     assert report.events > 0
     assert report.identical, report.diffs

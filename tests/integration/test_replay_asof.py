@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from ledger.descriptor import parse
-from service.thrift_idl import pinlater as p
-from tests.integration.servers import ROOT, ServerProcess, context, dequeue_until, wait_for
+from pinledger.idl import pinlater as p
+from pinledger.ledger.descriptor import parse
+from pinledger.service.testing.servers import ROOT, ServerProcess, context, dequeue_until, wait_for
 from tests.integration.test_api import ack, count, enqueue, job
 
 pytestmark = pytest.mark.integration
@@ -53,7 +53,7 @@ def _replay(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[st
     env = dict(os.environ)
     env.update(PINLEDGER_TOPIC_PREFIX=server.prefix, PINLEDGER_SCHEMA=server.schema)
     return subprocess.run(
-        [sys.executable, "-m", "service.cli", "replay", *args],
+        [sys.executable, "-m", "pinledger", "replay", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from ledger.descriptor import parse
-from ledger.events import Enqueued, QueueCreated
-from ledger.subscription import LedgerRecord, subscribe
-from projections.store import Store
-from service.config import Config
-from tests.integration.servers import ServerProcess, context, dequeue_until
+from pinledger.ledger.descriptor import parse
+from pinledger.ledger.events import Enqueued, QueueCreated
+from pinledger.ledger.subscription import LedgerRecord, subscribe
+from pinledger.projections.pg.store import Store
+from pinledger.service.config import Config
+from pinledger.service.testing.servers import ServerProcess, context, dequeue_until
 from tests.integration.test_api import ack, enqueue, job, lookup
 
 pytestmark = pytest.mark.integration

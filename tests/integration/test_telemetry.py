@@ -32,15 +32,22 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanContext, SpanKind
 from thriftpy2.utils import deserialize, serialize
 
-from client.client import PinLaterClient
-from client.jobs import Ack, DequeuedJob, Job, JobState
-from client.tracing import job_span
-from projections.store import Store
-from service import telemetry
-from service.config import Config
-from service.server import Server
-from service.thrift_idl import pinlater
-from tests.integration.servers import ROOT, ServerProcess, context, free_port, running, wait_for
+from pinledger.client.client import PinLaterClient
+from pinledger.client.jobs import Ack, DequeuedJob, Job, JobState
+from pinledger.client.tracing import job_span
+from pinledger.idl import pinlater
+from pinledger.projections.pg.store import Store
+from pinledger.service.config import Config
+from pinledger.service.observability import telemetry
+from pinledger.service.server import Server
+from pinledger.service.testing.servers import (
+    ROOT,
+    ServerProcess,
+    context,
+    free_port,
+    running,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -352,7 +359,7 @@ def _pinledger(server: Server, receiver: _Receiver, *args: str) -> subprocess.Co
     env = dict(os.environ)
     env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_SERVICE_NAME="pinledger-test")
     return subprocess.run(
-        [sys.executable, "-m", "service.cli", *args, "--server", f"127.0.0.1:{server.config.port}"],
+        [sys.executable, "-m", "pinledger", *args, "--server", f"127.0.0.1:{server.config.port}"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -12,17 +12,24 @@ from typing import Any
 
 import pytest
 
-from client.client import PinLaterClient
-from ledger.descriptor import parse
-from ledger.kafka_log import KafkaLog
-from ledger.state import JobState
-from projections.history import JobHistory, Outcome
-from projections.store import Store
-from service.config import Config
-from service.thrift_idl import pinlater as p
-from service.trace_cli import fetch_history
+from pinledger.client.client import PinLaterClient
+from pinledger.idl import pinlater as p
+from pinledger.ledger.descriptor import parse
+from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.ledger.state import JobState
+from pinledger.projections.history import JobHistory, Outcome
+from pinledger.projections.pg.store import Store
+from pinledger.service.cli.trace import fetch_history
+from pinledger.service.config import Config
+from pinledger.service.testing.servers import (
+    ROOT,
+    ServerProcess,
+    context,
+    dequeue_until,
+    running,
+    wait_for,
+)
 from tests.integration.conftest import server_settings
-from tests.integration.servers import ROOT, ServerProcess, context, dequeue_until, running, wait_for
 from tests.integration.test_api import ack, enqueue, error_of, job, lookup
 
 pytestmark = pytest.mark.integration
@@ -205,7 +212,7 @@ def _cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
         [
             sys.executable,
             "-m",
-            "service.cli",
+            "pinledger",
             "trace",
             *args,
             "--server",

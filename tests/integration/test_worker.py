@@ -22,17 +22,26 @@ from typing import Any
 
 import pytest
 
-from client import Ack, Checkpoint, DequeuedJob, Job, JobInfo, JobState, PinLaterClient, after_ms
-from client.job_context import JobContext
-from client.retry import RetryPolicy, constant, exponential, linear, never
-from client.worker import Worker
 from examples.enqueue_jobs import thumbnail_jobs
 from examples.thumbnail_worker import make_thumbnail
-from ledger.kafka_log import KafkaLog
-from projections.store import Store
-from service.config import Config
+from pinledger.client import (
+    Ack,
+    Checkpoint,
+    DequeuedJob,
+    Job,
+    JobInfo,
+    JobState,
+    PinLaterClient,
+    after_ms,
+)
+from pinledger.client.job_context import JobContext
+from pinledger.client.retry import RetryPolicy, constant, exponential, linear, never
+from pinledger.client.worker import Worker
+from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.projections.pg.store import Store
+from pinledger.service.config import Config
+from pinledger.service.testing.servers import ROOT, ServerProcess, running, wait_for
 from tests.integration.conftest import server_settings
-from tests.integration.servers import ROOT, ServerProcess, running, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -29,10 +29,10 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from client import PinLaterClient
-from client.job_context import JobContext
-from client.retry import constant
-from client.worker import Worker, worker_source
+from pinledger.client import PinLaterClient
+from pinledger.client.job_context import JobContext
+from pinledger.client.retry import constant
+from pinledger.client.worker import Worker, worker_source
 
 
 def main() -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from ledger.descriptor import JOBS_PER_RECORD
-from ledger.events import (
+from pinledger.ledger.descriptor import JOBS_PER_RECORD
+from pinledger.ledger.events import (
     Actor,
     Checkpointed,
     Claimed,
@@ -24,8 +24,8 @@ from ledger.events import (
     Succeeded,
     TimedOut,
 )
-from ledger.state import FINISHED, Job, JobState, Stamp, event_local_id, evolve
-from ledger.writer import LedgerWriter
+from pinledger.ledger.state import FINISHED, Job, JobState, Stamp, event_local_id, evolve
+from pinledger.ledger.writer import LedgerWriter
 
 WORKERS = ("worker:a", "worker:b", "worker:c")
 

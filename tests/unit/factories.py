@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.events import Actor
-from ledger.state import Job, JobState, Stamp
+from pinledger.ledger.events import Actor
+from pinledger.ledger.state import Job, JobState, Stamp
 
 NOW = 1_700_000_000_000
 WORKER = "worker:host-a"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from ledger.events import (
+from pinledger.ledger.events import (
     Actor,
     Checkpointed,
     Claimed,
@@ -30,7 +30,7 @@ from ledger.events import (
     Succeeded,
     TimedOut,
 )
-from ledger.state import TRANSITIONS, Job, JobState, Stamp, evolve
+from pinledger.ledger.state import TRANSITIONS, Job, JobState, Stamp, evolve
 
 # A few ids, claims and sources, so that generated events often meet each other.
 LOCAL_IDS = (0, 1, 2)

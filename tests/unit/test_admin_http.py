@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from service.admin_http import AdminHttpServer
-from service.metrics import Metrics
+from pinledger.service.observability.admin_http import AdminHttpServer
+from pinledger.service.observability.metrics import Metrics
 
 Get = Callable[[str], tuple[int, str, str]]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.descriptor import JobDescriptor
-from ledger.state import Job, JobState
-from projections.asof import AsOf, parse_as_of, why_first
-from projections.projector import Bound
+from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.ledger.state import Job, JobState
+from pinledger.projections.asof import AsOf, parse_as_of, why_first
+from pinledger.projections.projector import Bound
 from tests.unit.factories import NOW, make_job
 
 A = JobDescriptor("q", 0, 1, 3000)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from client.errors import ServerListError
-from client.servers import Address, ServerList, parse_address, parse_server_list
+from pinledger.client.errors import ServerListError
+from pinledger.client.servers import Address, ServerList, parse_address, parse_server_list
 
 
 def test_addresses_parse_with_default_port_and_ipv6() -> None:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.codec import (
+from pinledger.ledger.codec import (
     TRACEPARENT_HEADER,
     VERSION,
     CodecError,
@@ -22,7 +22,7 @@ from ledger.codec import (
     trace_headers,
     traceparent_of,
 )
-from ledger.events import (
+from pinledger.ledger.events import (
     Actor,
     Checkpointed,
     Claimed,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.commands import (
+from pinledger.ledger.commands import (
     Limits,
     NewJob,
     RefusalCode,
@@ -29,8 +29,8 @@ from ledger.commands import (
     decide_timeouts,
     is_due,
 )
-from ledger.descriptor import MAX_QUEUE_NAME_LENGTH
-from ledger.events import (
+from pinledger.ledger.descriptor import MAX_QUEUE_NAME_LENGTH
+from pinledger.ledger.events import (
     Checkpointed,
     Claimed,
     Collected,
@@ -42,7 +42,7 @@ from ledger.events import (
     Succeeded,
     TimedOut,
 )
-from ledger.state import MAX_CUSTOM_STATUS, Job, JobState, evolve
+from pinledger.ledger.state import MAX_CUSTOM_STATUS, Job, JobState, evolve
 from tests.unit.factories import CLAIM, CLAIMED_AT, NOW, WORKER, make_job, stamp
 from tests.unit.strategies import jobs
 

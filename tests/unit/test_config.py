@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from service.config import Config, ConfigError
+from pinledger.service.config import Config, ConfigError
 
 
 def test_defaults_are_the_documented_ones() -> None:

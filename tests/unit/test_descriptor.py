@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.descriptor import (
+from pinledger.ledger.descriptor import (
     JOBS_PER_RECORD,
     MAX_NUMBER_DIGITS,
     DescriptorError,

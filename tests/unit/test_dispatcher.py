@@ -8,8 +8,8 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.state import Job, JobState
-from service.dispatcher import ReadyBuffer, take
+from pinledger.ledger.state import Job, JobState
+from pinledger.service.ownership.dispatcher import ReadyBuffer, take
 from tests.unit.factories import CLAIM, NOW, WORKER, make_job
 
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import pytest
 from hypothesis import given, settings
 
-from ledger.descriptor import JobDescriptor
-from ledger.events import (
+from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.ledger.events import (
     Actor,
     Checkpointed,
     Claimed,
@@ -21,11 +21,17 @@ from ledger.events import (
     Succeeded,
     TimedOut,
 )
-from ledger.state import Job, JobState, Stamp, evolve
-from projections.history import Outcome, StatusChange, build_history, event_from_row, to_json
-from projections.projector import _detail
-from projections.store import EventRow
-from service.history_thrift import from_thrift, to_thrift
+from pinledger.ledger.state import Job, JobState, Stamp, evolve
+from pinledger.projections.history import (
+    Outcome,
+    StatusChange,
+    build_history,
+    event_from_row,
+    to_json,
+)
+from pinledger.projections.pg.store import EventRow
+from pinledger.projections.projector import _detail
+from pinledger.service.api.history import from_thrift, to_thrift
 from tests.unit.strategies import histories
 
 T0 = 1_700_000_000_000

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from ledger.events import (
+from pinledger.ledger.events import (
     Actor,
     Checkpointed,
     Claimed,
@@ -20,9 +20,9 @@ from ledger.events import (
     Succeeded,
     TimedOut,
 )
-from ledger.state import Job, Stamp, evolve
-from projections.projector import Transition
-from service.ledger_metrics import (
+from pinledger.ledger.state import Job, Stamp, evolve
+from pinledger.projections.projector import Transition
+from pinledger.service.observability.ledger_metrics import (
     JOBS,
     QUEUE_WAIT,
     REJECTED,
@@ -30,7 +30,7 @@ from service.ledger_metrics import (
     LedgerMetrics,
     outcomes,
 )
-from service.metrics import Metrics
+from pinledger.service.observability.metrics import Metrics
 
 T0 = 1_700_000_000_000
 ID = 7000

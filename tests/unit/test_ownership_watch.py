@@ -10,13 +10,13 @@ from typing import cast
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger.kafka_log import KafkaLog
-from ledger.log import GroupMember, Log
-from ledger.writer import LedgerWriter
-from projections.store import Store
-from service.config import Config
-from service.metrics import Metrics
-from service.owner import Owner, stalled, unowned_topics
+from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.ledger.log import GroupMember, Log
+from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.pg.store import Store
+from pinledger.service.config import Config
+from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.owner import Owner, stalled, unowned_topics
 
 GRACE = 3.0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from service.password import check_password, hash_password
+from pinledger.service.password import check_password, hash_password
 
 
 def test_hash_is_sha256_of_password_then_salt() -> None:

@@ -12,8 +12,8 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.events import Checkpointed
-from ledger.state import TRANSITIONS, Job, JobState, Verdict, cap_status, evolve
+from pinledger.ledger.events import Checkpointed
+from pinledger.ledger.state import TRANSITIONS, Job, JobState, Verdict, cap_status, evolve
 from tests.unit.strategies import Step, histories
 
 Jobs = dict[int, Job]

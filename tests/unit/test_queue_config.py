@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from service.queue_config import (
+from pinledger.service.queue_config import (
     QueueConfig,
     QueueConfigError,
     QueueConfigWatcher,
@@ -115,7 +115,7 @@ def test_broken_edit_keeps_the_old_config(tmp_path: Path, caplog: pytest.LogCapt
         assert not watcher.check()  # an unchanged broken file is reported once
     assert watcher.current.rates() == {"q": 1.0}
     # Only this module's records: other libraries' threads may log meanwhile.
-    (record,) = [r for r in caplog.records if r.name == "service.queue_config"]
+    (record,) = [r for r in caplog.records if r.name == "pinledger.service.queue_config"]
     assert "maxJobsPerSecond" in record.getMessage()
     assert "previous config stays in force" in record.getMessage()
     write(path, doc(maxJobsPerSecond=3))  # fixed

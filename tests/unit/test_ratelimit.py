@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.ratelimit import QueueRateLimits, RateLimiter
+from pinledger.service.api.ratelimit import QueueRateLimits, RateLimiter
 
 
 class FakeClock:

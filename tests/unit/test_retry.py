@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client.retry import (
+from pinledger.client.retry import (
     MAX_DELAY_S,
     Exponential,
     RetryPolicy,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from ledger.events import (
+from pinledger.ledger.events import (
     Checkpointed,
     Claimed,
     Collected,
@@ -24,7 +24,7 @@ from ledger.events import (
     Succeeded,
     TimedOut,
 )
-from ledger.state import (
+from pinledger.ledger.state import (
     APPLIED,
     MAX_CUSTOM_STATUS,
     TRANSITIONS,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ledger import events
-from ledger.state import TRANSITIONS, JobState
+from pinledger.ledger import events
+from pinledger.ledger.state import TRANSITIONS, JobState
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "state_machine.md"
 MERMAID_BLOCK = re.compile(r"```mermaid\n(.*?)```", re.DOTALL)

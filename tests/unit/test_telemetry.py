@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from service import telemetry
-from service.handler import Handler
-from service.thrift_idl import pinlater
+from pinledger.idl import pinlater
+from pinledger.service.api.handler import Handler
+from pinledger.service.observability import telemetry
 
 TP = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
 

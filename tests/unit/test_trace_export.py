@@ -11,9 +11,15 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, StatusCode
 
-from ledger.descriptor import JobDescriptor
-from projections.history import build_history
-from service.trace_export import ExportError, build_spans, export, summary, trace_id_for
+from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.projections.history import build_history
+from pinledger.service.observability.trace_export import (
+    ExportError,
+    build_spans,
+    export,
+    summary,
+    trace_id_for,
+)
 from tests.unit.test_history import STORY, T0, D, rows_for
 
 MS = 1_000_000

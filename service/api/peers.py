@@ -1,0 +1,69 @@
+"""Forwarding dequeues to the servers that own a queue's other partitions: a small
+pool of framed Thrift clients per peer address."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from thriftpy2.protocol import TCyBinaryProtocolFactory
+from thriftpy2.rpc import make_client
+from thriftpy2.transport import TCyFramedTransportFactory
+
+from pinledger.idl import pinlater
+
+_IDLE_PER_PEER = 8
+
+
+class PeerPool:
+    def __init__(self, timeout_ms: int = 10_000) -> None:
+        self.timeout_ms = timeout_ms
+        self._idle: dict[str, list[Any]] = {}
+        self._lock = threading.Lock()
+
+    def _client(self, address: str) -> Any:
+        with self._lock:
+            idle = self._idle.get(address)
+            if idle:
+                return idle.pop()
+        host, _, port = address.rpartition(":")
+        return make_client(
+            pinlater.PinLater,
+            host,
+            int(port),
+            proto_factory=TCyBinaryProtocolFactory(),
+            trans_factory=TCyFramedTransportFactory(),
+            timeout=self.timeout_ms,
+        )
+
+    def _return(self, address: str, client: Any) -> None:
+        with self._lock:
+            idle = self._idle.setdefault(address, [])
+            if len(idle) < _IDLE_PER_PEER:
+                idle.append(client)
+                return
+        client.close()
+
+    def dequeue(self, address: str, context: Any, request: Any, limit: int) -> Any:
+        """dequeueOwned on a peer, for up to `limit` jobs of the request's queue."""
+        forwarded = pinlater.PinLaterDequeueRequest(
+            queueName=request.queueName,
+            limit=limit,
+            dryRun=request.dryRun,
+            coverage=request.coverage,
+        )
+        client = self._client(address)
+        try:
+            response = client.dequeueOwned(context, forwarded)
+        except Exception:
+            client.close()  # a broken connection must not go back to the pool
+            raise
+        self._return(address, client)
+        return response
+
+    def close(self) -> None:
+        with self._lock:
+            pools, self._idle = self._idle, {}
+        for idle in pools.values():
+            for client in idle:
+                client.close()

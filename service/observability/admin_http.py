@@ -1,0 +1,101 @@
+"""The admin HTTP port, where PinLater served /stats.txt (on 9999).
+
+GET /metrics    Prometheus text exposition 0.0.4
+GET /stats.txt  the same numbers in Ostrich's plain-text layout
+GET /health     {"status": "ok"|"failing", "checks": {...}}: 200 when every check is
+                "ok", else 503, so a load balancer can act on the status code alone
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from pinledger.service.observability.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+Health = Callable[[], Mapping[str, str]]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a scraper holding a connection must not block shutdown
+
+    def __init__(self, address: tuple[str, int], metrics: Metrics, health: Health) -> None:
+        super().__init__(address, _Handler)
+        self.metrics = metrics
+        self.health = health
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        server = self.server
+        assert isinstance(server, _Server)
+        path = urlsplit(self.path).path
+        if path == "/metrics":
+            prometheus = server.metrics.prometheus()
+            self._reply(200, "text/plain; version=0.0.4; charset=utf-8", prometheus)
+        elif path == "/stats.txt":
+            self._reply(200, "text/plain; charset=utf-8", server.metrics.stats_txt())
+        elif path == "/health":
+            self._health(server.health)
+        else:
+            self._reply(404, "text/plain; charset=utf-8", f"no such page: {path}\n")
+
+    def _health(self, health: Health) -> None:
+        body: dict[str, Any]
+        try:
+            checks = dict(health())
+        except Exception as e:  # a check that cannot even run is a failing server
+            log.warning("health check raised", exc_info=True)
+            body = {"status": "failing", "checks": {}, "error": f"{type(e).__name__}: {e}"}
+        else:
+            ok = all(v == "ok" for v in checks.values())
+            body = {"status": "ok" if ok else "failing", "checks": checks}
+        code = 200 if body["status"] == "ok" else 503
+        self._reply(code, "application/json", json.dumps(body, sort_keys=True) + "\n")
+
+    def _reply(self, code: int, content_type: str, text: str) -> None:
+        data = text.encode("utf-8")
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # http.server writes every request to stderr; scrapes every few seconds would
+        # drown the service's own log.
+        log.debug("admin http %s: " + format, self.address_string(), *args)
+
+
+class AdminHttpServer:
+    """Binds in __init__, so a taken port fails at construction and `port` is known
+    (port 0 picks a free one) before start."""
+
+    def __init__(self, host: str, port: int, metrics: Metrics, health: Health) -> None:
+        self._server = _Server((host, port), metrics, health)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="admin-http", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        # shutdown() waits for serve_forever to notice, and would wait forever if it never ran.
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._server.server_close()

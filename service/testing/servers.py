@@ -1,0 +1,161 @@
+"""`pinledger serve` processes for tests, and a thriftpy2 PinLater client for them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from thriftpy2.rpc import make_client
+from thriftpy2.transport import TCyFramedTransportFactory
+
+from pinledger.idl import pinlater
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def connect(port: int, host: str = "127.0.0.1", timeout_ms: int = 30_000) -> Any:
+    return make_client(
+        pinlater.PinLater,
+        host,
+        port,
+        trans_factory=TCyFramedTransportFactory(),
+        timeout=timeout_ms,
+    )
+
+
+def context(source: str = "tests:host") -> Any:
+    return pinlater.RequestContext(source=source, requestId="r1")
+
+
+@dataclass
+class ServerProcess:
+    """One server process on its own ports; shares prefix and schema with its peers."""
+
+    prefix: str
+    schema: str
+    settings: Mapping[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    admin_port: int = field(default_factory=free_port)
+    host: str = "127.0.0.1"
+    proc: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+
+    def start(self, log_dir: Path) -> ServerProcess:
+        env = dict(os.environ)
+        env.update(
+            PINLEDGER_TOPIC_PREFIX=self.prefix,
+            PINLEDGER_SCHEMA=self.schema,
+            PINLEDGER_PORT=str(self.port),
+            PINLEDGER_ADMIN_PORT=str(self.admin_port),
+            PINLEDGER_SERVER_ID=f"test-{self.port}",
+        )
+        env.update(self.settings)
+        self.log_path = log_dir / f"server-{self.port}.log"
+        with self.log_path.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "pinledger", "serve"],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.wait_healthy()
+        return self
+
+    def wait_healthy(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"pinledger serve exited:\n{self.log()}")
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{self.admin_port}/health", timeout=2
+                ) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"pinledger serve not healthy after {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+    def client(self) -> Any:
+        return connect(self.port)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@contextmanager
+def running(servers: list[ServerProcess], log_dir: Path) -> Iterator[list[ServerProcess]]:
+    try:
+        for server in servers:
+            server.start(log_dir)
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def wait_for(predicate: Any, timeout: float = 30, pause: float = 0.1) -> Any:
+    """Poll until `predicate()` is truthy; returns its value or fails the test."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(pause)
+
+
+def dequeue_until(
+    client: Any, queue: str, count: int, limit: int = 100, timeout: float = 30, **request: Any
+) -> dict[str, bytes]:
+    """Dequeue until `count` jobs arrived (a server serves a new queue's partitions once
+    it owns them, which takes a moment after createQueue)."""
+    got: dict[str, bytes] = {}
+    source = request.pop("source", "tests:host")
+
+    def more() -> bool:
+        answer = client.dequeueJobs(
+            context(source),
+            pinlater.PinLaterDequeueRequest(queueName=queue, limit=limit, **request),
+        )
+        got.update(answer.jobs or {})
+        return len(got) >= count
+
+    wait_for(more, timeout, pause=0.1)
+    return got
