@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +56,10 @@ class ServerProcess:
     host: str = "127.0.0.1"
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
+    # What starts the server, and where: the checkout's `python -m pinledger` by
+    # default; the wheel test runs an installed `pinledger` outside the checkout.
+    command: Sequence[str] = (sys.executable, "-m", "pinledger", "serve")
+    cwd: Path = ROOT
 
     def start(self, log_dir: Path) -> ServerProcess:
         env = dict(os.environ)
@@ -70,8 +74,8 @@ class ServerProcess:
         self.log_path = log_dir / f"server-{self.port}.log"
         with self.log_path.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pinledger", "serve"],
-                cwd=ROOT,
+                list(self.command),
+                cwd=self.cwd,
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
