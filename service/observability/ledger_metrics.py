@@ -27,18 +27,8 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 
-from pinledger.ledger.events import (
-    Checkpointed,
-    Claimed,
-    Collected,
-    Deleted,
-    Enqueued,
-    Failed,
-    Retried,
-    Succeeded,
-    TimedOut,
-)
-from pinledger.ledger.state import JobState
+from pinledger.ledger.events import Claimed
+from pinledger.ledger.outcome import AttemptEnd, classify
 from pinledger.projections.projector import Transition
 from pinledger.service.observability.metrics import Metrics
 
@@ -48,50 +38,24 @@ QUEUE_WAIT = "pinledger_ledger_queue_wait_seconds"
 RUN = "pinledger_ledger_run_seconds"
 
 
+def _classified(t: Transition) -> tuple[list[str], str | None]:
+    """The outcome labels an applied transition counts under (empty when rejected), and
+    the run-time label of the attempt it ended (None if it ended none); both from the
+    one classifier (ledger/outcome.py)."""
+    before = None if t.before is None else t.before.state
+    after = None if t.after is None else t.after.state
+    c = classify(type(t.event), before, after, t.verdict.applied)
+    ended: str | None = None
+    if c.attempt_end is AttemptEnd.FAILED and c.requeued:
+        ended = "retried"
+    elif c.attempt_end is not None:
+        ended = c.attempt_end.value
+    return [o.value for o in c.outcomes], ended
+
+
 def outcomes(t: Transition) -> list[str]:
     """The outcome labels an applied transition counts under (empty when rejected)."""
-    if not t.verdict.applied:
-        return []
-    after = None if t.after is None else t.after.state
-    match t.event:
-        case Enqueued():
-            return ["enqueued"]
-        case Claimed():
-            return ["claimed"]
-        case Succeeded():
-            return ["succeeded"]
-        case Failed():
-            return ["failed"] if after == JobState.FAILED else ["retried"]
-        case TimedOut():
-            return ["timed_out", "failed" if after == JobState.FAILED else "retried"]
-        case Checkpointed():
-            return ["released"] if after == JobState.PENDING else ["checkpointed"]
-        case Retried():
-            return ["retried"]
-        case Deleted():
-            return ["deleted"]
-        case Collected():
-            return ["collected"]
-    return []
-
-
-def _attempt_end(t: Transition) -> str | None:
-    """How the transition ended a running attempt (None if it did not)."""
-    if t.before is None or t.before.state != JobState.IN_PROGRESS or not t.verdict.applied:
-        return None
-    after = None if t.after is None else t.after.state
-    match t.event:
-        case Succeeded():
-            return "succeeded"
-        case Failed():
-            return "failed" if after == JobState.FAILED else "retried"
-        case TimedOut():
-            return "timed_out"
-        case Checkpointed() if after == JobState.PENDING:
-            return "released"
-        case Deleted():
-            return "deleted"
-    return None
+    return _classified(t)[0]
 
 
 class LedgerMetrics:
@@ -109,7 +73,8 @@ class LedgerMetrics:
             if not t.verdict.applied:
                 counts[(REJECTED, type(t.event).__name__)] += 1
                 continue
-            for outcome in outcomes(t):
+            labels, ended = _classified(t)
+            for outcome in labels:
                 counts[(JOBS, outcome)] += 1
             key = (queue, partition, t.local_id)
             if isinstance(t.event, Claimed) and t.before is not None:
@@ -119,7 +84,6 @@ class LedgerMetrics:
                 with self._lock:
                     self._claimed_at[key] = t.at
                 continue
-            ended = _attempt_end(t)
             if ended is not None:
                 with self._lock:
                     claimed_at = self._claimed_at.pop(key, None)
