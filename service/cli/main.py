@@ -10,11 +10,11 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 
 from pinledger.ledger.codec import CodecError
 from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
 from pinledger.ledger.log import LogError
+from pinledger.ledger.times import parse_ms
 from pinledger.projections.pg.store import Store, StoreError
 from pinledger.projections.projector import Bound, ProjectionRunner, Scope
 from pinledger.projections.replay import ReplayReport, replay
@@ -74,16 +74,6 @@ def cmd_project(config: Config, args: argparse.Namespace) -> int:
         store.close()
 
 
-def _parse_time(text: str) -> int:
-    """Milliseconds since the epoch, or an ISO-8601 time (UTC unless it says)."""
-    if text.isdigit():
-        return int(text)
-    parsed = datetime.fromisoformat(text)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return int(parsed.timestamp() * 1000)
-
-
 def _progress_printer() -> Callable[[int, int], None]:
     started = time.monotonic()
     last = [0.0]
@@ -126,12 +116,20 @@ def _print_report(report: ReplayReport, scratch: Store) -> None:
                 print(f"    replay: {row}")
 
 
+def _time_arg(text: str) -> int:
+    try:
+        return parse_ms(text)
+    except ValueError as exc:
+        # argparse prints this as a one-line usage error.
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def cmd_replay(config: Config, args: argparse.Namespace) -> int:
     if args.as_of is not None or args.explain or args.json:
         return asof_cli.run(config, args)
     bound = Bound(
         offset=args.until_offset,
-        at=None if args.until_time is None else _parse_time(args.until_time),
+        at=args.until_time,
     )
     scope = Scope(
         queues=frozenset(args.queue) if args.queue else None, partition=args.partition, bound=bound
@@ -199,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--queue", action="append", help="only this queue (repeatable)")
     rep.add_argument("--partition", type=int, help="only this partition")
     rep.add_argument("--until-offset", type=int, help="stop before this offset per partition")
-    rep.add_argument("--until-time", help="stop after this time (ms or ISO-8601)")
+    rep.add_argument("--until-time", type=_time_arg, help="stop after this time (ms or ISO-8601)")
     rep.add_argument("--scratch", help="scratch schema name (default: a fresh one)")
     rep.add_argument("--keep", action="store_true", help="keep the scratch schema")
     asof_cli.add_arguments(rep)

@@ -29,12 +29,12 @@ import os
 import socket
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import TextIO
 
 from pinledger.client.client import PinLaterClient
 from pinledger.client.errors import ClientError
 from pinledger.client.jobs import JobInfo
+from pinledger.ledger.times import format_ms
 from pinledger.service.cli.load_run import LoadRun
 from pinledger.service.cli.tool_options import LOAD_MODES, Options, UsageError, parse_options
 from pinledger.service.cli.tool_text import body_text, error_line
@@ -43,9 +43,7 @@ from pinledger.service.cli.tool_text import body_text, error_line
 
 
 def _time(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    return format_ms(ms, zulu=True)
 
 
 def _priority_of(descriptor: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC, datetime
 from typing import Any
 
 from pinledger.client.client import PinLaterClient
@@ -18,6 +17,7 @@ from pinledger.client.errors import ClientError
 from pinledger.idl import pinlater
 from pinledger.ledger import descriptor
 from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.ledger.times import format_ms
 from pinledger.projections.history import JobHistory, Step, to_json
 from pinledger.service.api.history import from_thrift
 from pinledger.service.config import Config
@@ -50,12 +50,6 @@ def fetch_history(
     return from_thrift(job, client.call("getJobHistory", request, idempotent=True))
 
 
-def _time(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-
-
 def _span(ms: int | None) -> str:
     if ms is None:
         return "-"
@@ -81,7 +75,7 @@ def _step_line(step: Step) -> str:
         after = f"{step.state_after.name} ({step.attempts_remaining_after} attempts left)"
     verdict = "applied" if step.applied else f"REJECTED: {step.reason}"
     return (
-        f"  {_time(step.at)}  @{step.offset}.{step.idx}  {step.action:<12} "
+        f"  {format_ms(step.at)}  @{step.offset}.{step.idx}  {step.action:<12} "
         f"attempt {step.attempt}  by {_actor(step)}  claim {step.claim or '-'}{status}"
         f"  -> {after}  {verdict}"
     )
@@ -101,7 +95,7 @@ def render(history: JobHistory, at_offset: int | None = None) -> str:
     else:
         lines.append(
             f"  state: {job.state.name}, {job.attempts_remaining} of {job.attempts_allowed} "
-            f"attempts left, priority {job.priority}, run after {_time(job.run_after)}, "
+            f"attempts left, priority {job.priority}, run after {format_ms(job.run_after)}, "
             f"claim {job.claim or '-'}, custom status {job.custom_status!r}, "
             f"body {job.body_bytes} bytes"
         )
@@ -110,7 +104,7 @@ def render(history: JobHistory, at_offset: int | None = None) -> str:
     lines.append(f"attempts ({len(history.attempts)}):")
     for a in history.attempts:
         line = (
-            f"  #{a.number} {a.outcome.value:<13} claimed {_time(a.claimed_at)} "
+            f"  #{a.number} {a.outcome.value:<13} claimed {format_ms(a.claimed_at)} "
             f"({a.claim})  queued {_span(a.queued_ms)}  running {_span(a.running_ms)}"
         )
         if a.retry_delay_ms is not None:
