@@ -3,8 +3,8 @@
 It starts a `pinledger serve` of its own (on free ports, against the configured Kafka,
 Postgres schema and topic prefix), creates a fresh queue, enqueues thumbnail jobs with
 two priorities, some of them delayed, and runs the example worker
-(examples/thumbnail_worker.py) with an exponential retry policy: some jobs fail once
-and are retried, one can never succeed and ends FAILED. It prints progress every
+(pinledger.client.examples.thumbnail_worker) with an exponential retry policy: some
+jobs fail once and are retried, one can never succeed and ends FAILED. It prints progress every
 second, then the jobs by state and priority, the full history of a retried job (what
 `pinledger trace` prints), replays the queue's log into a scratch schema to show it
 rebuilds the same tables, stops the server and says what to try next.
@@ -30,6 +30,8 @@ from pathlib import Path
 
 from pinledger.client import JobState, PinLaterClient, Worker, exponential, worker_source
 from pinledger.client.errors import ClientError
+from pinledger.client.examples.enqueue_jobs import thumbnail_jobs
+from pinledger.client.examples.thumbnail_worker import make_thumbnail
 from pinledger.client.jobs import Job
 from pinledger.client.worker import Handler
 from pinledger.ledger import descriptor
@@ -301,7 +303,10 @@ def _next_steps(queue: str, job: str, config: Config) -> None:
             "--batch_size 10 --concurrency 4 --dequeue_success_percent 90",
             "work them off (Ctrl-C stops)",
         ),
-        (f"python -m examples.thumbnail_worker --queue {queue}", "the example worker"),
+        (
+            f"python -m pinledger.client.examples.thumbnail_worker --queue {queue}",
+            "the example worker",
+        ),
         ("pinledger replay", "rebuild every queue from Kafka and compare"),
     ):
         say(f"   {command}\n       # {what}")
@@ -343,7 +348,7 @@ class Tour:
     def work(self, client: PinLaterClient, handler: Handler, total: int) -> None:
         self.step = "running the worker"
         say(
-            "3. run the example worker (examples/thumbnail_worker.py): 4 threads, "
+            "3. run the example worker (pinledger.client.examples.thumbnail_worker): 4 threads, "
             "retries after 0.2 s, 0.4 s; 3 attempts per job"
         )
         with _worker_lines():
@@ -383,16 +388,6 @@ class Tour:
 
 
 def run_demo(config: Config) -> int:
-    try:
-        # The example job and worker live in the repository, next to the package.
-        from examples.enqueue_jobs import thumbnail_jobs  # noqa: PLC0415 (see above)
-        from examples.thumbnail_worker import make_thumbnail  # noqa: PLC0415 (see above)
-    except ImportError:
-        say(
-            "pinledger demo runs the example worker in examples/: run it from the "
-            "repository root (`make demo`)"
-        )
-        return 2
     queue = f"demo_{uuid.uuid4().hex[:8]}"
     server = DemoServer(config)
     tour = Tour(config, server, queue)

@@ -22,8 +22,6 @@ from typing import Any
 
 import pytest
 
-from examples.enqueue_jobs import thumbnail_jobs
-from examples.thumbnail_worker import make_thumbnail
 from pinledger.client import (
     Ack,
     Checkpoint,
@@ -34,6 +32,8 @@ from pinledger.client import (
     PinLaterClient,
     after_ms,
 )
+from pinledger.client.examples.enqueue_jobs import thumbnail_jobs
+from pinledger.client.examples.thumbnail_worker import make_thumbnail
 from pinledger.client.job_context import JobContext
 from pinledger.client.retry import RetryPolicy, constant, exponential, linear, never
 from pinledger.client.worker import Worker

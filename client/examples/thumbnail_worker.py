@@ -1,14 +1,14 @@
 """An example worker: makes thumbnails of images, failing now and then the way real jobs
 do, so that retries and failed jobs show up.
 
-    pinledger serve &                                  # a server on 127.0.0.1:9010
-    python -m examples.enqueue_jobs --jobs 50          # fill the queue "thumbnails"
-    python -m examples.thumbnail_worker                # Ctrl-C stops it gracefully
+    pinledger serve &              # a server on 127.0.0.1:9010
+    python -m pinledger.client.examples.enqueue_jobs --jobs 50   # fill "thumbnails"
+    python -m pinledger.client.examples.thumbnail_worker   # Ctrl-C stops it gracefully
 
 A job's body is JSON: {"image": "photos/cat.jpg", "width": 128}. The handler is a plain
 function of a JobContext; import it to run it in your own Worker:
 
-    from examples.thumbnail_worker import make_thumbnail
+    from pinledger.client.examples.thumbnail_worker import make_thumbnail
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Fill the example queue: thumbnail jobs with priorities, some delayed, a few that can
 never succeed.
 
-    python -m examples.enqueue_jobs --jobs 50 --servers 127.0.0.1:9010
+    python -m pinledger.client.examples.enqueue_jobs --jobs 50 --servers 127.0.0.1:9010
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from examples.thumbnail_worker import BROKEN_MARK, QUEUE
 from pinledger.client import Job, PinLaterClient, after_ms
+from pinledger.client.examples.thumbnail_worker import BROKEN_MARK, QUEUE
 
 SIZES = (64, 128, 256)
 
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
         client.create_queue(args.queue)
         descriptors = client.enqueue(args.queue, thumbnail_jobs(args.jobs))
     print(f"enqueued {len(descriptors)} jobs into {args.queue!r}, e.g. {descriptors[0]}")
-    print("now run: python -m examples.thumbnail_worker")
+    print("now run: python -m pinledger.client.examples.thumbnail_worker")
 
 
 if __name__ == "__main__":
