@@ -9,18 +9,15 @@ from __future__ import annotations
 import logging
 import threading
 
-from pinledger.client.client import PinLaterClient
 from pinledger.client.errors import ClientError
 from pinledger.client.jobs import Checkpoint
-from pinledger.client.worker.outbox import Outbox
+from pinledger.client.worker.outbox import Outbox, Sender
 from pinledger.ledger.clock import Clock
 
 log = logging.getLogger("pinledger.worker")
 
 
-def beat(
-    client: PinLaterClient, queue: str, outbox: Outbox, name: str, claim_timeout_s: float
-) -> None:
+def beat(client: Sender, queue: str, outbox: Outbox, name: str, claim_timeout_s: float) -> None:
     """One heartbeat of every held claim (none sent when nothing is held)."""
     held = outbox.held()
     if not held:
@@ -39,7 +36,7 @@ def beat(
 
 
 def heartbeat_thread(
-    client: PinLaterClient,
+    client: Sender,
     queue: str,
     outbox: Outbox,
     *,

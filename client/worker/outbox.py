@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
+from typing import Protocol
 
-from pinledger.client.client import PinLaterClient
 from pinledger.client.errors import ClientError
 from pinledger.client.jobs import Ack, Checkpoint
 from pinledger.ledger.clock import Clock
@@ -39,12 +40,23 @@ PendingAck = tuple[bool, Ack]
 """(succeeded, ack): which list of the dequeue or ack call it goes in."""
 
 
+class Sender(Protocol):
+    """The two calls of PinLaterClient the outbox (and the heartbeat) make; both raise
+    ClientError when the call failed."""
+
+    def ack(
+        self, queue: str, succeeded: Iterable[Ack] = (), failed: Iterable[Ack] = ()
+    ) -> None: ...
+
+    def checkpoint(self, queue: str, checkpoints: Iterable[Checkpoint]) -> None: ...
+
+
 class Outbox:
     """Pending checkpoints and acks of one worker's queue, and its held claims."""
 
     def __init__(
         self,
-        client: PinLaterClient,
+        client: Sender,
         queue: str,
         *,
         batch_size: int,
@@ -206,4 +218,4 @@ class Outbox:
             pause = min(pause * 2, ERROR_BACKOFF[1])
 
 
-__all__ = ["ERROR_BACKOFF", "MAX_ACK_DELAY_S", "Outbox", "PendingAck"]
+__all__ = ["ERROR_BACKOFF", "MAX_ACK_DELAY_S", "Outbox", "PendingAck", "Sender"]
