@@ -43,6 +43,12 @@ Claims and the worker's identity: PinLater acks carry no claim, so the ledger ac
 ack only from the `RequestContext.source` that claimed the job. Give each worker
 process its own source (`worker_source(name)`: name:host:pid) so that one worker's late
 ack can never land on another worker's claim of the same job.
+
+The package, one module per responsibility: `loop` (the Worker: the dequeue loop, the
+handler threads, the shutdown), `handler` (one run of the user's handler), `outcome`
+(the pure function from a run to its ack, and the Outcome enum), `counters`, `outbox`
+(pending acks and checkpoints, held claims, flushing), `heartbeat`, `signals`,
+`options` (checks, and `worker_source`).
 """
 
 from pinledger.client.job_context import JobContext

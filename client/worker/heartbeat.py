@@ -11,7 +11,8 @@ import threading
 
 from pinledger.client.errors import ClientError
 from pinledger.client.jobs import Checkpoint
-from pinledger.client.worker.outbox import Outbox, Sender
+from pinledger.client.worker.outbox import Outbox
+from pinledger.client.worker.ports import Sender
 from pinledger.ledger.clock import Clock
 
 log = logging.getLogger("pinledger.worker")

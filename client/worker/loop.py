@@ -17,7 +17,6 @@ from collections.abc import Callable
 
 from opentelemetry import trace
 
-from pinledger.client.client import PinLaterClient
 from pinledger.client.errors import ClientError, ErrorCode, PinLaterError
 from pinledger.client.job_context import JobContext
 from pinledger.client.jobs import DequeuedJob
@@ -28,6 +27,7 @@ from pinledger.client.worker.heartbeat import heartbeat_thread
 from pinledger.client.worker.options import checked_heartbeat, worker_source
 from pinledger.client.worker.outbox import ERROR_BACKOFF, MAX_ACK_DELAY_S, Outbox, PendingAck
 from pinledger.client.worker.outcome import Settlement
+from pinledger.client.worker.ports import WorkerClient
 from pinledger.client.worker.signals import install_stop_signals
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 
@@ -35,7 +35,8 @@ log = logging.getLogger("pinledger.worker")
 
 
 class Worker:
-    """Runs `handler` for the jobs of `queue`; see the package text for the behaviour.
+    """Runs `handler` for the jobs of `queue` of `client` (a PinLaterClient, or any
+    WorkerClient); see the package text for the behaviour.
 
     `heartbeat_s` None means a third of `claim_timeout_s` (which must match the
     server's PINLEDGER_CLAIM_TIMEOUT_S); 0 turns heartbeats off. `use_processes=True` is
@@ -45,7 +46,7 @@ class Worker:
 
     def __init__(
         self,
-        client: PinLaterClient,
+        client: WorkerClient,
         queue: str,
         handler: Handler,
         *,

@@ -15,18 +15,19 @@ network calls run outside it. The outbox has no condition: the only thread that 
 for what it holds is the Worker's loop, and it waits on the Worker's condition, which
 the Worker notifies when it records an outcome (under its lock, so no wakeup is lost).
 Checkpoints and acks are sent by one thread at a time (the loop's, then at shutdown
-the same thread), which `send_checkpoints` relies on.
+the same thread), which `send_checkpoints` relies on. A plain lock is enough: the
+signal handlers (signals.py), which may run on a thread inside this lock, never touch
+the outbox.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
-from typing import Protocol
 
 from pinledger.client.errors import ClientError
 from pinledger.client.jobs import Ack, Checkpoint
+from pinledger.client.worker.ports import Sender
 from pinledger.ledger.clock import Clock
 
 log = logging.getLogger("pinledger.worker")
@@ -38,17 +39,6 @@ ERROR_BACKOFF = (0.2, 10.0)
 
 PendingAck = tuple[bool, Ack]
 """(succeeded, ack): which list of the dequeue or ack call it goes in."""
-
-
-class Sender(Protocol):
-    """The two calls of PinLaterClient the outbox (and the heartbeat) make; both raise
-    ClientError when the call failed."""
-
-    def ack(
-        self, queue: str, succeeded: Iterable[Ack] = (), failed: Iterable[Ack] = ()
-    ) -> None: ...
-
-    def checkpoint(self, queue: str, checkpoints: Iterable[Checkpoint]) -> None: ...
 
 
 class Outbox:
@@ -218,4 +208,4 @@ class Outbox:
             pause = min(pause * 2, ERROR_BACKOFF[1])
 
 
-__all__ = ["ERROR_BACKOFF", "MAX_ACK_DELAY_S", "Outbox", "PendingAck", "Sender"]
+__all__ = ["ERROR_BACKOFF", "MAX_ACK_DELAY_S", "Outbox", "PendingAck"]
