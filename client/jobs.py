@@ -3,9 +3,10 @@ gives you, how you ack and checkpoint, and what a lookup or scan returns."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from enum import IntEnum
+
+from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 
 
 class JobState(IntEnum):
@@ -17,13 +18,13 @@ class JobState(IntEnum):
     FAILED = 3
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
+def now_ms(clock: Clock = SYSTEM_CLOCK) -> int:
+    return clock.now_ms()
 
 
-def after_ms(seconds: float) -> int:
+def after_ms(seconds: float, clock: Clock = SYSTEM_CLOCK) -> int:
     """The `run_after_ms` of a job that should run `seconds` from now."""
-    return now_ms() + int(seconds * 1000)
+    return clock.now_ms() + int(seconds * 1000)
 
 
 @dataclass(frozen=True, slots=True)

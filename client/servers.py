@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pinledger.client.errors import ServerListError
+from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,8 @@ class ServerList:
     """The current servers, in a rotating order so load spreads across them.
 
     `ServerList(["h1:9010", "h2:9010"])` is fixed; `ServerList.from_file(path)` re-reads
-    the file (at most every `check_interval_s`) when its modification time or size
-    changes.
+    the file (at most every `check_interval_s`, on `clock`) when its modification
+    time or size changes.
     """
 
     def __init__(
@@ -71,6 +71,7 @@ class ServerList:
         addresses: Sequence[str | Address],
         path: Path | None = None,
         check_interval_s: float = 1.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         parsed = [a if isinstance(a, Address) else parse_address(a) for a in addresses]
         if not parsed and path is None:
@@ -78,6 +79,7 @@ class ServerList:
         self._addresses = parsed
         self._path = path
         self._check_interval_s = check_interval_s
+        self._clock = clock
         self._stamp: tuple[float, int] | None = None
         self._checked_at = 0.0
         self._next = 0
@@ -86,8 +88,13 @@ class ServerList:
             self._reload(force=True)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], check_interval_s: float = 1.0) -> ServerList:
-        return cls([], Path(path), check_interval_s)
+    def from_file(
+        cls,
+        path: str | os.PathLike[str],
+        check_interval_s: float = 1.0,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> ServerList:
+        return cls([], Path(path), check_interval_s, clock)
 
     @classmethod
     def of(cls, servers: ServerList | str | Sequence[str | Address]) -> ServerList:
@@ -128,7 +135,7 @@ class ServerList:
         """All servers, starting with the next one in rotation."""
         with self._lock:
             if self._path is not None:
-                now = time.monotonic()
+                now = self._clock.monotonic()
                 if now - self._checked_at >= self._check_interval_s:
                     self._checked_at = now
                     self._reload()
