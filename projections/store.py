@@ -182,6 +182,15 @@ class TableDiff(NamedTuple):
     there_rows: list[Any]
 
 
+def check_forward(topic: str, partition: int, expected_offset: int, next_offset: int) -> None:
+    """An offset only moves forward: a commit that would not is a bug of its caller."""
+    if next_offset <= expected_offset:
+        raise StoreError(
+            f"{topic}[{partition}]: a commit must move the offset forward, not from "
+            f"{expected_offset} to {next_offset}"
+        )
+
+
 # -- ports ------------------------------------------------------------------------------
 
 UNFINISHED = (JobState.PENDING, JobState.IN_PROGRESS)

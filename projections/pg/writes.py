@@ -18,6 +18,7 @@ from pinledger.projections.store import (
     PartitionBatch,
     PartitionGoneError,
     QueueRow,
+    check_forward,
 )
 
 # From this many jobs on, a batch's upserts go as one statement over arrays
@@ -39,6 +40,7 @@ class PgWrites(PgConnection):
         return int(row[0])
 
     def commit_partition_batch(self, batch: PartitionBatch) -> None:
+        check_forward(batch.topic, batch.partition, batch.expected_offset, batch.next_offset)
         where = f"committing {batch.topic}[{batch.partition}]"
         with self.connection(where, transaction=True) as conn:
             cur = conn.execute(
@@ -77,6 +79,7 @@ class PgWrites(PgConnection):
     ) -> None:
         """Apply queue creations (row, partition topics to start at offset 0) and
         deletions (queue name, its topic) with the catalog offset, in one transaction."""
+        check_forward(topic, 0, expected_offset, next_offset)
         with self.connection(f"committing catalog {topic}", transaction=True) as conn:
             cur = conn.execute(
                 query("advance_offset"),

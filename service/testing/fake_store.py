@@ -35,6 +35,7 @@ from pinledger.projections.store import (
     StoreError,
     TableDiff,
     TimelineRow,
+    check_forward,
 )
 
 JobKey = tuple[str, int, int]  # queue, partition, local_id
@@ -194,6 +195,7 @@ class FakeStore:
         self._run(f"committing {batch.topic}[{batch.partition}]", lambda: self._commit(batch))
 
     def _commit(self, batch: PartitionBatch) -> None:
+        check_forward(batch.topic, batch.partition, batch.expected_offset, batch.next_offset)
         key = (batch.topic, batch.partition)
         found = self._offsets.get(key)
         if found is None:
@@ -240,6 +242,7 @@ class FakeStore:
         deleted: Sequence[tuple[str, str]],
     ) -> None:
         def run() -> None:
+            check_forward(topic, 0, expected_offset, next_offset)
             if self._offsets.get((topic, 0)) != expected_offset:
                 raise FencedError(f"catalog {topic} is no longer at offset {expected_offset}")
             self._offsets[(topic, 0)] = next_offset
