@@ -191,6 +191,24 @@ def check_forward(topic: str, partition: int, expected_offset: int, next_offset:
         )
 
 
+def fenced(batch: PartitionBatch, found: int | None) -> FencedError:
+    """Why a batch's offset compare-and-set failed, given the offset found (None: the
+    offset row is gone)."""
+    if found is None:
+        return PartitionGoneError(
+            f"{batch.topic}[{batch.partition}]: queue {batch.queue!r} was deleted; "
+            "its remaining records are not projected"
+        )
+    return FencedError(
+        f"{batch.topic}[{batch.partition}] is no longer at offset "
+        f"{batch.expected_offset}: another projector advanced it to {found}"
+    )
+
+
+def catalog_fenced(topic: str, expected_offset: int) -> FencedError:
+    return FencedError(f"catalog {topic} is no longer at offset {expected_offset}")
+
+
 # -- ports ------------------------------------------------------------------------------
 
 UNFINISHED = (JobState.PENDING, JobState.IN_PROGRESS)

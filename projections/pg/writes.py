@@ -14,11 +14,11 @@ from pinledger.ledger.state import Job
 from pinledger.projections.pg.connection import PgConnection
 from pinledger.projections.pg.sql import query
 from pinledger.projections.store import (
-    FencedError,
     PartitionBatch,
-    PartitionGoneError,
     QueueRow,
+    catalog_fenced,
     check_forward,
+    fenced,
 )
 
 # From this many jobs on, a batch's upserts go as one statement over arrays
@@ -86,7 +86,7 @@ class PgWrites(PgConnection):
                 {"topic": topic, "partition": 0, "expected": expected_offset, "next": next_offset},
             )
             if cur.rowcount != 1:
-                raise FencedError(f"catalog {topic} is no longer at offset {expected_offset}")
+                raise catalog_fenced(topic, expected_offset)
             for name, queue_topic in deleted:
                 params = {"name": name, "topic": queue_topic}
                 for statement in (
@@ -113,15 +113,7 @@ def _fenced(conn: psycopg.Connection, batch: PartitionBatch) -> None:
     found = conn.execute(
         query("get_offset"), {"topic": batch.topic, "partition": batch.partition}
     ).fetchone()
-    if found is None:
-        raise PartitionGoneError(
-            f"{batch.topic}[{batch.partition}]: queue {batch.queue!r} was deleted; "
-            "its remaining records are not projected"
-        )
-    raise FencedError(
-        f"{batch.topic}[{batch.partition}] is no longer at offset "
-        f"{batch.expected_offset}: another projector advanced it to {found[0]}"
-    )
+    raise fenced(batch, None if found is None else int(found[0]))
 
 
 def _copy_events(conn: psycopg.Connection, batch: PartitionBatch) -> None:

@@ -10,37 +10,42 @@ them.
 from __future__ import annotations
 
 import dataclasses
-import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from pinledger.ledger.codec import EVENT_TAGS
 from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.projections.pg.sql import migrations
 from pinledger.projections.store import (
     DueJob,
     EventRow,
-    FencedError,
-    InvalidRegexError,
     JobCount,
     JobFilter,
     JobRow,
     PartitionBatch,
-    PartitionGoneError,
     QueueRow,
     ScanKey,
     StateCount,
     StoreError,
     TableDiff,
     TimelineRow,
+    catalog_fenced,
     check_forward,
+    fenced,
+)
+from pinledger.service.testing.fake_rows import (
+    EventKey,
+    JobKey,
+    check_event,
+    check_job,
+    compile_regex,
+    diff_rows,
+    escaped_body,
+    listed,
+    table_rows,
 )
 
-JobKey = tuple[str, int, int]  # queue, partition, local_id
-EventKey = tuple[str, int, int, int, int]  # ... offset, idx
-_TAGS = frozenset(EVENT_TAGS.values()) - {"qnew", "qdel"}
 T = TypeVar("T")
 
 
@@ -51,49 +56,9 @@ class FakeDatabase:
         self.schemas: dict[str, FakeStore] = {}
 
 
-def _escaped(body: bytes) -> str:
-    """The body as Postgres's encode(body, 'escape') reads it for a regex match."""
-    out = []
-    for b in body:
-        if b == 0 or b >= 0x80:
-            out.append(f"\\{b:03o}")
-        elif b == 0x5C:
-            out.append("\\\\")
-        else:
-            out.append(chr(b))
-    return "".join(out)
-
-
-def _compile(regex: str) -> re.Pattern[str]:
-    try:
-        return re.compile(regex)
-    except re.error as exc:
-        raise InvalidRegexError(f"invalid body regex {regex!r}: {exc}") from None
-
-
-def _check_job(job: Job) -> None:
-    """The CHECKs of the jobs table (projections/pg/schema.sql)."""
-    claimed = job.claim is not None
-    if not (
-        0 <= job.attempts_remaining <= job.attempts_allowed
-        and (job.state is JobState.IN_PROGRESS) == claimed
-        and claimed == (job.touched_at is not None) == (job.claim_source is not None)
-    ):
-        raise StoreError(f"the store refused job {job.local_id}: it breaks a CHECK: {job}")
-
-
-def _check_event(row: EventRow) -> None:
-    """The CHECKs of the job_events table."""
-    if not (
-        row.type in _TAGS
-        and (row.state_after is None or 0 <= row.state_after <= 3)
-        and (row.state_after is None) == (row.attempts_remaining_after is None)
-        and row.applied == (row.verdict == "applied")
-    ):
-        raise StoreError(f"the store refused event row {row}: it breaks a CHECK")
-
-
 class FakeStore:
+    """A projection in memory (one schema of a FakeDatabase)."""
+
     def __init__(self, schema: str = "public", database: FakeDatabase | None = None) -> None:
         self.schema = schema
         self.database = database or FakeDatabase()
@@ -198,26 +163,18 @@ class FakeStore:
         check_forward(batch.topic, batch.partition, batch.expected_offset, batch.next_offset)
         key = (batch.topic, batch.partition)
         found = self._offsets.get(key)
-        if found is None:
-            raise PartitionGoneError(
-                f"{batch.topic}[{batch.partition}]: queue {batch.queue!r} was deleted; "
-                "its remaining records are not projected"
-            )
         if found != batch.expected_offset:
-            raise FencedError(
-                f"{batch.topic}[{batch.partition}] is no longer at offset "
-                f"{batch.expected_offset}: another projector advanced it to {found}"
-            )
+            raise fenced(batch, found)
         # Every check before the first change: the batch applies whole or not at all.
         events: dict[EventKey, EventRow] = {}
         for row in batch.events:
-            _check_event(row)
+            check_event(row)
             event_key = (batch.queue, batch.partition, row.local_id, row.offset, row.idx)
             if event_key in self._events or event_key in events:
                 raise StoreError(f"the store refused event row {event_key}: it exists already")
             events[event_key] = row
         for job in batch.upserts:
-            _check_job(job)
+            check_job(job)
         self._offsets[key] = batch.next_offset
         self._events.update(events)
         for local_id in batch.removals:
@@ -244,7 +201,7 @@ class FakeStore:
         def run() -> None:
             check_forward(topic, 0, expected_offset, next_offset)
             if self._offsets.get((topic, 0)) != expected_offset:
-                raise FencedError(f"catalog {topic} is no longer at offset {expected_offset}")
+                raise catalog_fenced(topic, expected_offset)
             self._offsets[(topic, 0)] = next_offset
             for name, queue_topic in deleted:
                 self._queues.pop(name, None)
@@ -285,37 +242,30 @@ class FakeStore:
 
     def check_regex(self, regex: str | None) -> None:
         if regex is not None:
-            self._run(f"checking body regex {regex!r}", lambda: _compile(regex))
+            self._run(f"checking body regex {regex!r}", lambda: compile_regex(regex))
 
     def _matching(self, where: JobFilter) -> list[tuple[int, Job]]:
         """(partition, job) of the jobs a filter selects, its time split aside."""
-        pattern = None if where.regex is None else _compile(where.regex)
+        pattern = None if where.regex is None else compile_regex(where.regex)
         return [
             (k[1], job)
             for k, (job, _) in self._jobs.items()
             if k[0] == where.queue
             and job.state is where.state
             and (where.priority is None or job.priority == where.priority)
-            and (pattern is None or pattern.search(_escaped(job.body)) is not None)
+            and (pattern is None or pattern.search(escaped_body(job.body)) is not None)
         ]
 
     def lookup(
         self, queue: str, keys: Sequence[tuple[int, int]], include_body: bool
     ) -> list[JobRow]:
         def run() -> list[JobRow]:
-            found = []
-            for partition, local_id in keys:
-                entry = self._jobs.get((queue, partition, local_id))
-                if entry is not None:
-                    job = entry[0]
-                    body = job.body if include_body else b""
-                    found.append(
-                        JobRow(
-                            partition,
-                            dataclasses.replace(job, body=body, claim_source=None, touched_at=None),
-                        )
-                    )
-            return found
+            found = ((p, self._jobs.get((queue, p, i))) for p, i in keys)
+            return [
+                JobRow(p, listed(entry[0], entry[0].body if include_body else b""))
+                for p, entry in found
+                if entry is not None
+            ]
 
         return self._run("looking up jobs", run)
 
@@ -338,10 +288,7 @@ class FakeStore:
                 bound = (after.run_after, after.partition, after.local_id)
                 found = [f for f in found if f[:3] < bound]
             found.sort(key=lambda f: f[:3], reverse=True)
-            return [
-                JobRow(p, dataclasses.replace(job, body=b"", claim_source=None, touched_at=None))
-                for _, p, _, job in found[:limit]
-            ]
+            return [JobRow(p, listed(job)) for _, p, _, job in found[:limit]]
 
         return self._run("scanning jobs", run)
 
@@ -408,21 +355,7 @@ class FakeStore:
     # -- the replay's diff ----------------------------------------------------------------
 
     def _table(self, table: str) -> list[dict[str, Any]]:
-        """A table's rows as Postgres's to_jsonb writes them (bodies and enums as the
-        columns hold them)."""
-        if table == "queues":
-            return [dataclasses.asdict(q) for q in self._queues.values()]
-        if table == "jobs":
-            return [
-                {"queue": k[0], "partition": k[1], **_job_columns(job), "traceparent": tp}
-                for k, (job, tp) in self._jobs.items()
-            ]
-        if table == "job_events":
-            return [
-                {"queue": k[0], "partition": k[1], **dataclasses.asdict(row)}
-                for k, row in self._events.items()
-            ]
-        raise StoreError(f"no table {table!r} in schema {self.schema}")
+        return table_rows(table, self.schema, self._queues, self._jobs, self._events)
 
     def diff(
         self,
@@ -435,31 +368,18 @@ class FakeStore:
         partition: int | None,
         limit: int,
     ) -> TableDiff:
-        def rows(store: FakeStore) -> Counter[str]:
-            return Counter(
-                repr(sorted(row.items()))
-                for row in store._table(table)
-                if row[queue_column] in queues
-                and (partition is None or row[partition_column] == partition)
-            )
-
         def run() -> TableDiff:
             other = self.database.schemas.get(other_schema)
             if other is None:
                 raise StoreError(f"no schema {other_schema!r} in this fake database")
-            here, there = rows(self), rows(other)
-            only_here, only_there = here - there, there - here
-            return TableDiff(
-                sum(only_here.values()),
-                sum(only_there.values()),
-                list(only_here.elements())[:limit],
-                list(only_there.elements())[:limit],
+            return diff_rows(
+                self._table(table),
+                other._table(table),
+                lambda row: (
+                    row[queue_column] in queues
+                    and (partition is None or row[partition_column] == partition)
+                ),
+                limit,
             )
 
         return self._run(f"comparing {table} with schema {other_schema}", run)
-
-
-def _job_columns(job: Job) -> dict[str, Any]:
-    columns = dataclasses.asdict(job)
-    columns["state"] = int(job.state)
-    return columns
