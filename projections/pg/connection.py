@@ -91,15 +91,16 @@ class PgConnection:
         except psycopg.Error as exc:
             raise store_error(exc, "dropping the schema", self.schema) from exc
 
-    def migrate(self) -> list[str]:
-        """Apply the migrations this schema lacks; returns the names applied."""
+    def migrate(self, upto: int | None = None) -> list[str]:
+        """Apply the migrations this schema lacks (those numbered up to `upto`, when
+        given: tests of a migration's data conversion); returns the names applied."""
         applied_now = []
         with self.connection("migrating", transaction=True) as conn:
             conn.execute(query("lock_migrations"))
             conn.execute(query("create_migrations_table"))
             done = {row[0] for row in conn.execute(query("applied_migrations"))}
             for version, name, text in migrations():
-                if version in done:
+                if version in done or (upto is not None and version > upto):
                     continue
                 conn.execute(text.encode("utf-8"))
                 conn.execute(query("record_migration"), {"version": version, "name": name})

@@ -24,6 +24,7 @@ from pinledger.projections.projector import CatalogProjector, PartitionProjector
 from pinledger.projections.store import (
     UNFINISHED,
     DueJob,
+    EventRow,
     FencedError,
     InvalidRegexError,
     JobCount,
@@ -374,3 +375,23 @@ def test_the_fake_fails_on_demand_as_an_unreachable_postgres() -> None:
         fake.lookup("q", [(0, 0)], True)
     fake.recover()
     assert fake.offset("t", 0) == 0
+
+
+def _event_row(local_id: int, offset: int, tag: str) -> EventRow:
+    return EventRow(
+        local_id, offset, 0, tag, T0, "", "", "", None, True, "applied", None, None, {}, None
+    )
+
+
+def test_timeline_rows_carry_the_codec_tags_of_job_events_only(store: LedgerStore) -> None:
+    store.offset("t", 0)
+    tags = [tag for cls, tag in codec.EVENT_TAGS.items() if cls not in (QueueCreated, QueueDeleted)]
+    rows = [_event_row(0, offset, tag) for offset, tag in enumerate(tags)]
+    store.commit_partition_batch(PartitionBatch("q", "t", 0, 0, 1, events=rows))
+    assert [row.type for row in store.job_events("q", 0, 0)] == tags
+    for wrong in ("Enqueued", "qnew"):
+        with pytest.raises(StoreError):
+            store.commit_partition_batch(
+                PartitionBatch("q", "t", 0, 1, 2, events=[_event_row(1, 0, wrong)])
+            )
+    assert store.offset("t", 0) == 1
