@@ -1,4 +1,4 @@
--- Every SQL statement pinledger runs, by name. Loaded once by projections/sql.py.
+-- Every SQL statement pinledger runs, by name. Loaded once by projections/pg/sql.py.
 -- A block starts with `-- name: <name>`; the comment lines after it describe it.
 -- Parameters are psycopg's %(name)s; {schema}-style names are identifiers composed
 -- with psycopg.sql (never user text).

@@ -4,6 +4,7 @@ on the in-memory FakeStore (the `store` fixture runs each test on both)."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import pytest
 
@@ -395,3 +396,28 @@ def test_timeline_rows_carry_the_codec_tags_of_job_events_only(store: LedgerStor
                 PartitionBatch("q", "t", 0, 1, 2, events=[_event_row(1, 0, wrong)])
             )
     assert store.offset("t", 0) == 1
+
+
+def test_of_two_projectors_racing_from_one_offset_exactly_one_commits(store: LedgerStore) -> None:
+    store.offset("t", 0)
+    start = threading.Barrier(2)
+    outcomes: dict[int, str] = {}
+
+    def commit(next_offset: int) -> None:
+        batch = PartitionBatch("q", "t", 0, 0, next_offset, upserts=[_job(next_offset)])
+        start.wait()
+        try:
+            store.commit_partition_batch(batch)
+            outcomes[next_offset] = "committed"
+        except FencedError:
+            outcomes[next_offset] = "fenced"
+
+    threads = [threading.Thread(target=commit, args=(n,)) for n in (3, 4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes.values()) == ["committed", "fenced"]
+    (winner,) = [n for n, outcome in outcomes.items() if outcome == "committed"]
+    assert store.offset("t", 0) == winner
+    assert list(store.load_jobs("q", 0, [3, 4])) == [winner]
