@@ -27,55 +27,12 @@ from enum import StrEnum
 from typing import Any
 
 from pinledger.ledger import events as ev
-from pinledger.ledger.codec import EVENT_TAGS
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import Job, JobState, Stamp, evolve
+from pinledger.projections.actions import EVENT_TYPES, Tag, action_of
 from pinledger.projections.store import EventRow
 
-# Timeline rows name their event by the codec's tag (job_events.type).
-_EVENT_TYPES: dict[str, type] = {
-    EVENT_TAGS[cls]: cls
-    for cls in (
-        ev.Enqueued,
-        ev.Claimed,
-        ev.Succeeded,
-        ev.Failed,
-        ev.Checkpointed,
-        ev.TimedOut,
-        ev.Retried,
-        ev.Deleted,
-        ev.Collected,
-    )
-}
-_TAG_OF_ACTION = {cls.__name__: tag for tag, cls in _EVENT_TYPES.items()}
-
-
-class _Tag:
-    """The tags the readings below match on."""
-
-    ENQUEUED = EVENT_TAGS[ev.Enqueued]
-    CLAIMED = EVENT_TAGS[ev.Claimed]
-    SUCCEEDED = EVENT_TAGS[ev.Succeeded]
-    FAILED = EVENT_TAGS[ev.Failed]
-    CHECKPOINTED = EVENT_TAGS[ev.Checkpointed]
-    TIMED_OUT = EVENT_TAGS[ev.TimedOut]
-    RETRIED = EVENT_TAGS[ev.Retried]
-    DELETED = EVENT_TAGS[ev.Deleted]
-
-
-_FENCED_BY_SOURCE = frozenset({_Tag.SUCCEEDED, _Tag.FAILED, _Tag.CHECKPOINTED})
-
-
-def action_of(tag: str) -> str:
-    """What a step did, as people and the wire name it (the event type's name, e.g.
-    "Enqueued"), for a timeline row's tag; an unknown tag is shown as it is."""
-    cls = _EVENT_TYPES.get(tag)
-    return tag if cls is None else cls.__name__
-
-
-def tag_of_action(action: str) -> str:
-    """The tag of an action name (the inverse of `action_of`)."""
-    return _TAG_OF_ACTION.get(action, action)
+_FENCED_BY_SOURCE = frozenset({Tag.SUCCEEDED, Tag.FAILED, Tag.CHECKPOINTED})
 
 
 class Outcome(StrEnum):
@@ -188,7 +145,7 @@ class JobHistory:
 def event_from_row(row: EventRow) -> ev.JobEvent | None:
     """The event a timeline row recorded, rebuilt from its detail (bodies as zero bytes
     of the recorded size); None for a type this version does not know."""
-    cls = _EVENT_TYPES.get(row.type)
+    cls = EVENT_TYPES.get(row.type)
     if cls is None:
         return None
     kwargs: dict[str, Any] = {}
@@ -208,11 +165,11 @@ def event_from_row(row: EventRow) -> ev.JobEvent | None:
 
 
 def _status_change(row: EventRow) -> StatusChange | None:
-    if row.type == _Tag.ENQUEUED and row.detail.get("custom_status"):
+    if row.type == Tag.ENQUEUED and row.detail.get("custom_status"):
         return StatusChange("set", str(row.detail["custom_status"]))
-    if row.type in (_Tag.SUCCEEDED, _Tag.FAILED) and row.detail.get("append_status"):
+    if row.type in (Tag.SUCCEEDED, Tag.FAILED) and row.detail.get("append_status"):
         return StatusChange("append", str(row.detail["append_status"]))
-    if row.type == _Tag.CHECKPOINTED and row.detail.get("prepend_status"):
+    if row.type == Tag.CHECKPOINTED and row.detail.get("prepend_status"):
         return StatusChange("prepend", str(row.detail["prepend_status"]))
     return None
 
@@ -304,32 +261,32 @@ class _Attempts:
         back = row.state_after == JobState.PENDING
         detail = row.detail
         match row.type:
-            case _Tag.ENQUEUED:
+            case Tag.ENQUEUED:
                 self.enqueued_at = row.at
                 self._due(row.at, int(detail.get("run_after", row.at)))
                 assert self.due_at is not None
                 self.initial_delay_ms = self.due_at - row.at
-            case _Tag.CLAIMED:
+            case Tag.CLAIMED:
                 self._claim(row)
-            case _Tag.SUCCEEDED:
+            case Tag.SUCCEEDED:
                 self._end(row, Outcome.SUCCEEDED, None)
-            case _Tag.FAILED:
+            case Tag.FAILED:
                 delay = max(int(detail.get("retry_delay_ms", 0)), 0) if back else None
                 self._end(row, Outcome.FAILED, delay)
                 if delay is not None:
                     self.due_at = row.at + delay
-            case _Tag.TIMED_OUT:
+            case Tag.TIMED_OUT:
                 lost = 0 if self.open is None else max(row.at - self.open.claimed_at, 0)
                 self._end(row, Outcome.TIMED_OUT, 0 if back else None, lost)
                 if back:
                     self.due_at = row.at
-            case _Tag.CHECKPOINTED if back:
+            case Tag.CHECKPOINTED if back:
                 run_after = int(detail.get("run_after", row.at))
                 self._end(row, Outcome.RELEASED, max(run_after - row.at, 0))
                 self._due(row.at, run_after)
-            case _Tag.RETRIED:
+            case Tag.RETRIED:
                 self._due(row.at, int(detail.get("run_after", row.at)))
-            case _Tag.DELETED:
+            case Tag.DELETED:
                 self._end(row, Outcome.DELETED, None)
             case _:
                 pass

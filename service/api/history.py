@@ -12,7 +12,8 @@ from typing import Any
 
 from pinledger.idl import pinlater
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.projections.history import JobHistory, Step, build_history, tag_of_action
+from pinledger.projections.actions import tag_of_action
+from pinledger.projections.history import JobHistory, Step, build_history
 from pinledger.projections.pg.store import EventRow
 
 

@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pinledger.ledger.codec import EVENT_TAGS
 from pinledger.ledger.state import Job, JobState
+from pinledger.projections.actions import EVENT_TYPES
 from pinledger.projections.store import (
     EventRow,
     InvalidRegexError,
@@ -21,7 +21,6 @@ from pinledger.projections.store import (
 
 JobKey = tuple[str, int, int]  # queue, partition, local_id
 EventKey = tuple[str, int, int, int, int]  # ... offset, idx
-_TAGS = frozenset(EVENT_TAGS.values()) - {"qnew", "qdel"}
 
 
 def escaped_body(body: bytes) -> str:
@@ -58,7 +57,7 @@ def check_job(job: Job) -> None:
 def check_event(row: EventRow) -> None:
     """The CHECKs of the job_events table."""
     if not (
-        row.type in _TAGS
+        row.type in EVENT_TYPES
         and (row.state_after is None or 0 <= row.state_after <= 3)
         and (row.state_after is None) == (row.attempts_remaining_after is None)
         and row.applied == (row.verdict == "applied")
