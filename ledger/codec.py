@@ -43,6 +43,28 @@ class CodecError(ValueError):
     """A record value that is not a valid pinledger envelope."""
 
 
+# The type tag ("t") each event is encoded with: the one name of an event type outside
+# Python, also what the projection's job_events.type stores.
+EVENT_TAGS: dict[type[Event], str] = {
+    Enqueued: "enq",
+    Claimed: "clm",
+    Succeeded: "ok",
+    Failed: "fail",
+    Checkpointed: "ckpt",
+    TimedOut: "tmo",
+    Retried: "rtry",
+    Deleted: "del",
+    Collected: "gc",
+    QueueCreated: "qnew",
+    QueueDeleted: "qdel",
+}
+
+
+def tag_of(event: Event) -> str:
+    """The type tag an event is encoded with."""
+    return EVENT_TAGS[type(event)]
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
@@ -63,7 +85,7 @@ def _encode_event(event: Event) -> dict[str, Any]:
     match event:
         case Enqueued():
             return {
-                "t": "enq",
+                "t": EVENT_TAGS[Enqueued],
                 "b": _b64(event.body),
                 "p": event.priority,
                 "r": event.run_after,
@@ -71,12 +93,17 @@ def _encode_event(event: Event) -> dict[str, Any]:
                 "s": event.custom_status,
             }
         case Claimed():
-            return {"t": "clm", "j": event.local_id, "c": event.claim}
+            return {"t": EVENT_TAGS[Claimed], "j": event.local_id, "c": event.claim}
         case Succeeded():
-            return {"t": "ok", "j": event.local_id, "s": event.append_status, "c": event.claim}
+            return {
+                "t": EVENT_TAGS[Succeeded],
+                "j": event.local_id,
+                "s": event.append_status,
+                "c": event.claim,
+            }
         case Failed():
             return {
-                "t": "fail",
+                "t": EVENT_TAGS[Failed],
                 "j": event.local_id,
                 "d": event.retry_delay_ms,
                 "s": event.append_status,
@@ -84,7 +111,7 @@ def _encode_event(event: Event) -> dict[str, Any]:
             }
         case Checkpointed():
             return {
-                "t": "ckpt",
+                "t": EVENT_TAGS[Checkpointed],
                 "j": event.local_id,
                 "b": _opt_b64(event.new_body),
                 "m": event.move_to_pending,
@@ -94,22 +121,27 @@ def _encode_event(event: Event) -> dict[str, Any]:
                 "c": event.claim,
             }
         case TimedOut():
-            return {"t": "tmo", "j": event.local_id, "c": event.claim, "h": event.touched_at}
+            return {
+                "t": EVENT_TAGS[TimedOut],
+                "j": event.local_id,
+                "c": event.claim,
+                "h": event.touched_at,
+            }
         case Retried():
             return {
-                "t": "rtry",
+                "t": EVENT_TAGS[Retried],
                 "j": event.local_id,
                 "n": event.attempts_allowed,
                 "r": event.run_after,
             }
         case Deleted():
-            return {"t": "del", "j": event.local_id}
+            return {"t": EVENT_TAGS[Deleted], "j": event.local_id}
         case Collected():
-            return {"t": "gc", "j": event.local_id}
+            return {"t": EVENT_TAGS[Collected], "j": event.local_id}
         case QueueCreated():
-            return {"t": "qnew", "q": event.name, "n": event.partitions}
+            return {"t": EVENT_TAGS[QueueCreated], "q": event.name, "n": event.partitions}
         case QueueDeleted():
-            return {"t": "qdel", "q": event.name}
+            return {"t": EVENT_TAGS[QueueDeleted], "q": event.name}
 
 
 def _field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import Job, JobState
-from pinledger.projections.pg.store import Store
 from pinledger.projections.projector import Bound
+from pinledger.projections.store import ReadStore
 
 # Below this a bare number is an offset; above it, milliseconds since the epoch
 # (10**11 ms is March 1973: no ledger is older, no partition is that long).
@@ -110,7 +110,7 @@ class QueueAsOf:
         return sum(r.future if future else r.due for r in self.counts if r.state is state)
 
 
-def queue_as_of(store: Store, queue: str, now: int, limit: int) -> QueueAsOf:
+def queue_as_of(store: ReadStore, queue: str, now: int, limit: int) -> QueueAsOf:
     """Read a (replayed) projection as the queue's state at `now`."""
     merged: dict[tuple[JobState, int], list[int]] = {}
     for state, priority, future, n in store.counts_as_of(queue, now):

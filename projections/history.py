@@ -29,24 +29,10 @@ from typing import Any
 from pinledger.ledger import events as ev
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import Job, JobState, Stamp, evolve
-from pinledger.projections.pg.store import EventRow
+from pinledger.projections.actions import EVENT_TYPES, Tag, action_of
+from pinledger.projections.store import EventRow
 
-_EVENT_TYPES: dict[str, type] = {
-    cls.__name__: cls
-    for cls in (
-        ev.Enqueued,
-        ev.Claimed,
-        ev.Succeeded,
-        ev.Failed,
-        ev.Checkpointed,
-        ev.TimedOut,
-        ev.Retried,
-        ev.Deleted,
-        ev.Collected,
-    )
-}
-
-_FENCED_BY_SOURCE = frozenset({"Succeeded", "Failed", "Checkpointed"})
+_FENCED_BY_SOURCE = frozenset({Tag.SUCCEEDED, Tag.FAILED, Tag.CHECKPOINTED})
 
 
 class Outcome(StrEnum):
@@ -159,7 +145,7 @@ class JobHistory:
 def event_from_row(row: EventRow) -> ev.JobEvent | None:
     """The event a timeline row recorded, rebuilt from its detail (bodies as zero bytes
     of the recorded size); None for a type this version does not know."""
-    cls = _EVENT_TYPES.get(row.type)
+    cls = EVENT_TYPES.get(row.type)
     if cls is None:
         return None
     kwargs: dict[str, Any] = {}
@@ -179,11 +165,11 @@ def event_from_row(row: EventRow) -> ev.JobEvent | None:
 
 
 def _status_change(row: EventRow) -> StatusChange | None:
-    if row.type == "Enqueued" and row.detail.get("custom_status"):
+    if row.type == Tag.ENQUEUED and row.detail.get("custom_status"):
         return StatusChange("set", str(row.detail["custom_status"]))
-    if row.type in ("Succeeded", "Failed") and row.detail.get("append_status"):
+    if row.type in (Tag.SUCCEEDED, Tag.FAILED) and row.detail.get("append_status"):
         return StatusChange("append", str(row.detail["append_status"]))
-    if row.type == "Checkpointed" and row.detail.get("prepend_status"):
+    if row.type == Tag.CHECKPOINTED and row.detail.get("prepend_status"):
         return StatusChange("prepend", str(row.detail["prepend_status"]))
     return None
 
@@ -275,32 +261,32 @@ class _Attempts:
         back = row.state_after == JobState.PENDING
         detail = row.detail
         match row.type:
-            case "Enqueued":
+            case Tag.ENQUEUED:
                 self.enqueued_at = row.at
                 self._due(row.at, int(detail.get("run_after", row.at)))
                 assert self.due_at is not None
                 self.initial_delay_ms = self.due_at - row.at
-            case "Claimed":
+            case Tag.CLAIMED:
                 self._claim(row)
-            case "Succeeded":
+            case Tag.SUCCEEDED:
                 self._end(row, Outcome.SUCCEEDED, None)
-            case "Failed":
+            case Tag.FAILED:
                 delay = max(int(detail.get("retry_delay_ms", 0)), 0) if back else None
                 self._end(row, Outcome.FAILED, delay)
                 if delay is not None:
                     self.due_at = row.at + delay
-            case "TimedOut":
+            case Tag.TIMED_OUT:
                 lost = 0 if self.open is None else max(row.at - self.open.claimed_at, 0)
                 self._end(row, Outcome.TIMED_OUT, 0 if back else None, lost)
                 if back:
                     self.due_at = row.at
-            case "Checkpointed" if back:
+            case Tag.CHECKPOINTED if back:
                 run_after = int(detail.get("run_after", row.at))
                 self._end(row, Outcome.RELEASED, max(run_after - row.at, 0))
                 self._due(row.at, run_after)
-            case "Retried":
+            case Tag.RETRIED:
                 self._due(row.at, int(detail.get("run_after", row.at)))
-            case "Deleted":
+            case Tag.DELETED:
                 self._end(row, Outcome.DELETED, None)
             case _:
                 pass
@@ -353,7 +339,7 @@ def build_history(
                 offset=row.offset,
                 idx=row.idx,
                 at=row.at,
-                action=row.type,
+                action=action_of(row.type),
                 source=row.source,
                 request_id=row.request_id,
                 server=row.server,

@@ -26,7 +26,7 @@ from pinledger.ledger.events import (
 )
 from pinledger.ledger.log import Log, LogRecord, Position, Reader, catalog_topic, queue_topic
 from pinledger.ledger.state import FINISHED, Job, Stamp, Verdict, event_local_id, evolve
-from pinledger.projections.pg.store import EventRow, PartitionBatch, QueueRow, Store
+from pinledger.projections.store import EventRow, PartitionBatch, ProjectorStore, QueueRow
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class PartitionProjector:
 
     def __init__(
         self,
-        store: Store,
+        store: ProjectorStore,
         queue: str,
         topic: str,
         partition: int,
@@ -226,7 +226,7 @@ class PartitionProjector:
                         local_id=local_id,
                         offset=record.offset,
                         idx=idx,
-                        type=type(event).__name__,
+                        type=codec.tag_of(event),
                         at=envelope.at,
                         source=envelope.actor.source,
                         request_id=envelope.actor.request_id,
@@ -248,7 +248,7 @@ class PartitionProjector:
 class CatalogProjector:
     """Projects the catalog topic: queue creations and deletions."""
 
-    def __init__(self, store: Store, prefix: str, bound: Bound = UNBOUNDED) -> None:
+    def __init__(self, store: ProjectorStore, prefix: str, bound: Bound = UNBOUNDED) -> None:
         self.store = store
         self.prefix = prefix
         self.topic = catalog_topic(prefix)
@@ -314,7 +314,7 @@ class ProjectionRunner:
 
     def __init__(
         self,
-        store: Store,
+        store: ProjectorStore,
         log_: Log,
         prefix: str,
         scope: Scope | None = None,

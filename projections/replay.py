@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pinledger.ledger.log import Log, queue_topic
-from pinledger.projections.pg.store import Store
 from pinledger.projections.projector import Bound, ProjectionRunner, Scope
+from pinledger.projections.store import LedgerStore
 
 # (table, column naming the queue, integer column naming the partition)
 _COMPARED = (
@@ -47,8 +47,8 @@ class ReplayReport:
 
 
 def replay(
-    live: Store,
-    scratch: Store,
+    live: LedgerStore,
+    scratch: LedgerStore,
     log: Log,
     prefix: str,
     scope: Scope,
@@ -87,7 +87,7 @@ def replay(
     return ReplayReport(events=events, seconds=seconds, diffs=diffs, compared=compare)
 
 
-def _bounded_by_live(live: Store, prefix: str, scope: Scope) -> Scope:
+def _bounded_by_live(live: LedgerStore, prefix: str, scope: Scope) -> Scope:
     """Limit each partition's replay to the offset the live projection has reached."""
     bounds = {}
     for row in live.queues():

@@ -1,4 +1,4 @@
--- Every SQL statement pinledger runs, by name. Loaded once by projections/sql.py.
+-- Every SQL statement pinledger runs, by name. Loaded once by projections/pg/sql.py.
 -- A block starts with `-- name: <name>`; the comment lines after it describe it.
 -- Parameters are psycopg's %(name)s; {schema}-style names are identifiers composed
 -- with psycopg.sql (never user text).
@@ -261,3 +261,29 @@ LIMIT %(limit)s;
 -- name: last_event_time
 -- The time of the newest event projected for a queue (NULL: none).
 SELECT max(at) FROM job_events WHERE queue = %(queue)s;
+
+-- name: describe_columns
+-- The shape of the current schema's tables (tests/integration/test_schema.py compares
+-- what migrations/ produce with projections/pg/schema.sql); the migration runner's own
+-- table is left out.
+SELECT table_name, column_name, data_type, is_nullable, column_default
+FROM information_schema.columns
+WHERE table_schema = current_schema() AND table_name <> 'schema_migrations'
+ORDER BY table_name, ordinal_position;
+
+-- name: describe_indexes
+SELECT t.relname, i.relname, pg_get_indexdef(i.oid)
+FROM pg_index x
+JOIN pg_class i ON i.oid = x.indexrelid
+JOIN pg_class t ON t.oid = x.indrelid
+JOIN pg_namespace n ON n.oid = t.relnamespace
+WHERE n.nspname = current_schema() AND t.relname <> 'schema_migrations'
+ORDER BY 1, 2;
+
+-- name: describe_constraints
+SELECT t.relname, c.conname, c.contype, pg_get_constraintdef(c.oid)
+FROM pg_constraint c
+JOIN pg_class t ON t.oid = c.conrelid
+JOIN pg_namespace n ON n.oid = t.relnamespace
+WHERE n.nspname = current_schema() AND t.relname <> 'schema_migrations'
+ORDER BY 1, 2;

@@ -12,6 +12,7 @@ from typing import Any
 
 from pinledger.idl import pinlater
 from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.projections.actions import tag_of_action
 from pinledger.projections.history import JobHistory, Step, build_history
 from pinledger.projections.pg.store import EventRow
 
@@ -86,7 +87,7 @@ def rows_from_thrift(local_id: int, response: Any) -> list[EventRow]:
             local_id=local_id,
             offset=s.offset,
             idx=s.index,
-            type=s.action,
+            type=tag_of_action(s.action),
             at=s.timestampMillis,
             source=s.source,
             request_id=s.requestId,

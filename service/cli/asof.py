@@ -11,7 +11,9 @@ import uuid
 from typing import Any
 
 from pinledger.ledger import descriptor
+from pinledger.ledger.codec import EVENT_TAGS
 from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.ledger.events import Claimed
 from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
 from pinledger.ledger.state import Job
 from pinledger.projections.asof import (
@@ -64,7 +66,7 @@ def _first_claim_after(live: Store, d: JobDescriptor, as_of: AsOf, now: int) -> 
     """The job's first applied claim after the moment, from the live timeline."""
     for row in live.job_events(d.queue, d.partition, d.local_id):
         later = row.offset > as_of.value if as_of.kind == "offset" else row.at > now
-        if later and row.type == "Claimed" and row.applied:
+        if later and row.type == EVENT_TAGS[Claimed] and row.applied:
             return {"at": row.at, "offset": row.offset, "claim": row.claim}
     return None
 

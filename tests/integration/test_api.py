@@ -292,12 +292,12 @@ def test_stale_ack_is_rejected_and_recorded_in_the_history(
 
     parsed = descriptor.parse(d)
     timeline = ledger_store.timeline(queue, parsed.partition, parsed.local_id)
-    steps = [(row[2], row[4], row[8]) for row in timeline]  # type, source, applied
+    steps = [(row[2], row[4], row[8]) for row in timeline]  # type (codec tag), source, applied
     assert steps == [
-        ("Enqueued", "tests:host", True),
-        ("Claimed", "worker:a", True),
-        ("Succeeded", "worker:b", False),
-        ("Succeeded", "worker:a", True),
+        ("enq", "tests:host", True),
+        ("clm", "worker:a", True),
+        ("ok", "worker:b", False),
+        ("ok", "worker:a", True),
     ]
     assert "rejected" in timeline[2][9]
 

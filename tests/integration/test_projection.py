@@ -75,9 +75,9 @@ def test_jobs_flow_from_the_log_into_the_tables(
 
     timeline = store.timeline("mail", 0, c.local_id)
     assert [(row[2], row[8]) for row in timeline] == [
-        ("Enqueued", True),
-        ("Claimed", True),
-        ("Succeeded", False),
+        ("enq", True),
+        ("clm", True),
+        ("ok", False),
     ]
     assert "claimed by 'svc:worker1'" in timeline[-1][9]
     assert timeline[0][13] == tp, "the enqueue's trace context is kept with the job"

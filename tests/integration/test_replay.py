@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-import pinledger.projections.pg.store
+import pinledger.projections.pg.writes
 from pinledger.ledger.events import Actor
 from pinledger.ledger.kafka.log import KafkaLog
 from pinledger.ledger.writer import LedgerWriter
@@ -110,7 +110,7 @@ def test_one_statement_upserts_project_the_same_rows(
     writer.create_queue("q", 2, 0, ADMIN)
     Workload(writer, "q", 2, seed=21).run(120)
     _project(store, kafka, prefix)
-    monkeypatch.setattr(pinledger.projections.pg.store, "_ONE_STATEMENT_UPSERTS", 1)
+    monkeypatch.setattr(pinledger.projections.pg.writes, "ONE_STATEMENT_UPSERTS", 1)
     report = replay(store, scratch, kafka, prefix, Scope())
     assert report.events > 0
     assert report.identical, report.diffs

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pinledger.ledger.codec import tag_of
 from pinledger.ledger.descriptor import parse
 from pinledger.ledger.events import Enqueued, QueueCreated
 from pinledger.ledger.subscription import LedgerRecord, subscribe
@@ -52,7 +53,7 @@ def test_a_subscription_sees_every_event_of_a_run(
     records = _read(server, group, catalog=True)
     mine = [r for r in records if r.queue == queue]
     seen = {
-        (r.partition, r.offset, idx, type(event).__name__)
+        (r.partition, r.offset, idx, tag_of(event))
         for r in mine
         for idx, event in enumerate(r.envelope.events)
     }

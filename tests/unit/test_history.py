@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import pytest
 from hypothesis import given, settings
 
+from pinledger.ledger.codec import tag_of
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import (
     Actor,
@@ -56,7 +57,7 @@ def rows_for(
                 local_id=local_id,
                 offset=offset,
                 idx=0,
-                type=type(event).__name__,
+                type=tag_of(event),
                 at=at,
                 source=source,
                 request_id=f"r{offset}",
@@ -281,7 +282,7 @@ def test_snapshot_matches_the_state_machine_for_any_history(steps: list) -> None
                 k: v for k, v in dataclasses.asdict(want).items() if k not in ("body", "local_id")
             }
             assert history.job.body_bytes == len(expected.body)
-        claims = sum(1 for r in rows if r.type == "Claimed" and r.applied)
+        claims = sum(1 for r in rows if r.type == tag_of(Claimed(0, "")) and r.applied)
         assert len(history.attempts) == claims
         assert [s.offset for s in history.steps] == sorted(s.offset for s in history.steps)
         for row in rows:

@@ -1,0 +1,108 @@
+"""The Postgres connection of a store: its schema, its pool, its migrations, and the one
+place driver errors are turned into StoreError.
+
+A store works in one schema (`search_path`), so the live projection, a replay's scratch
+schema and each test's own schema are the same code on different names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from pinledger.projections.pg.sql import composed, migrations, query
+from pinledger.projections.store import InvalidRegexError, StoreError
+
+_SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+_START_IT = "Start it with `make stack-up`, or point PINLEDGER_PG_DSN at your server."
+
+
+def check_schema_name(schema: str) -> str:
+    if not _SCHEMA_RE.fullmatch(schema):
+        raise StoreError(
+            f"schema name {schema!r} must be lower-case letters, digits and '_' "
+            "(at most 63, not starting with a digit)"
+        )
+    return schema
+
+
+def store_error(exc: psycopg.Error, what: str, schema: str) -> StoreError:
+    """The StoreError a driver error becomes; the driver's type never leaves the adapter."""
+    if isinstance(exc, psycopg.errors.InvalidRegularExpression):
+        return InvalidRegexError(
+            f"invalid body regex (Postgres regular expression syntax) while {what}: "
+            f"{exc.diag.message_primary or exc}"
+        )
+    if isinstance(exc, psycopg.OperationalError):
+        return StoreError(f"Postgres is unreachable ({what}, schema {schema}): {exc}. {_START_IT}")
+    return StoreError(f"Postgres refused {what} (schema {schema}): {type(exc).__name__}: {exc}")
+
+
+class PgConnection:
+    """A pool of connections to one schema (created when missing)."""
+
+    def __init__(self, dsn: str, schema: str = "public", max_size: int = 8) -> None:
+        self.dsn = dsn
+        self.schema = check_schema_name(schema)
+        try:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(composed("create_schema", schema=self.schema))
+        except psycopg.OperationalError as exc:
+            raise StoreError(f"cannot connect to Postgres ({exc}). {_START_IT}") from exc
+        except psycopg.Error as exc:
+            raise store_error(exc, "creating the schema", self.schema) from exc
+        self.pool = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max_size,
+            kwargs={"options": f"-c search_path={self.schema}"},
+            open=True,
+            name=f"pinledger-{self.schema}",
+        )
+
+    @contextmanager
+    def connection(self, what: str, transaction: bool = False) -> Iterator[psycopg.Connection]:
+        """A pooled connection (in one transaction when asked); a driver error inside
+        becomes StoreError saying `what` was being done."""
+        try:
+            with self.pool.connection() as conn:
+                if transaction:
+                    with conn.transaction():
+                        yield conn
+                else:
+                    yield conn
+        except psycopg.Error as exc:
+            raise store_error(exc, what, self.schema) from exc
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def drop(self) -> None:
+        """Drop this store's schema with everything in it (scratch and test schemas)."""
+        self.pool.close()
+        try:
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                conn.execute(composed("drop_schema", schema=self.schema))
+        except psycopg.Error as exc:
+            raise store_error(exc, "dropping the schema", self.schema) from exc
+
+    def migrate(self, upto: int | None = None) -> list[str]:
+        """Apply the migrations this schema lacks (those numbered up to `upto`, when
+        given: tests of a migration's data conversion); returns the names applied."""
+        applied_now = []
+        with self.connection("migrating", transaction=True) as conn:
+            conn.execute(query("lock_migrations"))
+            conn.execute(query("create_migrations_table"))
+            done = {row[0] for row in conn.execute(query("applied_migrations"))}
+            for version, name, text in migrations():
+                if version in done or (upto is not None and version > upto):
+                    continue
+                conn.execute(text.encode("utf-8"))
+                conn.execute(query("record_migration"), {"version": version, "name": name})
+                applied_now.append(name)
+        return applied_now

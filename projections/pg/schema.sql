@@ -1,0 +1,88 @@
+-- The projection schema: what every file of migrations/ applied in order produces, in
+-- one place to read (tests/integration/test_schema.py checks that they agree). Change
+-- the schema with a new migration, then change this file to match.
+--
+-- Tables derived from the log, rebuildable from it at any time (`pinledger replay`).
+-- Times are milliseconds since the Unix epoch, as in the events. The CHECKs mirror the
+-- invariants of ledger/state.py. (schema_migrations, the list of applied migrations,
+-- is kept by the migration runner, projections/pg/connection.py.)
+
+CREATE TABLE queues (
+    name        text    PRIMARY KEY,
+    partitions  integer NOT NULL CHECK (partitions > 0),
+    created_at  bigint  NOT NULL
+);
+
+-- Current state of every job that has not been deleted or garbage collected.
+CREATE TABLE jobs (
+    queue               text     NOT NULL,
+    partition           integer  NOT NULL,
+    local_id            bigint   NOT NULL,
+    priority            smallint NOT NULL,
+    -- JobState: PENDING, IN_PROGRESS, SUCCEEDED, FAILED.
+    state               smallint NOT NULL CHECK (state BETWEEN 0 AND 3),
+    body                bytea    NOT NULL,
+    attempts_allowed    integer  NOT NULL,
+    attempts_remaining  integer  NOT NULL,
+    custom_status       text     NOT NULL,
+    created_at          bigint   NOT NULL,
+    run_after           bigint   NOT NULL,
+    updated_at          bigint   NOT NULL,
+    claim               text,
+    claim_source        text,
+    touched_at          bigint,
+    -- W3C trace context of the enqueue call, so later spans can link to it.
+    traceparent         text,
+    PRIMARY KEY (queue, partition, local_id),
+    CONSTRAINT attempts_in_range CHECK (0 <= attempts_remaining AND attempts_remaining <= attempts_allowed),
+    CONSTRAINT claimed_iff_in_progress CHECK ((state = 1) = (claim IS NOT NULL)),
+    CONSTRAINT claim_fields_together CHECK ((claim IS NULL) = (touched_at IS NULL)
+                                            AND (claim IS NULL) = (claim_source IS NULL))
+);
+
+-- Serves getJobCount and scanJobs: one queue, one state, by priority and run_after.
+CREATE INDEX jobs_by_state ON jobs (queue, state, priority, run_after);
+-- Serves the owners' garbage collection: finished jobs of one partition by age.
+CREATE INDEX jobs_finished ON jobs (queue, partition, state, updated_at) WHERE state >= 2;
+
+-- The per-job timeline: one row per event that named the job, applied or rejected.
+CREATE TABLE job_events (
+    queue               text     NOT NULL,
+    partition           integer  NOT NULL,
+    local_id            bigint   NOT NULL,
+    "offset"            bigint   NOT NULL,
+    idx                 integer  NOT NULL,
+    -- The codec's tag of the event type (ledger/codec.py EVENT_TAGS).
+    type                text     NOT NULL,
+    at                  bigint   NOT NULL,
+    source              text     NOT NULL,
+    request_id          text     NOT NULL,
+    server              text     NOT NULL,
+    claim               text,
+    applied             boolean  NOT NULL,
+    -- "applied", or "rejected: <why>" (ledger/state.py Verdict).
+    verdict             text     NOT NULL,
+    -- The job after the event; NULL when the event removed it (or there was none).
+    state_after         smallint,
+    attempts_remaining_after integer,
+    detail              jsonb    NOT NULL,
+    traceparent         text,
+    PRIMARY KEY (queue, partition, local_id, "offset", idx),
+    CONSTRAINT job_event_type CHECK
+        (type IN ('enq', 'clm', 'ok', 'fail', 'ckpt', 'tmo', 'rtry', 'del', 'gc')),
+    CONSTRAINT state_after_known CHECK (state_after BETWEEN 0 AND 3),
+    CONSTRAINT job_after_together CHECK
+        ((state_after IS NULL) = (attempts_remaining_after IS NULL)),
+    CONSTRAINT applied_iff_verdict CHECK (applied = (verdict = 'applied'))
+);
+
+-- How far each partition (and the catalog, partition 0 of its topic) has been
+-- projected: written in the same transaction as the rows it covers, and moved only by
+-- compare-and-set from the offset a batch started at. That compare-and-set is the
+-- fence between two projectors of one partition (decision 0010).
+CREATE TABLE partition_offsets (
+    topic        text    NOT NULL,
+    partition    integer NOT NULL,
+    next_offset  bigint  NOT NULL CHECK (next_offset >= 0),
+    PRIMARY KEY (topic, partition)
+);

@@ -1,0 +1,185 @@
+"""The projector's writes: a partition's batch and the catalog's changes, each in one
+transaction with the offset's compare-and-set (projections/store.py says why that
+fences)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from pinledger.ledger.state import Job
+from pinledger.projections.pg.connection import PgConnection
+from pinledger.projections.pg.sql import query
+from pinledger.projections.store import (
+    PartitionBatch,
+    QueueRow,
+    catalog_fenced,
+    check_forward,
+    fenced,
+)
+
+# From this many jobs on, a batch's upserts go as one statement over arrays
+# (upsert_jobs); below it, as pipelined single-row upserts (upsert_job). The owner's
+# batches are small and ~18% faster pipelined; a replay's are large and ~1.6x faster
+# as one statement (bench A/Bs in docs/performance.md).
+ONE_STATEMENT_UPSERTS = 1000
+
+
+class PgWrites(PgConnection):
+    def offset(self, topic: str, partition: int) -> int:
+        """Next offset to project for a partition (0 when never projected)."""
+        with self.connection("reading an offset") as conn:
+            conn.execute(query("init_offset"), {"topic": topic, "partition": partition})
+            row = conn.execute(
+                query("get_offset"), {"topic": topic, "partition": partition}
+            ).fetchone()
+        assert row is not None  # init_offset guarantees the row
+        return int(row[0])
+
+    def commit_partition_batch(self, batch: PartitionBatch) -> None:
+        check_forward(batch.topic, batch.partition, batch.expected_offset, batch.next_offset)
+        where = f"committing {batch.topic}[{batch.partition}]"
+        with self.connection(where, transaction=True) as conn:
+            cur = conn.execute(
+                query("advance_offset"),
+                {
+                    "topic": batch.topic,
+                    "partition": batch.partition,
+                    "expected": batch.expected_offset,
+                    "next": batch.next_offset,
+                },
+            )
+            if cur.rowcount != 1:
+                _fenced(conn, batch)
+            if batch.events:
+                _copy_events(conn, batch)
+            if batch.removals:
+                conn.execute(
+                    query("remove_jobs"),
+                    {"queue": batch.queue, "partition": batch.partition, "ids": batch.removals},
+                )
+            if len(batch.upserts) >= ONE_STATEMENT_UPSERTS:
+                conn.execute(query("upsert_jobs"), _upsert_arrays(batch))
+            elif batch.upserts:
+                conn.cursor().executemany(
+                    query("upsert_job"),
+                    [_upsert_row(batch, job) for job in batch.upserts],
+                )
+
+    def commit_catalog(
+        self,
+        topic: str,
+        expected_offset: int,
+        next_offset: int,
+        created: Sequence[tuple[QueueRow, Sequence[str]]],
+        deleted: Sequence[tuple[str, str]],
+    ) -> None:
+        """Apply queue creations (row, partition topics to start at offset 0) and
+        deletions (queue name, its topic) with the catalog offset, in one transaction."""
+        check_forward(topic, 0, expected_offset, next_offset)
+        with self.connection(f"committing catalog {topic}", transaction=True) as conn:
+            cur = conn.execute(
+                query("advance_offset"),
+                {"topic": topic, "partition": 0, "expected": expected_offset, "next": next_offset},
+            )
+            if cur.rowcount != 1:
+                raise catalog_fenced(topic, expected_offset)
+            for name, queue_topic in deleted:
+                params = {"name": name, "topic": queue_topic}
+                for statement in (
+                    "delete_queue",
+                    "delete_queue_jobs",
+                    "delete_queue_job_events",
+                    "delete_topic_offsets",
+                ):
+                    conn.execute(query(statement), params)
+            for row, topics in created:
+                conn.execute(
+                    query("create_queue"),
+                    {"name": row.name, "partitions": row.partitions, "at": row.created_at},
+                )
+                for queue_topic in topics:
+                    for partition in range(row.partitions):
+                        conn.execute(
+                            query("init_offset"), {"topic": queue_topic, "partition": partition}
+                        )
+
+
+def _fenced(conn: psycopg.Connection, batch: PartitionBatch) -> None:
+    """Why the offset did not move: raise the matching error."""
+    found = conn.execute(
+        query("get_offset"), {"topic": batch.topic, "partition": batch.partition}
+    ).fetchone()
+    raise fenced(batch, None if found is None else int(found[0]))
+
+
+def _copy_events(conn: psycopg.Connection, batch: PartitionBatch) -> None:
+    with conn.cursor().copy(query("copy_job_events")) as copy:
+        for row in batch.events:
+            copy.write_row(
+                (
+                    batch.queue,
+                    batch.partition,
+                    row.local_id,
+                    row.offset,
+                    row.idx,
+                    row.type,
+                    row.at,
+                    row.source,
+                    row.request_id,
+                    row.server,
+                    row.claim,
+                    row.applied,
+                    row.verdict,
+                    row.state_after,
+                    row.attempts_remaining_after,
+                    Jsonb(row.detail),
+                    row.traceparent,
+                )
+            )
+
+
+def _upsert_row(batch: PartitionBatch, job: Job) -> dict[str, Any]:
+    return {
+        "queue": batch.queue,
+        "partition": batch.partition,
+        "local_id": job.local_id,
+        "priority": job.priority,
+        "state": int(job.state),
+        "body": job.body,
+        "attempts_allowed": job.attempts_allowed,
+        "attempts_remaining": job.attempts_remaining,
+        "custom_status": job.custom_status,
+        "created_at": job.created_at,
+        "run_after": job.run_after,
+        "updated_at": job.updated_at,
+        "claim": job.claim,
+        "claim_source": job.claim_source,
+        "touched_at": job.touched_at,
+        "traceparent": batch.traceparents.get(job.local_id),
+    }
+
+
+def _upsert_arrays(batch: PartitionBatch) -> dict[str, Any]:
+    jobs = batch.upserts
+    return {
+        "queue": batch.queue,
+        "partition": batch.partition,
+        "local_id": [j.local_id for j in jobs],
+        "priority": [j.priority for j in jobs],
+        "state": [int(j.state) for j in jobs],
+        "body": [j.body for j in jobs],
+        "attempts_allowed": [j.attempts_allowed for j in jobs],
+        "attempts_remaining": [j.attempts_remaining for j in jobs],
+        "custom_status": [j.custom_status for j in jobs],
+        "created_at": [j.created_at for j in jobs],
+        "run_after": [j.run_after for j in jobs],
+        "updated_at": [j.updated_at for j in jobs],
+        "claim": [j.claim for j in jobs],
+        "claim_source": [j.claim_source for j in jobs],
+        "touched_at": [j.touched_at for j in jobs],
+        "traceparent": [batch.traceparents.get(j.local_id) for j in jobs],
+    }

@@ -1,0 +1,369 @@
+"""The Store ports: what the projection's storage must do, and the rows it speaks in.
+
+Two sides use the store, and each sees only its own protocol:
+
+- `ProjectorStore`, the writer: the projector (projections/projector.py) and the
+  partition owners. A batch of projected rows is committed in ONE transaction together
+  with the partition's new offset, by compare-and-set: the commit names the offset the
+  batch started from, and fails with `FencedError` when the stored offset is no longer
+  that one (another projector got there first). That compare-and-set is the only fence
+  a projection needs: the rows are a pure function of the log, so two projectors that
+  start a batch at the same offset write the same rows, and the one that loses the
+  race learns it and reloads (docs/decisions/0010-epoch-and-event-tags.md).
+- `ReadStore`, the readers: the RPC handler (lookups, counts, scans, bulk selections,
+  a job's history), `pinledger replay --as-of`, the operator's commands.
+
+`StoreAdmin` is the lifecycle (migrate, close, drop) and the replay's diff of two
+schemas. `LedgerStore` is all of them: what `projections/pg` implements on Postgres and
+`service/testing/fake_store.py` in memory; `tests/contract/` runs one suite on both.
+
+Errors: no driver exception crosses a store. Everything that goes wrong in the
+database comes out as `StoreError` (or a subclass), with a message saying what to
+check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+from pinledger.ledger.state import Job, JobState
+
+# -- errors -----------------------------------------------------------------------------
+
+
+class StoreError(RuntimeError):
+    """The store could not do what was asked; the message says what to check."""
+
+
+class InvalidRegexError(StoreError):
+    """A body regex the store cannot compile; the message carries the reason."""
+
+
+class FencedError(StoreError):
+    """Another projector moved the partition's offset: this one must stop and reload."""
+
+
+class PartitionGoneError(FencedError):
+    """The partition's offset row is gone: its queue was deleted (the catalog
+    projection removed the queue's rows). Its remaining records must not be projected,
+    or they would bring back rows, and an offset, that a queue created again under the
+    same name would inherit."""
+
+
+# -- rows -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """One row of a job's timeline (job_events): one event that named the job."""
+
+    local_id: int
+    offset: int
+    idx: int
+    # The codec's tag of the event type (ledger/codec.py EVENT_TAGS), e.g. "enq".
+    type: str
+    at: int
+    source: str
+    request_id: str
+    server: str
+    claim: str | None
+    applied: bool
+    verdict: str
+    state_after: int | None
+    attempts_remaining_after: int | None
+    detail: dict[str, Any]
+    traceparent: str | None
+
+
+class TimelineRow(NamedTuple):
+    """A timeline row without its job id, in column order (tests index it)."""
+
+    offset: int
+    idx: int
+    type: str
+    at: int
+    source: str
+    request_id: str
+    server: str
+    claim: str | None
+    applied: bool
+    verdict: str
+    state_after: int | None
+    attempts_remaining_after: int | None
+    detail: dict[str, Any]
+    traceparent: str | None
+
+
+@dataclass(slots=True)
+class PartitionBatch:
+    """What one projected batch of records changes in one partition, committed in one
+    transaction together with the partition's new offset."""
+
+    queue: str
+    topic: str
+    partition: int
+    expected_offset: int
+    next_offset: int
+    upserts: list[Job] = field(default_factory=list)
+    removals: list[int] = field(default_factory=list)
+    events: list[EventRow] = field(default_factory=list)
+    traceparents: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Which jobs of a queue a count, scan or bulk action looks at."""
+
+    queue: str
+    state: JobState
+    priority: int | None = None
+    regex: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """A job as lookups and scans return it (with its partition; body only on demand)."""
+
+    partition: int
+    job: Job
+
+
+@dataclass(frozen=True, slots=True)
+class ScanKey:
+    """Where a scan page ended: the next page starts strictly after it."""
+
+    run_after: int
+    partition: int
+    local_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    name: str
+    partitions: int
+    created_at: int
+
+
+class JobCount(NamedTuple):
+    """Jobs of a queue in one state and priority (replay's summary)."""
+
+    queue: str
+    state: JobState
+    priority: int
+    jobs: int
+
+
+class StateCount(NamedTuple):
+    """Jobs of one queue in one state and priority, due (future False) or not yet."""
+
+    state: JobState
+    priority: int
+    future: bool
+    jobs: int
+
+
+class DueJob(NamedTuple):
+    """A PENDING job that is due, as a dequeue orders it."""
+
+    partition: int
+    local_id: int
+    priority: int
+    run_after: int
+
+
+class TableDiff(NamedTuple):
+    """Rows of a table only in one schema, only in the other: counts, then samples."""
+
+    only_here: int
+    only_there: int
+    here_rows: list[Any]
+    there_rows: list[Any]
+
+
+def check_forward(topic: str, partition: int, expected_offset: int, next_offset: int) -> None:
+    """An offset only moves forward: a commit that would not is a bug of its caller."""
+    if next_offset <= expected_offset:
+        raise StoreError(
+            f"{topic}[{partition}]: a commit must move the offset forward, not from "
+            f"{expected_offset} to {next_offset}"
+        )
+
+
+def fenced(batch: PartitionBatch, found: int | None) -> FencedError:
+    """Why a batch's offset compare-and-set failed, given the offset found (None: the
+    offset row is gone)."""
+    if found is None:
+        return PartitionGoneError(
+            f"{batch.topic}[{batch.partition}]: queue {batch.queue!r} was deleted; "
+            "its remaining records are not projected"
+        )
+    return FencedError(
+        f"{batch.topic}[{batch.partition}] is no longer at offset "
+        f"{batch.expected_offset}: another projector advanced it to {found}"
+    )
+
+
+def catalog_fenced(topic: str, expected_offset: int) -> FencedError:
+    return FencedError(f"catalog {topic} is no longer at offset {expected_offset}")
+
+
+# -- ports ------------------------------------------------------------------------------
+
+UNFINISHED = (JobState.PENDING, JobState.IN_PROGRESS)
+
+
+class ProjectorStore(Protocol):
+    """What projectors and partition owners need."""
+
+    def offset(self, topic: str, partition: int) -> int:
+        """Next offset to project for a partition (0, and recorded, when never seen)."""
+        ...
+
+    def offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Next offset of each partition that has been seen (others are left out)."""
+        ...
+
+    def load_jobs(self, queue: str, partition: int, ids: Iterable[int]) -> dict[int, Job]:
+        """The jobs of a partition by local id (with bodies); missing ones left out."""
+        ...
+
+    def partition_jobs(
+        self, queue: str, partition: int, states: Iterable[JobState] = tuple(JobState)
+    ) -> dict[int, Job]:
+        """Every job of a partition in the given states (an owner adopting it loads the
+        unfinished ones: `UNFINISHED`)."""
+        ...
+
+    def partition_traceparents(
+        self, queue: str, partition: int, states: Iterable[JobState]
+    ) -> dict[int, str]:
+        """The enqueue trace context of the partition's jobs in the given states."""
+        ...
+
+    def commit_partition_batch(self, batch: PartitionBatch) -> None:
+        """Apply the batch and move the offset from `expected_offset` to `next_offset`,
+        all or nothing. Raises PartitionGoneError when the partition's offset is gone
+        (its queue was deleted), FencedError when it is not at `expected_offset`."""
+        ...
+
+    def commit_catalog(
+        self,
+        topic: str,
+        expected_offset: int,
+        next_offset: int,
+        created: Sequence[tuple[QueueRow, Sequence[str]]],
+        deleted: Sequence[tuple[str, str]],
+    ) -> None:
+        """Apply queue creations (row, partition topics to start at offset 0) and
+        deletions (queue name, its topic: its jobs, timeline and offsets go too) with
+        the catalog offset, by the same compare-and-set."""
+        ...
+
+    def expired(
+        self, queue: str, partition: int, succeeded_before: int, failed_before: int, limit: int
+    ) -> list[Job]:
+        """Finished jobs of a partition last updated at or before the cut-offs (no
+        bodies): what garbage collection removes."""
+        ...
+
+    def queues(self) -> list[QueueRow]:
+        """Every queue, by name."""
+        ...
+
+
+class ReadStore(Protocol):
+    """What the RPCs, replay --as-of and the operator's commands read."""
+
+    def queues(self) -> list[QueueRow]: ...
+
+    def offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]: ...
+
+    def check_regex(self, regex: str | None) -> None:
+        """Raises InvalidRegexError for a body regex the store cannot use."""
+        ...
+
+    def lookup(
+        self, queue: str, keys: Sequence[tuple[int, int]], include_body: bool
+    ) -> list[JobRow]:
+        """Jobs of one queue by (partition, local_id), in no particular order; missing
+        ones are left out. Bodies only when asked (else b""); no claim source or touch
+        time."""
+        ...
+
+    def count(self, where: JobFilter, now: int, future: bool) -> int:
+        """Jobs matching `where`, due at `now` (run_after <= now) or, with `future`,
+        not yet due."""
+        ...
+
+    def scan(
+        self, where: JobFilter, now: int, future: bool, after: ScanKey | None, limit: int
+    ) -> list[JobRow]:
+        """Jobs matching `where`, newest run_after first, then partition and local id
+        descending, strictly after `after`; no bodies, claim source or touch time."""
+        ...
+
+    def select(self, where: JobFilter, limit: int) -> list[JobRow]:
+        """Jobs for a bulk action (one priority), oldest run_after first, no bodies."""
+        ...
+
+    def job_events(self, queue: str, partition: int, local_id: int) -> list[EventRow]:
+        """The job's timeline, in log order."""
+        ...
+
+    def timeline(self, queue: str, partition: int, local_id: int) -> list[TimelineRow]:
+        """The job's timeline, in log order, as rows without the job id."""
+        ...
+
+    def job_counts(self) -> list[JobCount]:
+        """Jobs by queue, state and priority, in that order."""
+        ...
+
+    def counts_as_of(self, queue: str, now: int) -> list[StateCount]:
+        """One queue's jobs by state, priority and whether they are due at `now`."""
+        ...
+
+    def due_in_dequeue_order(self, queue: str, now: int, limit: int) -> list[DueJob]:
+        """PENDING jobs due at `now`, in the order a dequeue takes them."""
+        ...
+
+    def last_event_time(self, queue: str) -> int | None:
+        """The time of the newest event projected for a queue (None: none)."""
+        ...
+
+
+class StoreAdmin(Protocol):
+    """A store's lifecycle and the replay's comparison of two schemas."""
+
+    @property
+    def schema(self) -> str: ...
+
+    def migrate(self) -> list[str]:
+        """Apply the migrations the schema lacks; returns the names applied."""
+        ...
+
+    def close(self) -> None: ...
+
+    def drop(self) -> None:
+        """Remove the schema and everything in it."""
+        ...
+
+    def diff(
+        self,
+        *,
+        other_schema: str,
+        table: str,
+        queue_column: str,
+        partition_column: str,
+        queues: Sequence[str],
+        partition: int | None,
+        limit: int,
+    ) -> TableDiff:
+        """Rows of `table` only here and only in `other_schema`, among the rows of
+        `queues` (and, when given, of one partition)."""
+        ...
+
+
+class LedgerStore(ProjectorStore, ReadStore, StoreAdmin, Protocol):
+    """Everything: what an adapter implements."""

@@ -1,0 +1,120 @@
+"""FakeStore's row rules: the CHECKs of projections/pg/schema.sql, body regexes as
+Postgres matches them, and the replay's diff of two tables."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pinledger.ledger.state import Job, JobState
+from pinledger.projections.actions import EVENT_TYPES
+from pinledger.projections.store import (
+    EventRow,
+    InvalidRegexError,
+    QueueRow,
+    StoreError,
+    TableDiff,
+)
+
+JobKey = tuple[str, int, int]  # queue, partition, local_id
+EventKey = tuple[str, int, int, int, int]  # ... offset, idx
+
+
+def escaped_body(body: bytes) -> str:
+    """The body as Postgres's encode(body, 'escape') reads it for a regex match."""
+    out = []
+    for b in body:
+        if b == 0 or b >= 0x80:
+            out.append(f"\\{b:03o}")
+        elif b == 0x5C:
+            out.append("\\\\")
+        else:
+            out.append(chr(b))
+    return "".join(out)
+
+
+def compile_regex(regex: str) -> re.Pattern[str]:
+    try:
+        return re.compile(regex)
+    except re.error as exc:
+        raise InvalidRegexError(f"invalid body regex {regex!r}: {exc}") from None
+
+
+def check_job(job: Job) -> None:
+    """The CHECKs of the jobs table (projections/pg/schema.sql)."""
+    claimed = job.claim is not None
+    if not (
+        0 <= job.attempts_remaining <= job.attempts_allowed
+        and (job.state is JobState.IN_PROGRESS) == claimed
+        and claimed == (job.touched_at is not None) == (job.claim_source is not None)
+    ):
+        raise StoreError(f"the store refused job {job.local_id}: it breaks a CHECK: {job}")
+
+
+def check_event(row: EventRow) -> None:
+    """The CHECKs of the job_events table."""
+    if not (
+        row.type in EVENT_TYPES
+        and (row.state_after is None or 0 <= row.state_after <= 3)
+        and (row.state_after is None) == (row.attempts_remaining_after is None)
+        and row.applied == (row.verdict == "applied")
+    ):
+        raise StoreError(f"the store refused event row {row}: it breaks a CHECK")
+
+
+def listed(job: Job, body: bytes = b"") -> Job:
+    """A job as lookups and scans return it: no claim source or touch time."""
+    return dataclasses.replace(job, body=body, claim_source=None, touched_at=None)
+
+
+def table_rows(
+    table: str,
+    schema: str,
+    queues: Mapping[str, QueueRow],
+    jobs: Mapping[JobKey, tuple[Job, str | None]],
+    events: Mapping[EventKey, EventRow],
+) -> list[dict[str, Any]]:
+    """A table's rows as column -> value, as Postgres's to_jsonb writes them."""
+    if table == "queues":
+        return [dataclasses.asdict(q) for q in queues.values()]
+    if table == "jobs":
+        return [
+            {"queue": k[0], "partition": k[1], **_job_columns(job), "traceparent": tp}
+            for k, (job, tp) in jobs.items()
+        ]
+    if table == "job_events":
+        return [
+            {"queue": k[0], "partition": k[1], **dataclasses.asdict(row)}
+            for k, row in events.items()
+        ]
+    raise StoreError(f"no table {table!r} in schema {schema}")
+
+
+def diff_rows(
+    here: list[dict[str, Any]],
+    there: list[dict[str, Any]],
+    compared: Callable[[dict[str, Any]], bool],
+    limit: int,
+) -> TableDiff:
+    """Rows only here and only there (as multisets, like EXCEPT ALL)."""
+
+    def counted(rows: list[dict[str, Any]]) -> Counter[str]:
+        return Counter(repr(sorted(row.items())) for row in rows if compared(row))
+
+    mine, theirs = counted(here), counted(there)
+    only_here, only_there = mine - theirs, theirs - mine
+    return TableDiff(
+        sum(only_here.values()),
+        sum(only_there.values()),
+        list(only_here.elements())[:limit],
+        list(only_there.elements())[:limit],
+    )
+
+
+def _job_columns(job: Job) -> dict[str, Any]:
+    columns = dataclasses.asdict(job)
+    columns["state"] = int(job.state)
+    return columns

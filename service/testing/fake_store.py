@@ -1,0 +1,385 @@
+"""An in-memory store: implements projections.store.LedgerStore as the Postgres adapter
+does (tests/contract/ runs one suite on both), thread-safe, and able to fail on demand.
+
+`fail(reason)` makes every call raise StoreError, as an unreachable Postgres does,
+until `recover()`; `close()` does the same for good, as a closed pool does. Several
+fakes made with one `FakeDatabase` are schemas of one database, so a replay can diff
+them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from pinledger.ledger.state import FINISHED, Job, JobState
+from pinledger.projections.pg.sql import migrations
+from pinledger.projections.store import (
+    DueJob,
+    EventRow,
+    JobCount,
+    JobFilter,
+    JobRow,
+    PartitionBatch,
+    QueueRow,
+    ScanKey,
+    StateCount,
+    StoreError,
+    TableDiff,
+    TimelineRow,
+    catalog_fenced,
+    check_forward,
+    fenced,
+)
+from pinledger.service.testing.fake_rows import (
+    EventKey,
+    JobKey,
+    check_event,
+    check_job,
+    compile_regex,
+    diff_rows,
+    escaped_body,
+    listed,
+    table_rows,
+)
+
+T = TypeVar("T")
+
+
+class FakeDatabase:
+    """The fakes sharing one: schema name -> store."""
+
+    def __init__(self) -> None:
+        self.schemas: dict[str, FakeStore] = {}
+
+
+class FakeStore:
+    """A projection in memory (one schema of a FakeDatabase)."""
+
+    def __init__(self, schema: str = "public", database: FakeDatabase | None = None) -> None:
+        self.schema = schema
+        self.database = database or FakeDatabase()
+        self.database.schemas[schema] = self
+        self._lock = threading.RLock()
+        self._failure: str | None = None
+        self._migrated = False
+        self._queues: dict[str, QueueRow] = {}
+        self._jobs: dict[JobKey, tuple[Job, str | None]] = {}
+        self._events: dict[EventKey, EventRow] = {}
+        self._offsets: dict[tuple[str, int], int] = {}
+
+    # -- failure injection --------------------------------------------------------------
+
+    def fail(self, reason: str = "connection refused") -> None:
+        with self._lock:
+            self._failure = reason
+
+    def recover(self) -> None:
+        with self._lock:
+            self._failure = None
+
+    def _run(self, what: str, action: Callable[[], T]) -> T:
+        with self._lock:
+            if self._failure is not None:
+                raise StoreError(f"Postgres is unreachable ({what}, fake): {self._failure}")
+            return action()
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        def run() -> list[str]:
+            done, self._migrated = self._migrated, True
+            return [] if done else [name for _, name, _ in migrations()]
+
+        return self._run("migrating", run)
+
+    def close(self) -> None:
+        self.fail("the store is closed")
+
+    def drop(self) -> None:
+        with self._lock:
+            self.close()
+            self.database.schemas.pop(self.schema, None)
+            self._queues.clear()
+            self._jobs.clear()
+            self._events.clear()
+            self._offsets.clear()
+
+    # -- the projector's side ------------------------------------------------------------
+
+    def offset(self, topic: str, partition: int) -> int:
+        return self._run(
+            "reading an offset", lambda: self._offsets.setdefault((topic, partition), 0)
+        )
+
+    def offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        keys = list(partitions)
+        return self._run(
+            "reading offsets", lambda: {k: self._offsets[k] for k in keys if k in self._offsets}
+        )
+
+    def load_jobs(self, queue: str, partition: int, ids: Iterable[int]) -> dict[int, Job]:
+        wanted = list(ids)
+
+        def run() -> dict[int, Job]:
+            found = (self._jobs.get((queue, partition, i)) for i in wanted)
+            return {entry[0].local_id: entry[0] for entry in found if entry is not None}
+
+        return self._run("loading jobs", run)
+
+    def partition_jobs(
+        self, queue: str, partition: int, states: Iterable[JobState] = tuple(JobState)
+    ) -> dict[int, Job]:
+        wanted = set(states)
+        return self._run(
+            "loading a partition's jobs",
+            lambda: {
+                k[2]: job
+                for k, (job, _) in self._jobs.items()
+                if k[:2] == (queue, partition) and job.state in wanted
+            },
+        )
+
+    def partition_traceparents(
+        self, queue: str, partition: int, states: Iterable[JobState]
+    ) -> dict[int, str]:
+        wanted = set(states)
+        return self._run(
+            "loading trace contexts",
+            lambda: {
+                k[2]: tp
+                for k, (job, tp) in self._jobs.items()
+                if k[:2] == (queue, partition) and job.state in wanted and tp is not None
+            },
+        )
+
+    def commit_partition_batch(self, batch: PartitionBatch) -> None:
+        self._run(f"committing {batch.topic}[{batch.partition}]", lambda: self._commit(batch))
+
+    def _commit(self, batch: PartitionBatch) -> None:
+        check_forward(batch.topic, batch.partition, batch.expected_offset, batch.next_offset)
+        key = (batch.topic, batch.partition)
+        found = self._offsets.get(key)
+        if found != batch.expected_offset:
+            raise fenced(batch, found)
+        # Every check before the first change: the batch applies whole or not at all.
+        events: dict[EventKey, EventRow] = {}
+        for row in batch.events:
+            check_event(row)
+            event_key = (batch.queue, batch.partition, row.local_id, row.offset, row.idx)
+            if event_key in self._events or event_key in events:
+                raise StoreError(f"the store refused event row {event_key}: it exists already")
+            events[event_key] = row
+        for job in batch.upserts:
+            check_job(job)
+        self._offsets[key] = batch.next_offset
+        self._events.update(events)
+        for local_id in batch.removals:
+            self._jobs.pop((batch.queue, batch.partition, local_id), None)
+        for job in batch.upserts:
+            job_key = (batch.queue, batch.partition, job.local_id)
+            old = self._jobs.get(job_key)
+            if old is None:
+                self._jobs[job_key] = (job, batch.traceparents.get(job.local_id))
+            else:  # as the upsert: the first created_at and trace context stay
+                self._jobs[job_key] = (
+                    dataclasses.replace(job, created_at=old[0].created_at),
+                    old[1],
+                )
+
+    def commit_catalog(
+        self,
+        topic: str,
+        expected_offset: int,
+        next_offset: int,
+        created: Sequence[tuple[QueueRow, Sequence[str]]],
+        deleted: Sequence[tuple[str, str]],
+    ) -> None:
+        def run() -> None:
+            check_forward(topic, 0, expected_offset, next_offset)
+            if self._offsets.get((topic, 0)) != expected_offset:
+                raise catalog_fenced(topic, expected_offset)
+            self._offsets[(topic, 0)] = next_offset
+            for name, queue_topic in deleted:
+                self._queues.pop(name, None)
+                self._jobs = {k: v for k, v in self._jobs.items() if k[0] != name}
+                self._events = {k: v for k, v in self._events.items() if k[0] != name}
+                self._offsets = {k: v for k, v in self._offsets.items() if k[0] != queue_topic}
+            for row, topics in created:
+                self._queues.setdefault(row.name, row)
+                for queue_topic in topics:
+                    for partition in range(row.partitions):
+                        self._offsets.setdefault((queue_topic, partition), 0)
+
+        self._run(f"committing catalog {topic}", run)
+
+    def expired(
+        self, queue: str, partition: int, succeeded_before: int, failed_before: int, limit: int
+    ) -> list[Job]:
+        cut = {JobState.SUCCEEDED: succeeded_before, JobState.FAILED: failed_before}
+
+        def run() -> list[Job]:
+            found = [
+                dataclasses.replace(job, body=b"")
+                for k, (job, _) in self._jobs.items()
+                if k[:2] == (queue, partition)
+                and job.state in FINISHED
+                and job.updated_at <= cut[job.state]
+            ]
+            return found[:limit]
+
+        return self._run("finding expired jobs", run)
+
+    def queues(self) -> list[QueueRow]:
+        return self._run(
+            "listing queues", lambda: sorted(self._queues.values(), key=lambda q: q.name)
+        )
+
+    # -- the readers' side ----------------------------------------------------------------
+
+    def check_regex(self, regex: str | None) -> None:
+        if regex is not None:
+            self._run(f"checking body regex {regex!r}", lambda: compile_regex(regex))
+
+    def _matching(self, where: JobFilter) -> list[tuple[int, Job]]:
+        """(partition, job) of the jobs a filter selects, its time split aside."""
+        pattern = None if where.regex is None else compile_regex(where.regex)
+        return [
+            (k[1], job)
+            for k, (job, _) in self._jobs.items()
+            if k[0] == where.queue
+            and job.state is where.state
+            and (where.priority is None or job.priority == where.priority)
+            and (pattern is None or pattern.search(escaped_body(job.body)) is not None)
+        ]
+
+    def lookup(
+        self, queue: str, keys: Sequence[tuple[int, int]], include_body: bool
+    ) -> list[JobRow]:
+        def run() -> list[JobRow]:
+            found = ((p, self._jobs.get((queue, p, i))) for p, i in keys)
+            return [
+                JobRow(p, listed(entry[0], entry[0].body if include_body else b""))
+                for p, entry in found
+                if entry is not None
+            ]
+
+        return self._run("looking up jobs", run)
+
+    def count(self, where: JobFilter, now: int, future: bool) -> int:
+        return self._run(
+            "counting jobs",
+            lambda: sum((job.run_after > now) == future for _, job in self._matching(where)),
+        )
+
+    def scan(
+        self, where: JobFilter, now: int, future: bool, after: ScanKey | None, limit: int
+    ) -> list[JobRow]:
+        def run() -> list[JobRow]:
+            found = [
+                (job.run_after, partition, job.local_id, job)
+                for partition, job in self._matching(where)
+                if (job.run_after > now) == future
+            ]
+            if after is not None:
+                bound = (after.run_after, after.partition, after.local_id)
+                found = [f for f in found if f[:3] < bound]
+            found.sort(key=lambda f: f[:3], reverse=True)
+            return [JobRow(p, listed(job)) for _, p, _, job in found[:limit]]
+
+        return self._run("scanning jobs", run)
+
+    def select(self, where: JobFilter, limit: int) -> list[JobRow]:
+        assert where.priority is not None
+
+        def run() -> list[JobRow]:
+            found = sorted(
+                self._matching(where), key=lambda f: (f[1].run_after, f[0], f[1].local_id)
+            )
+            return [JobRow(p, dataclasses.replace(job, body=b"")) for p, job in found[:limit]]
+
+        return self._run("selecting jobs", run)
+
+    def timeline(self, queue: str, partition: int, local_id: int) -> list[TimelineRow]:
+        def run() -> list[TimelineRow]:
+            rows = sorted(
+                (k[3:], row)
+                for k, row in self._events.items()
+                if k[:3] == (queue, partition, local_id)
+            )
+            return [TimelineRow(*dataclasses.astuple(row)[1:]) for _, row in rows]
+
+        return self._run("reading a job's timeline", run)
+
+    def job_events(self, queue: str, partition: int, local_id: int) -> list[EventRow]:
+        return [EventRow(local_id, *row) for row in self.timeline(queue, partition, local_id)]
+
+    def job_counts(self) -> list[JobCount]:
+        def run() -> list[JobCount]:
+            counts = Counter((k[0], job.state, job.priority) for k, (job, _) in self._jobs.items())
+            return [JobCount(q, s, p, n) for (q, s, p), n in sorted(counts.items())]
+
+        return self._run("counting jobs", run)
+
+    def counts_as_of(self, queue: str, now: int) -> list[StateCount]:
+        def run() -> list[StateCount]:
+            counts = Counter(
+                (job.state, job.priority, job.run_after > now)
+                for k, (job, _) in self._jobs.items()
+                if k[0] == queue
+            )
+            return [StateCount(s, p, f, n) for (s, p, f), n in sorted(counts.items())]
+
+        return self._run("counting jobs as of a moment", run)
+
+    def due_in_dequeue_order(self, queue: str, now: int, limit: int) -> list[DueJob]:
+        def run() -> list[DueJob]:
+            due = [
+                (job.priority, job.run_after, job.local_id, k[1])
+                for k, (job, _) in self._jobs.items()
+                if k[0] == queue and job.state is JobState.PENDING and job.run_after <= now
+            ]
+            return [DueJob(p, i, pr, r) for pr, r, i, p in sorted(due)[:limit]]
+
+        return self._run("listing due jobs", run)
+
+    def last_event_time(self, queue: str) -> int | None:
+        return self._run(
+            "reading the last event time",
+            lambda: max((row.at for k, row in self._events.items() if k[0] == queue), default=None),
+        )
+
+    # -- the replay's diff ----------------------------------------------------------------
+
+    def _table(self, table: str) -> list[dict[str, Any]]:
+        return table_rows(table, self.schema, self._queues, self._jobs, self._events)
+
+    def diff(
+        self,
+        *,
+        other_schema: str,
+        table: str,
+        queue_column: str,
+        partition_column: str,
+        queues: Sequence[str],
+        partition: int | None,
+        limit: int,
+    ) -> TableDiff:
+        def run() -> TableDiff:
+            other = self.database.schemas.get(other_schema)
+            if other is None:
+                raise StoreError(f"no schema {other_schema!r} in this fake database")
+            return diff_rows(
+                self._table(table),
+                other._table(table),
+                lambda row: (
+                    row[queue_column] in queues
+                    and (partition is None or row[partition_column] == partition)
+                ),
+                limit,
+            )
+
+        return self._run(f"comparing {table} with schema {other_schema}", run)

@@ -1,0 +1,423 @@
+"""The Store contract (projections/store.py): the same tests on the Postgres adapter and
+on the in-memory FakeStore (the `store` fixture runs each test on both)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import pytest
+
+from pinledger.ledger import codec
+from pinledger.ledger.events import (
+    Actor,
+    Claimed,
+    Enqueued,
+    Envelope,
+    Event,
+    QueueCreated,
+    QueueDeleted,
+    Succeeded,
+)
+from pinledger.ledger.log import LogRecord, catalog_topic, queue_topic
+from pinledger.ledger.state import Job, JobState
+from pinledger.projections.projector import CatalogProjector, PartitionProjector
+from pinledger.projections.store import (
+    UNFINISHED,
+    DueJob,
+    EventRow,
+    FencedError,
+    InvalidRegexError,
+    JobCount,
+    JobFilter,
+    LedgerStore,
+    PartitionBatch,
+    PartitionGoneError,
+    ScanKey,
+    StateCount,
+    StoreError,
+    TableDiff,
+    TimelineRow,
+)
+from pinledger.service.testing.fake_store import FakeStore
+from tests.contract.store_fixtures import store
+
+__all__ = ["store"]  # the fixture, used by name
+
+PREFIX = "contract."
+T0 = 1_700_000_000_000
+TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+WORKER = Actor("svc:worker", "r1", "s1")
+OTHER = Actor("svc:other", "r2", "s1")
+PENDING, IN_PROGRESS, SUCCEEDED = JobState.PENDING, JobState.IN_PROGRESS, JobState.SUCCEEDED
+
+
+class FakeLog:
+    """Records of one partition, encoded as the writer encodes them."""
+
+    def __init__(self, topic: str, partition: int = 0) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.records: list[LogRecord] = []
+
+    def append(
+        self, at: int, actor: Actor, *events: Event, traceparent: str | None = None
+    ) -> LogRecord:
+        value = codec.encode(Envelope(at, actor, events))
+        record = LogRecord(
+            self.topic, self.partition, len(self.records), value, codec.trace_headers(traceparent)
+        )
+        self.records.append(record)
+        return record
+
+
+def _create_queues(store: LedgerStore, *queues: tuple[str, int]) -> CatalogProjector:
+    catalog = CatalogProjector(store, PREFIX)
+    log = FakeLog(catalog_topic(PREFIX))
+    for name, partitions in queues:
+        log.append(T0, WORKER, QueueCreated(name, partitions))
+    assert catalog.apply(log.records)
+    return catalog
+
+
+def _enqueued(body: bytes, priority: int, run_after: int) -> Enqueued:
+    return Enqueued(body=body, priority=priority, run_after=run_after, attempts_allowed=2)
+
+
+def _mail(store: LedgerStore) -> str:
+    """Queue "mail", 2 partitions. Partition 0: jobs 0-3, job 0 claimed and acked, a
+    foreign ack of job 3 rejected. Partition 1: jobs 0 and 1. Returns the topic."""
+    _create_queues(store, ("mail", 2))
+    topic = queue_topic(PREFIX, "mail")
+    p0, p1 = FakeLog(topic, 0), FakeLog(topic, 1)
+    p0.append(
+        T0,
+        WORKER,
+        _enqueued(b"alpha", 1, T0),
+        _enqueued(b"beta", 2, T0),
+        _enqueued(b"gamma\x00\xff", 1, T0 + 60_000),
+        _enqueued(b"delta", 1, T0 - 10),
+        traceparent=TP,
+    )
+    p0.append(T0 + 10, WORKER, Claimed(0, "c1"))
+    p0.append(T0 + 20, WORKER, Succeeded(0, " done"), Succeeded(3, " not mine"))
+    p1.append(T0, WORKER, _enqueued(b"alpha2", 1, T0), _enqueued(b"epsilon", 3, T0))
+    assert PartitionProjector(store, "mail", topic, 0).apply(p0.records) == 7
+    assert PartitionProjector(store, "mail", topic, 1).apply(p1.records) == 2
+    return topic
+
+
+def test_migrating_again_applies_nothing(store: LedgerStore) -> None:
+    assert store.migrate() == []
+    assert store.migrate() == []
+    assert store.queues() == []
+
+
+def test_a_projected_batch_reads_back_by_lookup(store: LedgerStore) -> None:
+    _mail(store)
+    assert [(q.name, q.partitions, q.created_at) for q in store.queues()] == [("mail", 2, T0)]
+    keys = [(0, 0), (0, 1), (1, 0), (0, 99)]
+    found = sorted(
+        store.lookup("mail", keys, include_body=True), key=lambda r: (r.partition, r.job.local_id)
+    )
+    assert [(r.partition, r.job.local_id, r.job.state, r.job.body) for r in found] == [
+        (0, 0, SUCCEEDED, b"alpha"),
+        (0, 1, PENDING, b"beta"),
+        (1, 0, PENDING, b"alpha2"),
+    ]
+    assert found[0].job.custom_status == " done"
+    assert found[0].job.updated_at == T0 + 20
+    assert found[1].job.attempts_remaining == 2
+    assert all(r.job.claim_source is None and r.job.touched_at is None for r in found)
+    bodiless = store.lookup("mail", keys, include_body=False)
+    assert sorted(r.job.body for r in bodiless) == [b"", b"", b""]
+    assert store.lookup("mail", [], include_body=True) == []
+    assert store.lookup("other", keys, include_body=True) == []
+
+
+def test_counts_by_state_priority_time_and_body(store: LedgerStore) -> None:
+    _mail(store)
+    now = T0 + 30
+    assert store.count(JobFilter("mail", PENDING), now, future=False) == 4
+    assert store.count(JobFilter("mail", PENDING), now, future=True) == 1
+    assert store.count(JobFilter("mail", PENDING, priority=1), now, future=False) == 2
+    assert store.count(JobFilter("mail", SUCCEEDED), now, future=False) == 1
+    assert store.count(JobFilter("mail", IN_PROGRESS), now, future=False) == 0
+    assert store.count(JobFilter("mail", PENDING, regex="^alpha"), now, future=False) == 1
+    # Bodies match as Postgres's escape encoding reads them (NUL and high bytes octal).
+    escaped = JobFilter("mail", PENDING, regex=r"^gamma\\000\\377$")
+    assert store.count(escaped, now, future=True) == 1
+    assert store.count(JobFilter("other", PENDING), now, future=False) == 0
+
+
+def test_a_scan_pages_newest_first_without_repeats(store: LedgerStore) -> None:
+    _mail(store)
+    where, now = JobFilter("mail", PENDING), T0 + 30
+
+    def page(after: ScanKey | None) -> list[tuple[int, int, int]]:
+        rows = store.scan(where, now, False, after, 2)
+        assert all(r.job.body == b"" and r.job.claim_source is None for r in rows)
+        return [(r.job.run_after, r.partition, r.job.local_id) for r in rows]
+
+    first = page(None)
+    assert first == [(T0, 1, 1), (T0, 1, 0)]
+    second = page(ScanKey(*first[-1]))
+    assert second == [(T0, 0, 1), (T0 - 10, 0, 3)]
+    assert page(ScanKey(*second[-1])) == []
+    future = store.scan(where, now, True, None, 10)
+    assert [(r.partition, r.job.local_id) for r in future] == [(0, 2)]
+
+
+def test_a_bulk_selection_is_oldest_first_without_bodies(store: LedgerStore) -> None:
+    _mail(store)
+    rows = store.select(JobFilter("mail", PENDING, priority=1), 10)
+    assert [(r.partition, r.job.local_id) for r in rows] == [(0, 3), (1, 0), (0, 2)]
+    assert {r.job.body for r in rows} == {b""}
+    assert len(store.select(JobFilter("mail", PENDING, priority=1), 1)) == 1
+    matching = store.select(JobFilter("mail", PENDING, priority=1, regex="lta$"), 10)
+    assert [(r.partition, r.job.local_id) for r in matching] == [(0, 3)]
+
+
+def test_the_timeline_keeps_every_event_with_its_codec_tag(store: LedgerStore) -> None:
+    _mail(store)
+    done = store.job_events("mail", 0, 0)
+    assert [(r.type, r.applied, r.state_after, r.at) for r in done] == [
+        ("enq", True, int(PENDING), T0),
+        ("clm", True, int(IN_PROGRESS), T0 + 10),
+        ("ok", True, int(SUCCEEDED), T0 + 20),
+    ]
+    assert [(r.offset, r.idx) for r in done] == [(0, 0), (1, 0), (2, 0)]
+    assert done[0].traceparent == TP and done[1].traceparent is None
+    assert done[1].claim == "c1" and done[0].claim is None
+    assert done[0].detail["body_bytes"] == 5
+    assert (done[2].source, done[2].request_id, done[2].server) == ("svc:worker", "r1", "s1")
+    rejected = store.job_events("mail", 0, 3)
+    assert [(r.type, r.applied, r.idx) for r in rejected] == [("enq", True, 3), ("ok", False, 1)]
+    assert rejected[1].verdict.startswith("rejected: ")
+    timeline = store.timeline("mail", 0, 0)
+    assert all(isinstance(row, TimelineRow) for row in timeline)
+    assert timeline == [TimelineRow(*dataclasses.astuple(r)[1:]) for r in done]
+    assert store.job_events("mail", 0, 99) == []
+    assert store.last_event_time("mail") == T0 + 20
+    assert store.last_event_time("other") is None
+
+
+def test_summaries_and_the_queue_as_of_a_moment(store: LedgerStore) -> None:
+    _mail(store)
+    assert store.job_counts() == [
+        JobCount("mail", PENDING, 1, 3),
+        JobCount("mail", PENDING, 2, 1),
+        JobCount("mail", PENDING, 3, 1),
+        JobCount("mail", SUCCEEDED, 1, 1),
+    ]
+    assert store.counts_as_of("mail", T0 + 30) == [
+        StateCount(PENDING, 1, False, 2),
+        StateCount(PENDING, 1, True, 1),
+        StateCount(PENDING, 2, False, 1),
+        StateCount(PENDING, 3, False, 1),
+        StateCount(SUCCEEDED, 1, False, 1),
+    ]
+    assert store.due_in_dequeue_order("mail", T0 + 30, 10) == [
+        DueJob(0, 3, 1, T0 - 10),
+        DueJob(1, 0, 1, T0),
+        DueJob(0, 1, 2, T0),
+        DueJob(1, 1, 3, T0),
+    ]
+    assert store.due_in_dequeue_order("mail", T0 + 30, 1) == [DueJob(0, 3, 1, T0 - 10)]
+
+
+def test_an_owner_loads_the_unfinished_jobs_of_its_partition(store: LedgerStore) -> None:
+    topic = _mail(store)
+    unfinished = store.partition_jobs("mail", 0, UNFINISHED)
+    assert sorted(unfinished) == [1, 2, 3]
+    assert unfinished[2].body == b"gamma\x00\xff"
+    assert sorted(store.partition_jobs("mail", 0)) == [0, 1, 2, 3]
+    assert store.partition_traceparents("mail", 0, UNFINISHED) == {1: TP, 2: TP, 3: TP}
+    assert store.partition_traceparents("mail", 1, UNFINISHED) == {}
+    loaded = store.load_jobs("mail", 0, [0, 3, 42])
+    assert sorted(loaded) == [0, 3] and loaded[0].body == b"alpha"
+    assert store.load_jobs("mail", 0, []) == {}
+    assert store.offsets([(topic, 0), (topic, 1), ("nope", 0)]) == {(topic, 0): 3, (topic, 1): 1}
+    assert store.offset(topic, 0) == 3
+
+
+def test_finished_jobs_expire_at_their_cut_off(store: LedgerStore) -> None:
+    _mail(store)
+    expired = store.expired("mail", 0, succeeded_before=T0 + 20, failed_before=T0, limit=10)
+    assert [(j.local_id, j.state, j.body) for j in expired] == [(0, SUCCEEDED, b"")]
+    assert store.expired("mail", 0, T0 + 19, T0 + 10**6, 10) == []
+    assert store.expired("mail", 1, T0 + 10**6, T0 + 10**6, 10) == []
+
+
+def test_offsets_move_only_forward_and_a_stale_commit_is_fenced(store: LedgerStore) -> None:
+    assert store.offset("t", 0) == 0
+    assert store.offsets([("t", 0), ("t", 1)]) == {("t", 0): 0}
+    store.commit_partition_batch(PartitionBatch("q", "t", 0, expected_offset=0, next_offset=5))
+    stale = PartitionBatch("q", "t", 0, expected_offset=0, next_offset=3, upserts=[_job(7)])
+    with pytest.raises(FencedError, match="advanced it to 5") as raised:
+        store.commit_partition_batch(stale)
+    assert not isinstance(raised.value, PartitionGoneError)
+    assert store.offset("t", 0) == 5
+    assert store.load_jobs("q", 0, [7]) == {}, "a fenced batch applies nothing"
+    with pytest.raises(StoreError, match="forward"):
+        store.commit_partition_batch(PartitionBatch("q", "t", 0, 5, 4))
+    with pytest.raises(StoreError, match="forward"):
+        store.commit_partition_batch(PartitionBatch("q", "t", 0, 5, 5))
+    store.commit_partition_batch(PartitionBatch("q", "t", 0, 5, 6, upserts=[_job(7)]))
+    assert store.offset("t", 0) == 6
+    assert store.load_jobs("q", 0, [7])[7].body == b"x"
+
+
+def test_a_stale_catalog_commit_is_fenced(store: LedgerStore) -> None:
+    catalog = _create_queues(store, ("a", 1))
+    assert catalog.next_offset == 1
+    with pytest.raises(FencedError, match="no longer at offset 0"):
+        store.commit_catalog(catalog.topic, 0, 1, [], [])
+    assert [q.name for q in store.queues()] == ["a"]
+
+
+def test_deleting_a_queue_removes_its_rows_and_fences_its_partitions(store: LedgerStore) -> None:
+    catalog = _create_queues(store, ("gone", 1), ("kept", 1))
+    gone_topic, kept_topic = queue_topic(PREFIX, "gone"), queue_topic(PREFIX, "kept")
+    gone, kept = FakeLog(gone_topic), FakeLog(kept_topic)
+    gone.append(T0, WORKER, _enqueued(b"a", 1, T0))
+    kept.append(T0, WORKER, _enqueued(b"b", 1, T0))
+    late_projector = PartitionProjector(store, "gone", gone_topic, 0)
+    late_projector.apply(gone.records)
+    PartitionProjector(store, "kept", kept_topic, 0).apply(kept.records)
+    late = gone.append(T0 + 1, WORKER, _enqueued(b"late", 1, T0))
+
+    envelope = Envelope(T0 + 1, WORKER, (QueueDeleted("gone"),))
+    deletion = LogRecord(catalog.topic, 0, catalog.next_offset, codec.encode(envelope), [])
+    assert catalog.apply([deletion])
+    assert [q.name for q in store.queues()] == ["kept"]
+    assert store.partition_jobs("gone", 0) == {}
+    assert store.job_events("gone", 0, 0) == []
+    assert store.offsets([(gone_topic, 0)]) == {}
+    with pytest.raises(PartitionGoneError, match="was deleted"):
+        late_projector.apply([late])
+    assert store.partition_jobs("gone", 0) == {}
+    assert list(store.partition_jobs("kept", 0)) == [0]
+    assert store.offsets([(kept_topic, 0)]) == {(kept_topic, 0): 1}
+
+
+def test_a_schema_compared_with_itself_has_no_differences(store: LedgerStore) -> None:
+    _mail(store)
+    for table, queue_column, partition_column in (
+        ("queues", "name", "partitions"),
+        ("jobs", "queue", "partition"),
+        ("job_events", "queue", "partition"),
+    ):
+        assert store.diff(
+            other_schema=store.schema,
+            table=table,
+            queue_column=queue_column,
+            partition_column=partition_column,
+            queues=["mail"],
+            partition=None,
+            limit=5,
+        ) == TableDiff(0, 0, [], [])
+
+
+# -- errors -----------------------------------------------------------------------------
+
+
+def _job(local_id: int, **changes: object) -> Job:
+    job = Job(local_id, 1, PENDING, b"x", 2, 2, "", T0, T0, T0)
+    return dataclasses.replace(job, **changes)  # type: ignore[arg-type]
+
+
+def test_a_bad_body_regex_is_an_invalid_regex_error(store: LedgerStore) -> None:
+    store.check_regex(None)
+    store.check_regex("^a.*b$")
+    where = JobFilter("mail", PENDING, priority=1, regex="(")
+    with pytest.raises(InvalidRegexError, match="regex"):
+        store.check_regex("(")
+    with pytest.raises(InvalidRegexError):
+        store.count(where, T0, False)
+    with pytest.raises(InvalidRegexError):
+        store.scan(where, T0, False, None, 10)
+
+
+def test_a_row_the_schema_refuses_is_a_store_error_and_applies_nothing(store: LedgerStore) -> None:
+    store.offset("t", 0)
+    broken = _job(1, state=IN_PROGRESS)  # IN_PROGRESS without a claim
+    with pytest.raises(StoreError):
+        store.commit_partition_batch(PartitionBatch("q", "t", 0, 0, 1, upserts=[_job(0), broken]))
+    assert store.offset("t", 0) == 0
+    assert store.load_jobs("q", 0, [0, 1]) == {}
+
+
+def test_a_timeline_row_written_twice_is_a_store_error(store: LedgerStore) -> None:
+    topic = _mail(store)
+    (row,) = store.job_events("mail", 1, 1)[:1]
+    again = PartitionBatch("mail", topic, 1, 1, 2, events=[row])
+    with pytest.raises(StoreError) as raised:
+        store.commit_partition_batch(again)
+    assert not isinstance(raised.value, FencedError)
+    assert store.offset(topic, 1) == 1
+
+
+def test_a_closed_store_raises_store_errors(store: LedgerStore) -> None:
+    store.close()
+    with pytest.raises(StoreError):
+        store.queues()
+    with pytest.raises(StoreError):
+        store.commit_partition_batch(PartitionBatch("q", "t", 0, 0, 1))
+
+
+def test_the_fake_fails_on_demand_as_an_unreachable_postgres() -> None:
+    fake = FakeStore()
+    fake.migrate()
+    fake.fail("connection refused")
+    with pytest.raises(StoreError, match=r"unreachable.*connection refused"):
+        fake.offset("t", 0)
+    with pytest.raises(StoreError):
+        fake.lookup("q", [(0, 0)], True)
+    fake.recover()
+    assert fake.offset("t", 0) == 0
+
+
+def _event_row(local_id: int, offset: int, tag: str) -> EventRow:
+    return EventRow(
+        local_id, offset, 0, tag, T0, "", "", "", None, True, "applied", None, None, {}, None
+    )
+
+
+def test_timeline_rows_carry_the_codec_tags_of_job_events_only(store: LedgerStore) -> None:
+    store.offset("t", 0)
+    tags = [tag for cls, tag in codec.EVENT_TAGS.items() if cls not in (QueueCreated, QueueDeleted)]
+    rows = [_event_row(0, offset, tag) for offset, tag in enumerate(tags)]
+    store.commit_partition_batch(PartitionBatch("q", "t", 0, 0, 1, events=rows))
+    assert [row.type for row in store.job_events("q", 0, 0)] == tags
+    for wrong in ("Enqueued", "qnew"):
+        with pytest.raises(StoreError):
+            store.commit_partition_batch(
+                PartitionBatch("q", "t", 0, 1, 2, events=[_event_row(1, 0, wrong)])
+            )
+    assert store.offset("t", 0) == 1
+
+
+def test_of_two_projectors_racing_from_one_offset_exactly_one_commits(store: LedgerStore) -> None:
+    store.offset("t", 0)
+    start = threading.Barrier(2)
+    outcomes: dict[int, str] = {}
+
+    def commit(next_offset: int) -> None:
+        batch = PartitionBatch("q", "t", 0, 0, next_offset, upserts=[_job(next_offset)])
+        start.wait()
+        try:
+            store.commit_partition_batch(batch)
+            outcomes[next_offset] = "committed"
+        except FencedError:
+            outcomes[next_offset] = "fenced"
+
+    threads = [threading.Thread(target=commit, args=(n,)) for n in (3, 4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes.values()) == ["committed", "fenced"]
+    (winner,) = [n for n, outcome in outcomes.items() if outcome == "committed"]
+    assert store.offset("t", 0) == winner
+    assert list(store.load_jobs("q", 0, [3, 4])) == [winner]
