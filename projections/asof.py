@@ -15,10 +15,10 @@ log), then lower partition.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import Job, JobState
+from pinledger.ledger.times import format_ms, parse_ms
 from pinledger.projections.projector import Bound
 from pinledger.projections.store import ReadStore
 
@@ -42,11 +42,7 @@ class AsOf:
     def __str__(self) -> str:
         if self.kind == "offset":
             return f"offset {self.value}"
-        return f"{format_time(self.value)} UTC ({self.value})"
-
-
-def format_time(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        return f"{format_ms(self.value)} UTC ({self.value})"
 
 
 def parse_as_of(text: str) -> AsOf:
@@ -69,18 +65,13 @@ def _offset(text: str) -> AsOf:
 
 
 def _time(text: str) -> int:
-    if text.isdigit():
-        return int(text)
     try:
-        parsed = datetime.fromisoformat(text)
+        return parse_ms(text)
     except ValueError:
         raise ValueError(
             f"--as-of {text!r}: expected an offset, milliseconds since the epoch, or an "
             "ISO-8601 time such as 2026-11-23T02:15:00 (or offset:N / time:...)"
         ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return int(parsed.timestamp() * 1000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +133,7 @@ def why_first(
         elif job.state is not JobState.PENDING:
             waiting.append((d, None, f"{d} was {job.state.name}, not waiting to be dequeued"))
         elif job.run_after > now:
-            waiting.append((d, None, f"{d} was not due until {format_time(job.run_after)} UTC"))
+            waiting.append((d, None, f"{d} was not due until {format_ms(job.run_after)} UTC"))
         else:
             waiting.append((d, job, ""))
     (da, ja, ra), (db, jb, rb) = waiting
@@ -157,8 +148,8 @@ def why_first(
         why = f"priority {kf[0]} is taken before priority {ks[0]}"
     elif kf[1] != ks[1]:
         why = (
-            f"same priority {kf[0]}; it was due earlier ({format_time(kf[1])} UTC, "
-            f"the other at {format_time(ks[1])} UTC)"
+            f"same priority {kf[0]}; it was due earlier ({format_ms(kf[1])} UTC, "
+            f"the other at {format_ms(ks[1])} UTC)"
         )
     elif kf[2] != ks[2] and kf[3] == ks[3]:
         why = (

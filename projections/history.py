@@ -28,6 +28,7 @@ from typing import Any
 
 from pinledger.ledger import events as ev
 from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.ledger.outcome import AttemptEnd, classify
 from pinledger.ledger.state import Job, JobState, Stamp, evolve
 from pinledger.projections.actions import EVENT_TYPES, Tag, action_of
 from pinledger.projections.store import EventRow
@@ -46,6 +47,16 @@ class Outcome(StrEnum):
     RELEASED = "released"
     DELETED = "deleted"
     RUNNING = "still running"
+
+
+# How the classifier's attempt ends read in a history (the words are on the wire).
+_ENDED: dict[AttemptEnd, Outcome] = {
+    AttemptEnd.SUCCEEDED: Outcome.SUCCEEDED,
+    AttemptEnd.FAILED: Outcome.FAILED,
+    AttemptEnd.TIMED_OUT: Outcome.TIMED_OUT,
+    AttemptEnd.RELEASED: Outcome.RELEASED,
+    AttemptEnd.DELETED: Outcome.DELETED,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +220,8 @@ class _Attempts:
         self.initial_delay_ms: int | None = None
         self.by_claim: dict[str, int] = {}
         self.by_source: dict[str, int] = {}
+        # The job's state after the last applied step (None before the enqueue).
+        self.state: JobState | None = None
 
     @property
     def latest(self) -> int:
@@ -256,40 +269,44 @@ class _Attempts:
         self.by_source[row.source] = self.open.number
 
     def step(self, row: EventRow) -> None:
+        """Fold one row. What the row did to the attempt comes from the one outcome
+        classifier (ledger/outcome.py); this only adds the times."""
         if not row.applied:
             return
-        back = row.state_after == JobState.PENDING
+        kind = EVENT_TYPES.get(row.type)
+        if kind is None:
+            return
+        after = None if row.state_after is None else JobState(row.state_after)
+        before, self.state = self.state, after
+        c = classify(kind, before, after, applied=True)
         detail = row.detail
-        match row.type:
-            case Tag.ENQUEUED:
-                self.enqueued_at = row.at
-                self._due(row.at, int(detail.get("run_after", row.at)))
-                assert self.due_at is not None
-                self.initial_delay_ms = self.due_at - row.at
-            case Tag.CLAIMED:
-                self._claim(row)
-            case Tag.SUCCEEDED:
-                self._end(row, Outcome.SUCCEEDED, None)
-            case Tag.FAILED:
-                delay = max(int(detail.get("retry_delay_ms", 0)), 0) if back else None
-                self._end(row, Outcome.FAILED, delay)
-                if delay is not None:
-                    self.due_at = row.at + delay
-            case Tag.TIMED_OUT:
-                lost = 0 if self.open is None else max(row.at - self.open.claimed_at, 0)
-                self._end(row, Outcome.TIMED_OUT, 0 if back else None, lost)
-                if back:
-                    self.due_at = row.at
-            case Tag.CHECKPOINTED if back:
-                run_after = int(detail.get("run_after", row.at))
-                self._end(row, Outcome.RELEASED, max(run_after - row.at, 0))
-                self._due(row.at, run_after)
-            case Tag.RETRIED:
-                self._due(row.at, int(detail.get("run_after", row.at)))
-            case Tag.DELETED:
-                self._end(row, Outcome.DELETED, None)
-            case _:
-                pass
+        if kind is ev.Enqueued:
+            self.enqueued_at = row.at
+            self._due(row.at, int(detail.get("run_after", row.at)))
+            assert self.due_at is not None
+            self.initial_delay_ms = self.due_at - row.at
+        elif kind is ev.Claimed:
+            self._claim(row)
+        elif kind is ev.Retried:
+            self._due(row.at, int(detail.get("run_after", row.at)))
+        if c.attempt_end is None:
+            return
+        lost = 0
+        if c.attempt_end is AttemptEnd.TIMED_OUT and self.open is not None:
+            lost = max(row.at - self.open.claimed_at, 0)
+        due_again: int | None = None
+        if c.requeued:
+            match c.attempt_end:
+                case AttemptEnd.FAILED:
+                    due_again = row.at + max(int(detail.get("retry_delay_ms", 0)), 0)
+                case AttemptEnd.RELEASED:
+                    due_again = max(row.at, int(detail.get("run_after", row.at)))
+                case _:
+                    due_again = row.at
+        delay = None if due_again is None else due_again - row.at
+        self._end(row, _ENDED[c.attempt_end], delay, lost)
+        if due_again is not None:
+            self.due_at = due_again
 
     def attempt_of(self, row: EventRow) -> int:
         named = row.detail.get("claim")

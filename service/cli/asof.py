@@ -16,10 +16,10 @@ from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import Claimed
 from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
 from pinledger.ledger.state import Job
+from pinledger.ledger.times import format_ms
 from pinledger.projections.asof import (
     AsOf,
     QueueAsOf,
-    format_time,
     parse_as_of,
     queue_as_of,
     why_first,
@@ -118,7 +118,7 @@ def _to_json(as_of: AsOf, state: QueueAsOf, explained: dict[str, Any] | None) ->
 
 
 def _print(as_of: AsOf, state: QueueAsOf, explained: dict[str, Any] | None) -> None:
-    print(f"queue {state.queue} as of {as_of} (clock {format_time(state.now)} UTC)")
+    print(f"queue {state.queue} as of {as_of} (clock {format_ms(state.now)} UTC)")
     print("  state        priority       due    future")
     for r in state.counts:
         print(f"  {r.state.name:<12} p{r.priority:<8} {r.due:>9,} {r.future:>9,}")
@@ -126,7 +126,7 @@ def _print(as_of: AsOf, state: QueueAsOf, explained: dict[str, Any] | None) -> N
         print("  (no jobs)")
     print(f"pending and due, in dequeue order (first {len(state.due)}):")
     for n, j in enumerate(state.due, start=1):
-        print(f"  {n:>4}. {j.descriptor}  p{j.priority}  due since {format_time(j.run_after)}")
+        print(f"  {n:>4}. {j.descriptor}  p{j.priority}  due since {format_ms(j.run_after)}")
     if explained is not None:
         print(f"why: {explained['reason']}")
         for job in explained["jobs"]:
@@ -134,7 +134,7 @@ def _print(as_of: AsOf, state: QueueAsOf, explained: dict[str, Any] | None) -> N
             then = (
                 "not claimed after that moment"
                 if claim is None
-                else f"next claimed at {format_time(claim['at'])} (offset {claim['offset']})"
+                else f"next claimed at {format_ms(claim['at'])} (offset {claim['offset']})"
             )
             print(f"  {job['descriptor']}: {then}")
 
