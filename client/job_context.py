@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 from opentelemetry import trace
 
 from pinledger.client.jobs import Checkpoint, DequeuedJob
+from pinledger.ledger.state import MAX_CUSTOM_STATUS
 
 if TYPE_CHECKING:
     from pinledger.client.worker import Worker
 
-# PinLater caps a job's whole custom status at 5000 characters (truncating the end); one
+# PinLater caps a job's whole custom status (truncating the end; the ledger's cap); one
 # failure line is kept much shorter so that the lines of several attempts fit.
-MAX_STATUS = 5000
+MAX_STATUS = MAX_CUSTOM_STATUS
 MAX_ERROR_LINE = 500
 
 

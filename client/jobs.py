@@ -4,18 +4,12 @@ gives you, how you ack and checkpoint, and what a lookup or scan returns."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 
-
-class JobState(IntEnum):
-    """PinLater's PinLaterJobState, same numbers."""
-
-    PENDING = 0
-    IN_PROGRESS = 1
-    SUCCEEDED = 2
-    FAILED = 3
+# PinLater's PinLaterJobState, same numbers: the ledger's own (one definition; a test
+# checks it against the IDL).
+from pinledger.ledger.state import JobState as JobState
 
 
 def now_ms(clock: Clock = SYSTEM_CLOCK) -> int:
