@@ -50,9 +50,10 @@ def enqueue_jobs(
     events = decide_enqueue(request.jobs, now, api.limits)
     if not events:
         return convert.enqueue_response([])
+    partition = chooser.next(api, queue)
     descriptors = api.writer.enqueue(
         queue.name,
-        chooser.next(api, queue),
+        partition,
         events,
         now,
         api.actor(caller),
