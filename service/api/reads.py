@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pinledger.idl import pinlater
 from pinledger.ledger.commands import check_priority
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import JobState
@@ -14,18 +13,12 @@ from pinledger.projections.pg.store import JobFilter, QueueRow, ScanKey
 from pinledger.service.api import convert
 from pinledger.service.api import history as history_thrift
 from pinledger.service.api.barrier import Partition, settle, wait_projected
+from pinledger.service.api.continuation import CONTINUATION_END, continuation_after
 from pinledger.service.api.core import Api, check_job, check_jobs, load_queue
-from pinledger.service.api.requests import (
-    CountRequest,
-    HistoryRequest,
-    LookupRequest,
-    ScanRequest,
-    continuation_after,
-)
+from pinledger.service.api.requests import CountRequest, HistoryRequest, LookupRequest, ScanRequest
 
 # getJobCount answers an i32.
 _INT32_MAX = 2**31 - 1
-_CONTINUATION_END: str = pinlater.CONTINUATION_END
 
 
 def job_filter(
@@ -89,7 +82,7 @@ def scan_jobs(api: Api, request: ScanRequest) -> Any:
     limit = request.limit
     rows = api.store.scan(where, api.clock.now_ms(), request.future, request.after, limit + 1)
     page = rows[:limit]
-    continuation = _CONTINUATION_END
+    continuation = CONTINUATION_END
     if len(rows) > limit and page:
         last = page[-1]
         continuation = continuation_after(

@@ -26,7 +26,7 @@ from pinledger.ledger.commands import (
 from pinledger.ledger.descriptor import DescriptorError, JobDescriptor
 from pinledger.ledger.state import JobState
 from pinledger.projections.pg.store import ScanKey
-from pinledger.service.api.errors import pinlater_error
+from pinledger.service.api.continuation import parse_continuation
 
 _T = TypeVar("_T")
 
@@ -57,7 +57,6 @@ _RETRY_ATTEMPTS = idl_default(pinlater.PinLaterRetryFailedJobsRequest, "attempts
 _RETRY_LIMIT = idl_default(pinlater.PinLaterRetryFailedJobsRequest, "limit", int)
 _DELETE_PRIORITY = idl_default(pinlater.PinLaterDeleteJobsRequest, "priority", int)
 _DELETE_LIMIT = idl_default(pinlater.PinLaterDeleteJobsRequest, "limit", int)
-_CONTINUATION_START: str = pinlater.CONTINUATION_START
 
 
 # -- the typed requests --------------------------------------------------------------
@@ -230,31 +229,6 @@ def _limit(value: Any, default: int) -> int:
     return limit
 
 
-def parse_continuation(token: Any) -> ScanKey | None:
-    """ "0" starts a scan; otherwise the token a previous page returned."""
-    token = _or_default(token, str, "continuation", _SCAN_CONTINUATION)
-    if token == _CONTINUATION_START:
-        return None
-    parts = token.split(".")
-    try:
-        if len(parts) != 3:
-            raise ValueError
-        run_after, partition, local_id = (int(p) for p in parts)
-        if partition < 0 or local_id < 0:
-            raise ValueError
-    except ValueError:
-        raise pinlater_error(
-            pinlater.ErrorCode.CONTINUATION_INVALID,
-            f'continuation {token!r} is not one this server returned; use "0" to start',
-        ) from None
-    return ScanKey(run_after, partition, local_id)
-
-
-def continuation_after(key: ScanKey) -> str:
-    """The token `parse_continuation` reads back as `key`."""
-    return f"{key.run_after}.{key.partition}.{key.local_id}"
-
-
 # -- requests ---------------------------------------------------------------------------
 
 
@@ -379,7 +353,9 @@ def parse_scan(request: Any) -> ScanRequest:
         future=_or_default(request.scanFutureJobs, bool, "scanFutureJobs", _SCAN_FUTURE),
         body_regex=_optional(request.bodyRegexToMatch, str, "bodyRegexToMatch"),
         limit=_limit(request.limit, _SCAN_LIMIT),
-        after=parse_continuation(request.continuation),
+        after=parse_continuation(
+            _or_default(request.continuation, str, "continuation", _SCAN_CONTINUATION)
+        ),
     )
 
 

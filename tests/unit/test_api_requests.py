@@ -15,7 +15,7 @@ from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.log import LogError
 from pinledger.ledger.state import JobState
 from pinledger.projections.pg.store import InvalidRegexError, QueueRow, ScanKey, StoreError
-from pinledger.service.api import requests
+from pinledger.service.api import continuation, requests
 from pinledger.service.api.handler import Handler
 from pinledger.service.config import Config
 from pinledger.service.observability.metrics import Metrics
@@ -299,9 +299,9 @@ def test_a_dequeue_with_piggybacked_acks_acks_in_its_own_queue() -> None:
 
 def test_continuations_read_back_what_a_scan_page_returned() -> None:
     key = ScanKey(1_700_000_000_000, 3, 42_001)
-    assert requests.parse_continuation(requests.continuation_after(key)) == key
-    assert requests.parse_continuation("0") is None
-    assert requests.parse_continuation(None) is None
+    assert continuation.parse_continuation(continuation.continuation_after(key)) == key
+    assert continuation.parse_continuation("0") is None
+    assert continuation.parse_continuation(None) is None
 
 
 def test_checkpoint_bodies_are_utf8_and_flags_default_off() -> None:
