@@ -15,7 +15,7 @@ from typing import Protocol
 
 from pinledger.idl import pinlater
 from pinledger.ledger.clock import Clock
-from pinledger.ledger.commands import Limits
+from pinledger.ledger.commands import Limits, check_queue_name
 from pinledger.ledger.descriptor import DescriptorError, JobDescriptor
 from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.state import Job
@@ -86,6 +86,7 @@ class Api:
 
 def load_queue(api: Api, name: str) -> QueueRow:
     """The queue, from the cache or else its topic; QUEUE_NOT_FOUND when neither."""
+    check_queue_name(name)  # a descriptor's queue is parsed, not yet checked for length
     row = api.queues.get_or_log(name, api.writer.log, api.writer.topic(name))
     if row is None:
         raise pinlater_error(pinlater.ErrorCode.QUEUE_NOT_FOUND, f"queue {name!r} does not exist")

@@ -206,6 +206,13 @@ BAD_REQUESTS: list[tuple[str, Callable[[Handler], object], int]] = [
         lambda h: h.getJobHistory(_ctx(), p.PinLaterJobHistoryRequest(jobDescriptor="x")),
         E.UNKNOWN,
     ),
+    (
+        "lookup of a descriptor whose queue name is too long",
+        lambda h: h.lookupJobs(
+            _ctx(), p.PinLaterLookupJobRequest(jobDescriptors=["q" * 65 + ":s0:p1:0"])
+        ),
+        E.QUEUE_NAME_TOO_LONG,
+    ),
     ("Kafka unreachable", lambda h: _enqueue(h, "down"), E.SHARD_CONNECTION_FAILED),
 ]
 
