@@ -20,8 +20,9 @@ from pinledger.idl import pinlater
 from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.pg.store import Store
+from pinledger.service.api.directory import QueueDirectory
 from pinledger.service.api.framing import GuardedFramedTransportFactory
-from pinledger.service.api.handler import Handler, QueueDirectory
+from pinledger.service.api.handler import Handler
 from pinledger.service.api.peers import PeerPool
 from pinledger.service.api.ratelimit import QueueRateLimits
 from pinledger.service.config import Config

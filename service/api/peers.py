@@ -11,6 +11,7 @@ from thriftpy2.rpc import make_client
 from thriftpy2.transport import TCyFramedTransportFactory
 
 from pinledger.idl import pinlater
+from pinledger.service.api.requests import Caller, DequeueRequest
 
 _IDLE_PER_PEER = 8
 
@@ -44,12 +45,19 @@ class PeerPool:
                 return
         client.close()
 
-    def dequeue(self, address: str, context: Any, request: Any, limit: int) -> Any:
+    def dequeue(
+        self, address: str, caller: Caller | None, request: DequeueRequest, limit: int
+    ) -> Any:
         """dequeueOwned on a peer, for up to `limit` jobs of the request's queue."""
+        context = (
+            None
+            if caller is None
+            else pinlater.RequestContext(source=caller.source, requestId=caller.request_id)
+        )
         forwarded = pinlater.PinLaterDequeueRequest(
-            queueName=request.queueName,
+            queueName=request.queue,
             limit=limit,
-            dryRun=request.dryRun,
+            dryRun=request.dry_run,
             coverage=request.coverage,
         )
         client = self._client(address)

@@ -14,8 +14,9 @@ last batch, where burst = max(1, rate) lets a worker polling steadily at the rat
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Mapping
+
+from pinledger.ledger.clock import SYSTEM_CLOCK
 
 # Float sums of clock steps land a hair under a whole permit (0.1 * 10 < 1.0); without
 # this a worker polling exactly at the rate would be refused now and then.
@@ -25,7 +26,7 @@ _EPSILON = 1e-9
 class RateLimiter:
     """One queue on one server. Not thread-safe; QueueRateLimits locks around it."""
 
-    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, rate: float, clock: Callable[[], float] = SYSTEM_CLOCK.monotonic) -> None:
         self._clock = clock
         self._rate = max(0.0, rate)
         # A fresh limiter starts with a full burst: a server that just started (or just
@@ -71,7 +72,7 @@ class QueueRateLimits:
     calls, so two concurrent dequeues may both be allowed; the second batch is then
     debt, which later dequeues pay off, so the long-run rate still holds."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = SYSTEM_CLOCK.monotonic) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._limiters: dict[str, RateLimiter] = {}

@@ -6,7 +6,7 @@ import pytest
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from pinledger.idl import pinlater
-from pinledger.service.api.handler import Handler
+from pinledger.service.api import dequeue, requests
 from pinledger.service.observability import telemetry
 
 TP = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
@@ -140,7 +140,7 @@ class _Peers:
             "c:1": pinlater.PinLaterDequeueResponse(jobs={"q:s2:p1:1": b"c"}, jobMetadata={}),
         }
 
-    def dequeue(self, address: str, context: object, request: object, limit: int) -> object:
+    def dequeue(self, address: str, caller: object, request: object, limit: int) -> object:
         return self.answers[address]
 
 
@@ -150,14 +150,12 @@ class _Owner:
 
 
 def test_forwarded_dequeues_keep_the_peers_trace_contexts() -> None:
-    handler = Handler.__new__(Handler)
-    handler.owner = _Owner()  # type: ignore[assignment]
-    handler.peers = _Peers()  # type: ignore[assignment]
     own = "q:s0:p1:1"
     response = pinlater.PinLaterDequeueResponse(
         jobs={own: b"a"}, jobMetadata={}, jobTraceparents={own: TP.replace("b", "c")}
     )
-    request = pinlater.PinLaterDequeueRequest(queueName="q", limit=3)
-    merged = handler._forward(response, _context(), request, 3)
+    request = requests.parse_dequeue(pinlater.PinLaterDequeueRequest(queueName="q", limit=3))
+    caller = requests.parse_caller(_context())
+    merged = dequeue.forward(_Owner(), _Peers(), response, caller, request)
     assert set(merged.jobs) == {own, "q:s1:p1:1", "q:s2:p1:1"}
     assert merged.jobTraceparents == {own: TP.replace("b", "c"), "q:s1:p1:1": TP}

@@ -1,0 +1,56 @@
+"""ackDequeuedJobs and checkpointJobs: the worker's word on jobs it holds, decided
+per job and appended per partition."""
+
+from __future__ import annotations
+
+from pinledger.ledger.commands import decide_checkpoint, decide_failure, decide_success
+from pinledger.ledger.events import Checkpointed, Event
+from pinledger.projections.pg.store import QueueRow
+from pinledger.service.api.core import Api, append_by_partition, check_jobs, load_queue
+from pinledger.service.api.requests import AckRequest, Caller, CheckpointRequest
+
+
+def apply_acks(api: Api, caller: Caller | None, request: AckRequest, queue: QueueRow) -> None:
+    """Append the acks of `request` (also those piggybacked on a dequeue)."""
+    check_jobs(queue, (info.job for info in request.succeeded))
+    check_jobs(queue, (info.job for info in request.failed))
+    events: dict[int, list[Event]] = {}
+    for info in request.succeeded:
+        events.setdefault(info.job.partition, []).append(
+            decide_success(info.job.local_id, info.append_status)
+        )
+    for info in request.failed:
+        events.setdefault(info.job.partition, []).append(
+            decide_failure(info.job.local_id, info.retry_delay_ms, info.append_status)
+        )
+    append_by_partition(api, queue, events, caller)
+    api.metrics.count(
+        "pinledger_jobs_total", len(request.succeeded), queue=queue.name, action="ack_success"
+    )
+    api.metrics.count(
+        "pinledger_jobs_total", len(request.failed), queue=queue.name, action="ack_failure"
+    )
+
+
+def ack_dequeued_jobs(api: Api, caller: Caller | None, request: AckRequest) -> None:
+    apply_acks(api, caller, request, load_queue(api, request.queue))
+
+
+def checkpoint_jobs(api: Api, caller: Caller | None, request: CheckpointRequest) -> None:
+    queue = load_queue(api, request.queue)
+    check_jobs(queue, (item.job for item in request.checkpoints))
+    events: dict[int, list[Event]] = {}
+    for item in request.checkpoints:
+        event = Checkpointed(
+            local_id=item.job.local_id,
+            new_body=item.new_body,
+            move_to_pending=item.move_to_pending,
+            run_after=item.run_after,
+            attempts_allowed=item.attempts_allowed,
+            prepend_status=item.prepend_status,
+        )
+        events.setdefault(item.job.partition, []).append(decide_checkpoint(event, api.limits))
+    append_by_partition(api, queue, events, caller)
+    api.metrics.count(
+        "pinledger_jobs_total", len(request.checkpoints), queue=queue.name, action="checkpoint"
+    )

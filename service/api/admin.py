@@ -1,0 +1,61 @@
+"""retryFailedJobs and deleteJobs: bulk actions on the jobs a filter selects, decided
+against the projected rows and appended per partition in chunks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from pinledger.ledger.commands import decide_delete, decide_retry
+from pinledger.ledger.events import Event
+from pinledger.ledger.state import Job, JobState
+from pinledger.projections.pg.store import JobRow, QueueRow
+from pinledger.service.api.barrier import settle
+from pinledger.service.api.core import Api, append_by_partition, load_queue
+from pinledger.service.api.reads import job_filter
+from pinledger.service.api.requests import Caller, DeleteJobsRequest, RetryRequest
+
+
+def _append_bulk(
+    api: Api,
+    queue: QueueRow,
+    rows: Sequence[JobRow],
+    decide: Callable[[list[Job]], list[Event]],
+    caller: Caller | None,
+) -> int:
+    by_part: dict[int, list[Job]] = {}
+    for row in rows:
+        by_part.setdefault(row.partition, []).append(row.job)
+    events = {partition: decide(jobs) for partition, jobs in by_part.items()}
+    count = append_by_partition(api, queue, events, caller)
+    if count:
+        settle(api, queue)
+    return count
+
+
+def retry_failed_jobs(api: Api, caller: Caller | None, request: RetryRequest) -> int:
+    queue = load_queue(api, request.queue)
+    where = job_filter(api, queue, JobState.FAILED, request.priority, None)
+    settle(api, queue)
+    rows = api.store.select(where, request.limit)
+    now = api.clock.now_ms()
+    count = _append_bulk(
+        api,
+        queue,
+        rows,
+        lambda jobs: list(decide_retry(jobs, request.attempts, request.run_after, now, len(jobs))),
+        caller,
+    )
+    api.metrics.count("pinledger_jobs_total", count, queue=queue.name, action="retry")
+    return count
+
+
+def delete_jobs(api: Api, caller: Caller | None, request: DeleteJobsRequest) -> int:
+    queue = load_queue(api, request.queue)
+    where = job_filter(api, queue, request.state, request.priority, request.body_regex)
+    settle(api, queue)
+    rows = api.store.select(where, request.limit)
+    count = _append_bulk(
+        api, queue, rows, lambda jobs: list(decide_delete(jobs, where.state, len(jobs))), caller
+    )
+    api.metrics.count("pinledger_jobs_total", count, queue=queue.name, action="delete")
+    return count

@@ -1,0 +1,55 @@
+"""The read barrier: reads wait (bounded by read_wait_s) until the projection holds
+what the caller's descriptors, or this server's own appends, put in the log."""
+
+from __future__ import annotations
+
+import logging
+
+from pinledger.projections.pg.store import QueueRow
+from pinledger.service.api.core import Api
+
+log = logging.getLogger(__name__)
+
+Partition = tuple[str, int]  # (topic, partition)
+
+_FIRST_PAUSE_S = 0.002
+_MAX_PAUSE_S = 0.05
+# Waited this long between polls: the offsets asked for may be past the log's end.
+_CAP_AFTER_PAUSE_S = 0.016
+
+
+def wait_projected(api: Api, keys: dict[Partition, int]) -> None:
+    """Wait (at most read_wait_s) until the projection holds the record at each
+    given offset, and everything this server appended to those partitions."""
+    appended = api.writer.appended
+    needed = {key: max(offset, appended.get(key, -1)) for key, offset in keys.items()}
+    needed = {key: offset for key, offset in needed.items() if offset >= 0}
+    deadline = api.clock.monotonic() + api.config.read_wait_s
+    pause = _FIRST_PAUSE_S
+    capped = False
+    while needed:
+        reached = api.store.offsets(needed)
+        needed = {k: o for k, o in needed.items() if reached.get(k, 0) <= o}
+        if needed and not capped and pause >= _CAP_AFTER_PAUSE_S:
+            # Still waiting: a descriptor may name an offset the log never reached
+            # (a made-up or mistyped one); nothing beyond the log's end is worth
+            # waiting for.
+            capped = True
+            ends = api.writer.log.end_offsets(list(needed))
+            needed = {
+                k: min(o, max(ends[k] - 1, appended.get(k, -1))) if k in ends else o
+                for k, o in needed.items()
+            }
+            needed = {k: o for k, o in needed.items() if o >= 0}
+        if not needed or api.clock.monotonic() >= deadline:
+            if needed:
+                log.info("read served before the projection reached %s", needed)
+            return
+        api.clock.sleep(pause)
+        pause = min(pause * 2, _MAX_PAUSE_S)
+
+
+def settle(api: Api, queue: QueueRow) -> None:
+    """Counts, scans and bulk actions see this server's own writes to the queue."""
+    topic = api.writer.topic(queue.name)
+    wait_projected(api, {(topic, p): -1 for p in range(queue.partitions)})

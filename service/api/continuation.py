@@ -1,0 +1,35 @@
+"""scanJobs continuations: "0" starts a scan, "-1" says there is nothing after, and
+any other token is where a previous page ended (run_after.partition.local_id)."""
+
+from __future__ import annotations
+
+from pinledger.idl import pinlater
+from pinledger.projections.pg.store import ScanKey
+from pinledger.service.api.errors import pinlater_error
+
+CONTINUATION_START: str = pinlater.CONTINUATION_START
+CONTINUATION_END: str = pinlater.CONTINUATION_END
+
+
+def parse_continuation(token: str | None) -> ScanKey | None:
+    """ "0" (or nothing) starts a scan; otherwise the token a previous page returned."""
+    if token is None or token == CONTINUATION_START:
+        return None
+    parts = token.split(".")
+    try:
+        if len(parts) != 3:
+            raise ValueError
+        run_after, partition, local_id = (int(p) for p in parts)
+        if partition < 0 or local_id < 0:
+            raise ValueError
+    except ValueError:
+        raise pinlater_error(
+            pinlater.ErrorCode.CONTINUATION_INVALID,
+            f'continuation {token!r} is not one this server returned; use "0" to start',
+        ) from None
+    return ScanKey(run_after, partition, local_id)
+
+
+def continuation_after(key: ScanKey) -> str:
+    """The token `parse_continuation` reads back as `key`."""
+    return f"{key.run_after}.{key.partition}.{key.local_id}"

@@ -1,0 +1,131 @@
+"""What every RPC module shares: the server's parts (`Api`) and the load -> decide ->
+append helper (`load_queue`, `check_jobs`, `append_by_partition`).
+
+An RPC loads the queue (cache, then the log), checks the request's jobs against it,
+decides events with `ledger.commands` and appends them here, one record per
+partition and chunk; the partition's owner applies them (`state.evolve`) and the
+projector writes them to Postgres. Nothing in service/api writes job state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from pinledger.idl import pinlater
+from pinledger.ledger.clock import Clock
+from pinledger.ledger.commands import Limits, check_queue_name
+from pinledger.ledger.descriptor import DescriptorError, JobDescriptor
+from pinledger.ledger.events import Actor, Event
+from pinledger.ledger.state import Job
+from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.pg.store import QueueRow, Store
+from pinledger.service.api.directory import QueueDirectory
+from pinledger.service.api.errors import pinlater_error
+from pinledger.service.api.peers import PeerPool
+from pinledger.service.api.ratelimit import QueueRateLimits
+from pinledger.service.api.requests import Caller
+from pinledger.service.config import Config
+from pinledger.service.observability import telemetry
+from pinledger.service.observability.metrics import Metrics
+from pinledger.service.queue_config import QueueConfig
+
+# Jobs per record for bulk actions (retry, delete): as many as one enqueue record holds.
+BULK_CHUNK = 1000
+
+
+class ClaimedJob(Protocol):
+    """A job an owner handed to a dequeue, with the partition it lives in."""
+
+    @property
+    def partition(self) -> int: ...
+    @property
+    def job(self) -> Job: ...
+    @property
+    def traceparent(self) -> str | None: ...
+
+
+class Owners(Protocol):
+    """What the API asks of this server's partition owner."""
+
+    def add_queue(self, name: str) -> None: ...
+    def serves_all(self, queue: str, partitions: int) -> bool: ...
+    def peers_for(self, queue: str) -> list[str]: ...
+    def peek(
+        self, queue: str, limit: int, now: int, coverage: float = 1.0
+    ) -> Sequence[ClaimedJob]: ...
+    def dequeue(
+        self, queue: str, limit: int, now: int, actor: Actor, coverage: float = 1.0
+    ) -> Sequence[ClaimedJob]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    """The server's parts an RPC uses."""
+
+    config: Config
+    store: Store
+    writer: LedgerWriter
+    owner: Owners
+    metrics: Metrics
+    queues: QueueDirectory
+    rate_limits: QueueRateLimits
+    queue_config: Callable[[], QueueConfig]
+    peers: PeerPool
+    clock: Clock
+    limits: Limits
+
+    def actor(self, caller: Caller | None) -> Actor:
+        if caller is None:
+            return Actor(server=self.config.server_id)
+        return Actor(
+            source=caller.source, request_id=caller.request_id, server=self.config.server_id
+        )
+
+
+def load_queue(api: Api, name: str) -> QueueRow:
+    """The queue, from the cache or else its topic; QUEUE_NOT_FOUND when neither."""
+    check_queue_name(name)  # a descriptor's queue is parsed, not yet checked for length
+    row = api.queues.get_or_log(name, api.writer.log, api.writer.topic(name))
+    if row is None:
+        raise pinlater_error(pinlater.ErrorCode.QUEUE_NOT_FOUND, f"queue {name!r} does not exist")
+    return row
+
+
+def check_job(queue: QueueRow, parsed: JobDescriptor) -> None:
+    """A descriptor must name the request's queue and one of its partitions."""
+    if parsed.queue != queue.name:
+        raise DescriptorError(
+            f"{str(parsed)!r} belongs to queue {parsed.queue!r}, not {queue.name!r}"
+        )
+    if parsed.partition >= queue.partitions:
+        raise DescriptorError(
+            f"{str(parsed)!r}: queue {queue.name!r} has no partition {parsed.partition} "
+            f"(it has {queue.partitions})"
+        )
+
+
+def check_jobs(queue: QueueRow, jobs: Iterable[JobDescriptor]) -> None:
+    for parsed in jobs:
+        check_job(queue, parsed)
+
+
+def append_by_partition(
+    api: Api, queue: QueueRow, events: dict[int, list[Event]], caller: Caller | None
+) -> int:
+    """Append each partition's events, at most BULK_CHUNK per record, in one round
+    trip; returns how many events were appended."""
+    batches: list[tuple[str, int, Sequence[Event]]] = [
+        (queue.name, partition, evs[i : i + BULK_CHUNK])
+        for partition, evs in events.items()
+        for i in range(0, len(evs), BULK_CHUNK)
+    ]
+    if batches:
+        api.writer.append_many(
+            batches,
+            api.clock.now_ms(),
+            api.actor(caller),
+            telemetry.current_traceparent(),  # the call's span: acks link back to it
+        )
+    return sum(len(evs) for _, _, evs in batches)

@@ -1,0 +1,86 @@
+"""dequeueJobs and dequeueOwned: claims from the partitions this server owns, topped
+up from the servers that own the queue's other partitions."""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any, Protocol
+
+from pinledger.idl import pinlater
+from pinledger.service.api import convert
+from pinledger.service.api.acks import apply_acks
+from pinledger.service.api.core import Api, load_queue
+from pinledger.service.api.errors import pinlater_error
+from pinledger.service.api.requests import Caller, DequeueRequest
+
+log = logging.getLogger(__name__)
+
+
+class _PeerOwners(Protocol):
+    def peers_for(self, queue: str) -> list[str]: ...
+
+
+class _Peers(Protocol):
+    def dequeue(
+        self, address: str, caller: Caller | None, request: DequeueRequest, limit: int
+    ) -> Any: ...
+
+
+def dequeue_jobs(api: Api, caller: Caller | None, request: DequeueRequest) -> Any:
+    queue = load_queue(api, request.queue)
+    if request.acks is not None:
+        # Acks first and always: PinLater dropped them on a rate-limited dequeue.
+        apply_acks(api, caller, request.acks, queue)
+    now = api.clock.now_ms()
+    if request.dry_run:
+        found = api.owner.peek(queue.name, request.limit, now, request.coverage)
+        return forward(
+            api.owner, api.peers, convert.dequeue_response(found, queue.name), caller, request
+        )
+    if not api.rate_limits.allow(queue.name):
+        raise pinlater_error(
+            pinlater.ErrorCode.DEQUEUE_RATE_LIMITED,
+            f"queue {queue.name!r} is rate limited to {api.rate_limits.rate(queue.name)} "
+            "jobs/s on this server (maxJobsPerSecond in the queue config; 0 = paused)",
+        )
+    claimed = api.owner.dequeue(queue.name, request.limit, now, api.actor(caller), request.coverage)
+    response = forward(
+        api.owner, api.peers, convert.dequeue_response(claimed, queue.name), caller, request
+    )
+    jobs = convert.dequeued_count(response)
+    api.rate_limits.charge(queue.name, jobs)
+    api.metrics.count("pinledger_jobs_total", jobs, queue=queue.name, action="dequeue")
+    return response
+
+
+def dequeue_owned(api: Api, caller: Caller | None, request: DequeueRequest) -> Any:
+    """What a peer forwarded: this server's partitions only, no rate limit, no acks."""
+    queue = load_queue(api, request.queue)
+    now = api.clock.now_ms()
+    if request.dry_run:
+        found = api.owner.peek(queue.name, request.limit, now, request.coverage)
+    else:
+        found = api.owner.dequeue(
+            queue.name, request.limit, now, api.actor(caller), request.coverage
+        )
+    return convert.dequeue_response(found, queue.name)
+
+
+def forward(
+    owner: _PeerOwners, peers: _Peers, response: Any, caller: Caller | None, request: DequeueRequest
+) -> Any:
+    """Top the response up from the other owners of the queue's partitions."""
+    addresses = owner.peers_for(request.queue)
+    random.shuffle(addresses)
+    for address in addresses:
+        wanted = request.limit - convert.dequeued_count(response)
+        if wanted <= 0:
+            break
+        try:
+            more = peers.dequeue(address, caller, request, wanted)
+        except Exception as exc:  # a peer going away must not fail this call
+            log.warning("forwarding a dequeue to %s failed: %s", address, exc)
+            continue
+        convert.merge_dequeued(response, more)
+    return response

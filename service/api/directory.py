@@ -1,0 +1,81 @@
+"""The queue directory: queue names and partition counts, cached from the projected
+catalog so that enqueue does not wait on Postgres."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
+from pinledger.ledger.log import Log
+from pinledger.projections.pg.store import QueueRow, Store
+
+log = logging.getLogger(__name__)
+
+# A miss re-reads the catalog (a queue just created), at most this often.
+_MISS_REREAD_S = 0.05
+
+
+class QueueDirectory:
+    """Queue names and partition counts, from the projected catalog. Cached so that
+    enqueue does not wait on Postgres; a miss re-reads (a queue just created)."""
+
+    def __init__(self, store: Store, refresh_s: float = 1.0, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.store = store
+        self.clock = clock
+        # Told the queue names whenever they change (the server points it at the owner,
+        # which subscribes to their topics).
+        self.on_change: Callable[[set[str]], None] = lambda _: None
+        self._queues: dict[str, QueueRow] = {}
+        self._read_at = 0.0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._refresh_s = refresh_s
+        self.refresh()
+
+    def start(self) -> None:
+        """Re-read every `refresh_s`, so a queue deleted through another server stops
+        taking enqueues here too."""
+
+        def loop() -> None:
+            while not self.clock.sleep(self._refresh_s, self._stop):
+                try:
+                    self.refresh()
+                except Exception as exc:
+                    log.warning("cannot refresh the queue list: %s", exc)
+
+        threading.Thread(target=loop, name="queue-directory", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def refresh(self) -> None:
+        rows = {row.name: row for row in self.store.queues()}
+        with self._lock:
+            changed = rows.keys() != self._queues.keys()
+            self._queues = rows
+            self._read_at = self.clock.monotonic()
+        if changed:
+            self.on_change(set(rows))
+
+    def get(self, name: str) -> QueueRow | None:
+        row = self._queues.get(name)
+        if row is None and self.clock.monotonic() - self._read_at > _MISS_REREAD_S:
+            self.refresh()
+            row = self._queues.get(name)
+        return row
+
+    def get_or_log(self, name: str, log_: Log, topic: str) -> QueueRow | None:
+        """Like `get`, falling back to the log: a queue whose topic exists takes jobs
+        even while the catalog projection is still catching up (a rebalance)."""
+        row = self.get(name)
+        if row is None:
+            partitions = log_.partition_count(topic)
+            if partitions:
+                row = QueueRow(name, partitions, 0)
+        return row
+
+    def names(self) -> set[str]:
+        self.refresh()
+        return set(self._queues)

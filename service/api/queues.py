@@ -1,0 +1,88 @@
+"""createQueue, deleteQueue, getQueueNames: queues live in the catalog topic; these
+wait (bounded) until the catalog projection and the owners have caught up."""
+
+from __future__ import annotations
+
+import logging
+
+from pinledger.idl import pinlater
+from pinledger.ledger.log import LogError
+from pinledger.service.api.core import Api
+from pinledger.service.api.errors import pinlater_error
+from pinledger.service.api.requests import Caller
+from pinledger.service.password import check_password
+
+log = logging.getLogger(__name__)
+
+# Bounds of the waits after a create or delete: a rebalance takes seconds on a busy
+# machine, so never less than this however small read_wait_s is.
+_MIN_WAIT_S = 10.0
+_CATALOG_POLL_S = 0.02
+_OWNED_POLL_S = 0.05
+
+
+def create_queue(api: Api, caller: Caller | None, name: str) -> None:
+    if api.queues.get(name) is not None:
+        return
+    partitions = api.queue_config().settings(name).partitions or api.config.partitions
+    api.writer.create_queue(name, partitions, api.clock.now_ms(), api.actor(caller))
+    api.owner.add_queue(name)
+    _wait_catalog(api, name, present=True)
+    _wait_owned(api, name, partitions)
+
+
+def check_admin_password(api: Api, password: str | None) -> None:
+    config = api.config
+    if not config.admin_password_sha256:
+        raise pinlater_error(
+            pinlater.ErrorCode.PASSWORD_INVALID,
+            "no admin password is configured on this server "
+            "(set PINLEDGER_ADMIN_PASSWORD_SHA256; see `pinledger hash-password`)",
+        )
+    if not check_password(password or "", config.admin_salt, config.admin_password_sha256):
+        raise pinlater_error(pinlater.ErrorCode.PASSWORD_INVALID, "the admin password is wrong")
+
+
+def delete_queue(api: Api, caller: Caller | None, name: str) -> None:
+    """Deletes the queue (the password was checked before the name was read)."""
+    if api.queues.get(name) is None:
+        return  # idempotent
+    api.writer.delete_queue(name, api.clock.now_ms(), api.actor(caller))
+    _wait_catalog(api, name, present=False)
+
+
+def queue_names(api: Api) -> set[str]:
+    return api.queues.names()
+
+
+def _wait_catalog(api: Api, name: str, present: bool) -> None:
+    """Wait (bounded) until getQueueNames shows the change. The change is in the
+    log already, so running out of time is not an error: the queue takes (or
+    refuses) jobs from its topic at once, and the name list follows."""
+    deadline = api.clock.monotonic() + max(_MIN_WAIT_S, api.config.read_wait_s)
+    while api.clock.monotonic() < deadline:
+        api.queues.refresh()
+        if (api.queues.get(name) is not None) == present:
+            return
+        api.clock.sleep(_CATALOG_POLL_S)
+    log.warning(
+        "queue %r %s in the ledger; the catalog projection has not caught up yet",
+        name,
+        "created" if present else "deleted",
+    )
+
+
+def _wait_owned(api: Api, name: str, partitions: int) -> None:
+    """Wait (bounded) until the new queue's partitions have owners that serve them, so
+    a job enqueued and looked up right after createQueue is seen. The owners' group
+    takes a rebalance, seconds on a busy machine, to hand a new topic out. Running out
+    of time is not an error: the queue exists and will be served."""
+    deadline = api.clock.monotonic() + max(_MIN_WAIT_S, api.config.read_wait_s)
+    while api.clock.monotonic() < deadline:
+        try:
+            if api.owner.serves_all(name, partitions):
+                return
+        except LogError as exc:
+            log.warning("cannot tell whether queue %r is owned yet: %s", name, exc)
+        api.clock.sleep(_OWNED_POLL_S)
+    log.warning("queue %r created; not every partition has a serving owner yet", name)

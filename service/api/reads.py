@@ -1,0 +1,91 @@
+"""lookupJobs, getJobHistory, getJobCount, scanJobs: answered from the projection,
+after the read barrier (barrier.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pinledger.ledger.commands import check_priority
+from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.ledger.state import JobState
+from pinledger.projections.history import build_history
+from pinledger.projections.pg.store import JobFilter, QueueRow, ScanKey
+from pinledger.service.api import convert
+from pinledger.service.api import history as history_thrift
+from pinledger.service.api.barrier import Partition, settle, wait_projected
+from pinledger.service.api.continuation import CONTINUATION_END, continuation_after
+from pinledger.service.api.core import Api, check_job, check_jobs, load_queue
+from pinledger.service.api.requests import CountRequest, HistoryRequest, LookupRequest, ScanRequest
+
+# getJobCount answers an i32.
+_INT32_MAX = 2**31 - 1
+
+
+def job_filter(
+    api: Api, queue: QueueRow, state: JobState, priority: int | None, regex: str | None
+) -> JobFilter:
+    """Which jobs a count, scan or bulk action looks at; refuses a priority outside
+    1..max_priority and a regex Postgres cannot compile."""
+    if priority is not None:
+        check_priority(priority, api.limits)
+    api.store.check_regex(regex)
+    return JobFilter(queue.name, state, priority, regex)
+
+
+def lookup_jobs(api: Api, request: LookupRequest) -> dict[str, Any]:
+    by_queue: dict[str, list[JobDescriptor]] = {}
+    for parsed in request.jobs:
+        by_queue.setdefault(parsed.queue, []).append(parsed)
+    found: dict[str, Any] = {}
+    for name, wanted in by_queue.items():
+        queue = load_queue(api, name)
+        check_jobs(queue, wanted)
+        topic = api.writer.topic(name)
+        waits: dict[Partition, int] = {}
+        for d in wanted:
+            key = (topic, d.partition)
+            waits[key] = max(waits.get(key, -1), d.offset)
+        wait_projected(api, waits)
+        rows = api.store.lookup(
+            name, [(d.partition, d.local_id) for d in wanted], request.include_body
+        )
+        asked = {(d.partition, d.local_id): str(d) for d in wanted}
+        for row in rows:
+            # Answer under the descriptor asked for (priority in it is informative).
+            key_text = asked.get((row.partition, row.job.local_id))
+            if key_text is not None:
+                found[key_text] = convert.job_info(name, row, request.include_body, key_text)
+    return found
+
+
+def get_job_history(api: Api, request: HistoryRequest) -> Any:
+    parsed = request.job
+    queue = load_queue(api, parsed.queue)
+    check_job(queue, parsed)
+    wait_projected(api, {(api.writer.topic(queue.name), parsed.partition): parsed.offset})
+    rows = api.store.job_events(queue.name, parsed.partition, parsed.local_id)
+    return history_thrift.to_thrift(build_history(parsed, rows, request.at_offset))
+
+
+def get_job_count(api: Api, request: CountRequest) -> int:
+    queue = load_queue(api, request.queue)
+    where = job_filter(api, queue, request.state, request.priority, request.body_regex)
+    settle(api, queue)
+    count = api.store.count(where, api.clock.now_ms(), request.future)
+    return min(count, _INT32_MAX)
+
+
+def scan_jobs(api: Api, request: ScanRequest) -> Any:
+    queue = load_queue(api, request.queue)
+    where = job_filter(api, queue, request.state, request.priority, request.body_regex)
+    settle(api, queue)
+    limit = request.limit
+    rows = api.store.scan(where, api.clock.now_ms(), request.future, request.after, limit + 1)
+    page = rows[:limit]
+    continuation = CONTINUATION_END
+    if len(rows) > limit and page:
+        last = page[-1]
+        continuation = continuation_after(
+            ScanKey(last.job.run_after, last.partition, last.job.local_id)
+        )
+    return convert.scan_response(queue.name, page, continuation)

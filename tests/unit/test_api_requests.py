@@ -1,0 +1,332 @@
+"""The Thrift edge without servers: requests parsed once with the IDL's defaults, and
+every bad request answered with the ErrorCode docs/decisions/0003-error-codes.md gives
+it (never an INTERNAL_ERROR for a client's mistake)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+import pytest
+from thriftpy2.thrift import TApplicationException
+
+from pinledger.idl import pinlater
+from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.ledger.log import LogError
+from pinledger.ledger.state import JobState
+from pinledger.projections.pg.store import InvalidRegexError, QueueRow, ScanKey, StoreError
+from pinledger.service.api import continuation, requests
+from pinledger.service.api.handler import Handler
+from pinledger.service.config import Config
+from pinledger.service.observability.metrics import Metrics
+from pinledger.service.password import hash_password
+from pinledger.service.queue_config import QueueSettings
+from pinledger.service.testing.clock import FakeClock
+
+p = pinlater
+E = pinlater.ErrorCode
+SALT = "salt"
+PASSWORD = "secret"
+MAIL = QueueRow("mail", 4, 0)
+DRAINED = QueueRow("drained", 2, 0)
+
+
+class _Queues:
+    """The queue directory: `mail`, `drained` (every partition draining), and `down`
+    (whose lookup finds Kafka unreachable)."""
+
+    def get(self, name: str) -> QueueRow | None:
+        return {"mail": MAIL, "drained": DRAINED}.get(name)
+
+    def get_or_log(self, name: str, log: object, topic: str) -> QueueRow | None:
+        if name == "down":
+            raise LogError("Kafka at localhost:9092 is unreachable")
+        return self.get(name)
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.log = None
+        self.appended: dict[tuple[str, int], int] = {}
+
+    def topic(self, name: str) -> str:
+        return f"pl.{name}"
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.count_error: Exception | None = None
+
+    def check_regex(self, regex: str | None) -> None:
+        if regex == "(":
+            raise InvalidRegexError("invalid body regex '(' (Postgres regular expression syntax)")
+
+    def count(self, *_: object) -> int:
+        if self.count_error is not None:
+            raise self.count_error
+        return 0
+
+
+class _RateLimits:
+    def allow(self, queue: str) -> bool:
+        return False
+
+    def rate(self, queue: str) -> float:
+        return 0.0
+
+
+class _QueueConfig:
+    def settings(self, queue: str) -> QueueSettings:
+        drained = frozenset(range(2)) if queue == "drained" else frozenset()
+        return QueueSettings(drained_partitions=drained)
+
+
+def _handler(store: _Store | None = None, password: bool = True) -> Handler:
+    config = Config(
+        server_id="test",
+        max_body_bytes=8,
+        admin_salt=SALT,
+        admin_password_sha256=hash_password(PASSWORD, SALT) if password else "",
+    )
+    return Handler(
+        config,
+        cast(Any, store or _Store()),
+        cast(Any, _Writer()),
+        cast(Any, None),  # no owner: every call below fails before a dequeue
+        Metrics(),
+        cast(Any, _Queues()),
+        cast(Any, _RateLimits()),
+        cast(Any, _QueueConfig),  # called for the queue config: a stand-in with settings()
+        cast(Any, None),
+        FakeClock(),
+    )
+
+
+def _ctx() -> Any:
+    return p.RequestContext(source="test:host", requestId="r-1")
+
+
+def _code(call: Callable[[Handler], object], handler: Handler | None = None) -> int:
+    with pytest.raises(p.PinLaterException) as raised:
+        call(handler or _handler())
+    return int(raised.value.errorCode)
+
+
+def _job(**fields: Any) -> Any:
+    fields.setdefault("body", b"x")
+    return p.PinLaterJob(**fields)
+
+
+def _enqueue(h: Handler, queue: Any = "mail", *jobs: Any) -> object:
+    request = p.PinLaterEnqueueRequest(queueName=queue, jobs=list(jobs) or [_job()])
+    return h.enqueueJobs(_ctx(), request)
+
+
+def _ack(h: Handler, *descriptors: Any, delay: int = 0) -> object:
+    infos = [p.PinLaterJobAckInfo(jobDescriptor=d, retryDelayMillis=delay) for d in descriptors]
+    return h.ackDequeuedJobs(_ctx(), p.PinLaterJobAckRequest(queueName="mail", jobsFailed=infos))
+
+
+def _count(h: Handler, **fields: Any) -> object:
+    fields.setdefault("queueName", "mail")
+    fields.setdefault("jobState", JobState.PENDING)
+    return h.getJobCount(_ctx(), p.PinLaterGetJobCountRequest(**fields))
+
+
+def _scan(h: Handler, **fields: Any) -> object:
+    fields.setdefault("queueName", "mail")
+    fields.setdefault("jobState", JobState.PENDING)
+    return h.scanJobs(_ctx(), p.PinLaterScanJobsRequest(**fields))
+
+
+BAD_REQUESTS: list[tuple[str, Callable[[Handler], object], int]] = [
+    ("queue name with a dash", lambda h: h.createQueue(_ctx(), "has-dash"), E.QUEUE_NAME_INVALID),
+    ("empty queue name", lambda h: h.createQueue(_ctx(), ""), E.QUEUE_NAME_INVALID),
+    ("no queue name", lambda h: h.createQueue(_ctx(), None), E.QUEUE_NAME_INVALID),
+    ("enqueue without a queue name", lambda h: _enqueue(h, None), E.QUEUE_NAME_INVALID),
+    ("queue name too long", lambda h: h.createQueue(_ctx(), "q" * 65), E.QUEUE_NAME_TOO_LONG),
+    ("enqueue to no such queue", lambda h: _enqueue(h, "nope"), E.QUEUE_NOT_FOUND),
+    ("count on no such queue", lambda h: _count(h, queueName="nope"), E.QUEUE_NOT_FOUND),
+    ("priority 4", lambda h: _enqueue(h, "mail", _job(priority=4)), E.PRIORITY_NOT_SUPPORTED),
+    ("priority 0", lambda h: _enqueue(h, "mail", _job(priority=0)), E.PRIORITY_NOT_SUPPORTED),
+    ("count at priority 9", lambda h: _count(h, priority=9), E.PRIORITY_NOT_SUPPORTED),
+    ("body over the limit", lambda h: _enqueue(h, "mail", _job(body=b"x" * 9)), E.ENQUEUE_REJECTED),
+    ("every partition draining", lambda h: _enqueue(h, "drained"), E.ENQUEUE_REJECTED),
+    (
+        "dequeue from a paused queue",
+        lambda h: h.dequeueJobs(_ctx(), p.PinLaterDequeueRequest(queueName="mail", limit=1)),
+        E.DEQUEUE_RATE_LIMITED,
+    ),
+    ("wrong password", lambda h: h.deleteQueue(_ctx(), "mail", "wrong"), E.PASSWORD_INVALID),
+    ("no password", lambda h: h.deleteQueue(_ctx(), "mail", None), E.PASSWORD_INVALID),
+    (
+        "wrong password, bad name",
+        lambda h: h.deleteQueue(_ctx(), "bad-name", "wrong"),
+        E.PASSWORD_INVALID,
+    ),
+    ("continuation not ours", lambda h: _scan(h, continuation="bogus"), E.CONTINUATION_INVALID),
+    ("continuation of two parts", lambda h: _scan(h, continuation="1.2"), E.CONTINUATION_INVALID),
+    ("continuation negative", lambda h: _scan(h, continuation="1.-1.3"), E.CONTINUATION_INVALID),
+    ("no request", lambda h: h.enqueueJobs(_ctx(), None), E.UNKNOWN),
+    ("job without a body", lambda h: _enqueue(h, "mail", _job(body=None)), E.UNKNOWN),
+    ("attempts 0", lambda h: _enqueue(h, "mail", _job(numAttemptsAllowed=0)), E.UNKNOWN),
+    ("priority not a number", lambda h: _enqueue(h, "mail", _job(priority="1")), E.UNKNOWN),
+    (
+        "dequeue without a limit",
+        lambda h: h.dequeueJobs(_ctx(), p.PinLaterDequeueRequest(queueName="mail")),
+        E.UNKNOWN,
+    ),
+    (
+        "dequeue with a negative limit",
+        lambda h: h.dequeueJobs(_ctx(), p.PinLaterDequeueRequest(queueName="mail", limit=-1)),
+        E.UNKNOWN,
+    ),
+    ("scan with a negative limit", lambda h: _scan(h, limit=-1), E.UNKNOWN),
+    ("malformed descriptor", lambda h: _ack(h, "garbage"), E.UNKNOWN),
+    ("no descriptor", lambda h: _ack(h, None), E.UNKNOWN),
+    ("descriptor of another queue", lambda h: _ack(h, "other:s0:p1:0"), E.UNKNOWN),
+    ("descriptor past the partitions", lambda h: _ack(h, "mail:s4:p1:0"), E.UNKNOWN),
+    ("negative retry delay", lambda h: _ack(h, "mail:s0:p1:0", delay=-1), E.UNKNOWN),
+    ("job state out of range in a count", lambda h: _count(h, jobState=7), E.UNKNOWN),
+    ("job state negative in a scan", lambda h: _scan(h, jobState=-1), E.UNKNOWN),
+    (
+        "job state out of range in a delete",
+        lambda h: h.deleteJobs(_ctx(), p.PinLaterDeleteJobsRequest(queueName="mail", jobState=9)),
+        E.UNKNOWN,
+    ),
+    ("no job state", lambda h: _count(h, jobState=None), E.UNKNOWN),
+    ("invalid regex", lambda h: _count(h, bodyRegexToMatch="("), E.UNKNOWN),
+    (
+        "lookup of a malformed descriptor",
+        lambda h: h.lookupJobs(_ctx(), p.PinLaterLookupJobRequest(jobDescriptors=["nonsense"])),
+        E.UNKNOWN,
+    ),
+    (
+        "history of a malformed descriptor",
+        lambda h: h.getJobHistory(_ctx(), p.PinLaterJobHistoryRequest(jobDescriptor="x")),
+        E.UNKNOWN,
+    ),
+    (
+        "lookup of a descriptor whose queue name is too long",
+        lambda h: h.lookupJobs(
+            _ctx(), p.PinLaterLookupJobRequest(jobDescriptors=["q" * 65 + ":s0:p1:0"])
+        ),
+        E.QUEUE_NAME_TOO_LONG,
+    ),
+    ("Kafka unreachable", lambda h: _enqueue(h, "down"), E.SHARD_CONNECTION_FAILED),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "code"),
+    [(call, code) for _, call, code in BAD_REQUESTS],
+    ids=[i for i, *_ in BAD_REQUESTS],
+)
+def test_bad_requests_get_their_error_code(call: Callable[[Handler], object], code: int) -> None:
+    assert _code(call) == code
+
+
+def test_an_out_of_range_job_state_says_which_states_exist() -> None:
+    with pytest.raises(p.PinLaterException) as raised:
+        _count(_handler(), jobState=7)
+    assert "jobState 7" in raised.value.message and "3 (FAILED)" in raised.value.message
+
+
+def test_no_admin_password_configured_refuses_every_delete() -> None:
+    assert _code(lambda h: h.deleteQueue(_ctx(), "mail", ""), _handler(password=False)) == (
+        E.PASSWORD_INVALID
+    )
+
+
+def test_postgres_failing_is_a_shard_error_and_a_bug_an_internal_one() -> None:
+    store = _Store()
+    store.count_error = StoreError("Postgres is unreachable")
+    assert _code(_count, _handler(store)) == E.SHARD_CONNECTION_FAILED
+    store.count_error = RuntimeError("a bug")
+    with pytest.raises(TApplicationException) as raised:
+        _count(_handler(store))
+    assert raised.value.type == TApplicationException.INTERNAL_ERROR
+
+
+# -- parsing and the IDL's defaults ------------------------------------------------------
+
+
+def test_idl_defaults_are_read_from_the_loaded_idl() -> None:
+    assert requests.idl_default(p.PinLaterJob, "numAttemptsAllowed", int) == 2
+    assert requests.idl_default(p.PinLaterScanJobsRequest, "continuation", str) == "0"
+    with pytest.raises(TypeError):
+        requests.idl_default(p.PinLaterJob, "priority", str)
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        p.PinLaterJob(body=b"x"),
+        p.PinLaterJob(body=b"x", priority=None, numAttemptsAllowed=None, customStatus=None),
+    ],
+)
+def test_an_enqueued_job_gets_the_idl_defaults(job: Any) -> None:
+    parsed = requests.parse_enqueue(p.PinLaterEnqueueRequest(queueName="mail", jobs=[job]))
+    (new,) = parsed.jobs
+    assert (new.priority, new.attempts_allowed, new.custom_status, new.run_after) == (
+        1,
+        2,
+        "",
+        None,
+    )
+
+
+def test_defaults_of_scans_retries_and_deletes() -> None:
+    scan = requests.parse_scan(
+        p.PinLaterScanJobsRequest(queueName="mail", jobState=0, continuation=None, limit=None)
+    )
+    assert (scan.limit, scan.after, scan.future, scan.state) == (100, None, False, JobState.PENDING)
+    retry = requests.parse_retry(p.PinLaterRetryFailedJobsRequest(queueName="mail"))
+    assert (retry.priority, retry.attempts, retry.limit, retry.run_after) == (1, 1, 1000, None)
+    delete = requests.parse_delete_jobs(p.PinLaterDeleteJobsRequest(queueName="mail", jobState=3))
+    assert (delete.priority, delete.limit, delete.state) == (1, 1000, JobState.FAILED)
+
+
+def test_a_dequeue_with_piggybacked_acks_acks_in_its_own_queue() -> None:
+    acks = p.PinLaterJobAckRequest(
+        queueName=None,
+        jobsSucceeded=[p.PinLaterJobAckInfo(jobDescriptor="mail:s1:p2:3000")],
+        jobsFailed=[p.PinLaterJobAckInfo(jobDescriptor="mail:s0:p1:7", retryDelayMillis=5)],
+    )
+    parsed = requests.parse_dequeue(
+        p.PinLaterDequeueRequest(queueName="mail", limit=3, jobAckRequest=acks)
+    )
+    assert (parsed.limit, parsed.dry_run, parsed.coverage) == (3, False, 1.0)
+    assert parsed.acks is not None and parsed.acks.queue == "mail"
+    (ok,) = parsed.acks.succeeded
+    (failed,) = parsed.acks.failed
+    assert ok.job == JobDescriptor("mail", 1, 2, 3000) and ok.append_status == ""
+    assert (failed.job.local_id, failed.retry_delay_ms) == (7, 5)
+
+
+def test_continuations_read_back_what_a_scan_page_returned() -> None:
+    key = ScanKey(1_700_000_000_000, 3, 42_001)
+    assert continuation.parse_continuation(continuation.continuation_after(key)) == key
+    assert continuation.parse_continuation("0") is None
+    assert continuation.parse_continuation(None) is None
+
+
+def test_checkpoint_bodies_are_utf8_and_flags_default_off() -> None:
+    parsed = requests.parse_checkpoint(
+        p.PinLaterCheckpointJobsRequest(
+            queueName="mail",
+            requests=[p.PinLaterCheckpointJobRequest(jobDescriptor="mail:s0:p1:1", newBody="é")],
+        )
+    )
+    (item,) = parsed.checkpoints
+    assert (item.new_body, item.move_to_pending, item.attempts_allowed) == (
+        "é".encode(),
+        False,
+        None,
+    )
+
+
+def test_the_callers_context_is_read_once() -> None:
+    assert requests.parse_caller(None) is None
+    caller = requests.parse_caller(p.RequestContext(source="w:h", requestId=None))
+    assert caller == requests.Caller(source="w:h", request_id="")
