@@ -9,7 +9,7 @@ from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 
 # PinLater's PinLaterJobState, same numbers: the ledger's own (one definition; a test
 # checks it against the IDL).
-from pinledger.ledger.state import JobState as JobState
+from pinledger.ledger.state import JobState
 
 
 def now_ms(clock: Clock = SYSTEM_CLOCK) -> int:
@@ -96,3 +96,17 @@ class ScanPage:
     @property
     def more(self) -> bool:
         return self.continuation != "-1"
+
+
+# JobState is re-exported: the client's job states are the ledger's.
+__all__ = [
+    "Ack",
+    "Checkpoint",
+    "DequeuedJob",
+    "Job",
+    "JobInfo",
+    "JobState",
+    "ScanPage",
+    "after_ms",
+    "now_ms",
+]
