@@ -1,0 +1,129 @@
+"""Dequeue from owned partitions (Thrift handler threads): take due jobs from the ready
+buffers, reserve them, append one claim record per partition, and answer once the
+broker has the records. A job stays reserved until its claim is projected (or the
+append failed and the reservation is released), so two dequeues never hand out the
+same job.
+
+Locking: the partitions' lock (partitions.py) is held while reading the serving
+partitions and taking from their buffers, never across the append.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pinledger.ledger.commands import decide_claims
+from pinledger.ledger.events import Actor, Event
+from pinledger.ledger.log import LogError
+from pinledger.ledger.state import Job
+from pinledger.ledger.writer import LedgerWriter
+from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.dispatcher import take
+from pinledger.service.ownership.partitions import Owned, Partitions
+from pinledger.service.ownership.spans import job_span
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A job handed to a dequeue, with the partition it lives in."""
+
+    partition: int
+    job: Job
+    traceparent: str | None = None
+
+
+def serving_parts(owned: Sequence[Owned], queue: str, coverage: float) -> list[Owned]:
+    """The serving partitions of `queue` a dequeue looks at: a random share of them
+    when `coverage` is below 1 (at least one)."""
+    parts = [o for o in owned if o.queue == queue and o.serving]
+    if 0 < coverage < 1 and len(parts) > 1:
+        parts = random.sample(parts, max(1, math.ceil(coverage * len(parts))))
+    return parts
+
+
+class Claims:
+    def __init__(
+        self,
+        server_id: str,
+        started_ms: int,
+        partitions: Partitions,
+        writer: LedgerWriter,
+        metrics: Metrics,
+    ) -> None:
+        self.server_id = server_id
+        self.started_ms = started_ms
+        self.partitions = partitions
+        self.writer = writer
+        self.metrics = metrics
+        self._claims = itertools.count(1)
+
+    def new_claim(self, source: str) -> str:
+        """A claim descriptor unique to one dequeue call: server, its start time, the
+        caller and a counter, as PinLater made them."""
+        return f"{self.server_id}:{self.started_ms}:{source}:{next(self._claims)}"
+
+    def _serving(self, queue: str, coverage: float) -> list[Owned]:
+        """Call with the partitions' lock held."""
+        return serving_parts(list(self.partitions.owned.values()), queue, coverage)
+
+    def peek(self, queue: str, limit: int, now: int, coverage: float = 1.0) -> list[Claimed]:
+        """dryRun: the jobs a dequeue would get, untouched."""
+        with self.partitions.lock:
+            found = [
+                (
+                    job.priority,
+                    job.run_after,
+                    Claimed(o.partition, job, o.traceparents.get(job.local_id)),
+                )
+                for o in self._serving(queue, coverage)
+                for job in o.buffer.due(now, limit)
+            ]
+        found.sort(key=lambda item: (item[0], item[1]))
+        return [claimed for _, _, claimed in found[:limit]]
+
+    def dequeue(
+        self, queue: str, limit: int, now: int, actor: Actor, coverage: float = 1.0
+    ) -> list[Claimed]:
+        """Claim up to `limit` due jobs from owned partitions of `queue`: one claim
+        record per partition, answered once the broker has them."""
+        if limit <= 0:
+            return []
+        claim = self.new_claim(actor.source)
+        with self.partitions.lock:
+            parts = self._serving(queue, coverage)
+            taken = take([o.buffer for o in parts], now, limit)
+            contexts = [parts[index].traceparents.get(job.local_id) for index, job in taken]
+        if not taken:
+            return []
+        by_part: dict[int, list[Job]] = {}
+        for index, job in taken:
+            by_part.setdefault(index, []).append(job)
+        appends: list[tuple[str, int, Sequence[Event]]] = [
+            (queue, parts[index].partition, decide_claims(jobs, claim, now, limit))
+            for index, jobs in by_part.items()
+        ]
+        # A child of the dequeue's RPC span, linking to each job's enqueue.
+        with job_span(
+            f"pinledger claim {queue}",
+            contexts,
+            {"pinledger.queue": queue, "pinledger.claim": claim, "pinledger.jobs": len(taken)},
+        ) as traceparent:
+            try:
+                self.writer.append_many(appends, now, actor, traceparent)
+            except LogError:
+                with self.partitions.lock:
+                    for index, jobs in by_part.items():
+                        parts[index].buffer.release(job.local_id for job in jobs)
+                raise
+        for _, job in taken:
+            self.metrics.observe(
+                "pinledger_dequeue_delay_seconds", max(0, now - job.run_after) / 1000, queue=queue
+            )
+        return [
+            Claimed(parts[index].partition, job, context)
+            for (index, job), context in zip(taken, contexts, strict=True)
+        ]

@@ -1,0 +1,88 @@
+"""The owner thread: one pass polls the group reader and acts on what came back.
+
+A pass: bring the subscription up to date, ask the group to rebalance if the watchdog
+said so, poll, act on rebalance news (adopt, drop), project the records, let caught-up
+partitions serve, run the maintenance that is due. kafka-python wants subscribe, seek
+and request_rejoin on the polling thread: they all happen here.
+
+The owner must outlive a broken batch: a pass that raises drops every owned partition
+(reloaded from Postgres) and the loop carries on.
+
+State shared with other threads: `loop_at` (written here, read by the watchdog; a float
+replaced whole, no lock), `alive` (read by the server's health check), the `stop` and
+`rejoin` events.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from pinledger.ledger.clock import Clock
+from pinledger.service.ownership.kafka_types import GroupReader
+from pinledger.service.ownership.maintenance import Maintenance
+from pinledger.service.ownership.partitions import Partitions
+from pinledger.service.ownership.subscription import Subscription
+
+log = logging.getLogger(__name__)
+
+# Enough records per poll to keep Postgres batches large, few enough that a claim
+# waits at most one batch behind a backlog.
+POLL_RECORDS = 2000
+POLL_TIMEOUT_MS = 200
+# How long the loop waits after a failed pass before the next one.
+FAILED_PASS_PAUSE_S = 0.5
+
+
+class OwnerLoop:
+    def __init__(
+        self,
+        subscription: Subscription,
+        partitions: Partitions,
+        maintenance: Maintenance,
+        rejoin: threading.Event,
+        stop: threading.Event,
+        clock: Clock,
+    ) -> None:
+        self.subscription = subscription
+        self.partitions = partitions
+        self.maintenance = maintenance
+        self.rejoin = rejoin
+        self.stop = stop
+        self.clock = clock
+        self.alive = False
+        # When the loop last completed a pass (monotonic).
+        self.loop_at = clock.monotonic()
+        self.thread = threading.Thread(target=self._run, name="owner", daemon=True)
+        self._reader: GroupReader | None = None
+
+    def start(self, reader: GroupReader) -> None:
+        self._reader = reader
+        self.alive = True
+        self.thread.start()
+
+    def _run(self) -> None:
+        reader = self._reader
+        assert reader is not None
+        while not self.stop.is_set():
+            try:
+                self.run_pass(reader)
+            except Exception:
+                # The owner must outlive a broken batch: log it, drop what it owns (so
+                # the state is reloaded from Postgres) and carry on.
+                log.exception("owner loop failed; reloading owned partitions")
+                self.partitions.reload_all()
+                self.clock.sleep(FAILED_PASS_PAUSE_S, self.stop)
+        self.alive = False
+
+    def run_pass(self, reader: GroupReader) -> None:
+        self.subscription.resubscribe(reader)
+        if self.rejoin.is_set():
+            self.rejoin.clear()
+            reader.request_rejoin()
+        records = reader.poll(POLL_RECORDS, POLL_TIMEOUT_MS)
+        self.partitions.rebalance()
+        self.partitions.project(records)
+        self.partitions.promote()
+        self.maintenance.run_due()
+        self.loop_at = self.clock.monotonic()

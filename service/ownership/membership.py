@@ -1,0 +1,112 @@
+"""The owners' group as seen from this server: its live members and what each owns,
+for forwarding dequeues to peers, shared rate limits and createQueue's wait.
+
+The members thread refreshes the list every `MEMBERS_EVERY_S` (and runs the watchdog
+after each refresh, see owner.py). The rebalance callbacks of this server's own member
+are in partitions.py: they change the partitions' state under its lock.
+
+`members` is replaced whole by the members thread and read by Thrift handler threads
+(`peers_for`) without a lock: a list reference is swapped atomically, and readers use
+the list they got.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from pinledger.ledger.clock import Clock
+from pinledger.ledger.log import GroupMember, LogError
+from pinledger.service.ownership.kafka_types import GroupLog
+from pinledger.service.ownership.partitions import Key, Partitions
+
+log = logging.getLogger(__name__)
+
+MEMBERS_EVERY_S = 2.0
+# Members of the owners' group are named after the server's Thrift address.
+MEMBER_PREFIX = "pinledger@"
+
+
+def member_id_of(address: str) -> str:
+    return f"{MEMBER_PREFIX}{address}"
+
+
+def peer_addresses(members: Sequence[GroupMember], topic: str, member_id: str) -> list[str]:
+    """Addresses (host:port) of the other servers owning partitions of `topic`."""
+    addresses = []
+    for member in members:
+        if member.member_id == member_id or not member.member_id.startswith(MEMBER_PREFIX):
+            continue
+        if any(t == topic for t, _ in member.partitions):
+            addresses.append(member.member_id.removeprefix(MEMBER_PREFIX))
+    return addresses
+
+
+def assignment_of(
+    members: Sequence[GroupMember], topic: str, partitions: int, member_id: str
+) -> list[Key] | None:
+    """The partitions of `topic` assigned to `member_id`, or None while some of its
+    `partitions` are assigned to no member."""
+    assigned = {(t, p, member.member_id) for member in members for t, p in member.partitions}
+    if len({p for t, p, _ in assigned if t == topic}) < partitions:
+        return None
+    return [(t, p) for t, p, member in assigned if t == topic and member == member_id]
+
+
+class Membership:
+    def __init__(
+        self,
+        kafka: GroupLog,
+        group: str,
+        member_id: str,
+        partitions: Partitions,
+        on_change: Callable[[int], None],
+    ) -> None:
+        self.kafka = kafka
+        self.group = group
+        self.member_id = member_id
+        self.partitions = partitions
+        self.on_change = on_change
+        self.members: list[GroupMember] = []
+
+    def refresh(self) -> list[GroupMember] | None:
+        """List the live members again (None when Kafka did not answer); tell
+        `on_change` the count when it changed (0 as it is: the server decides)."""
+        try:
+            members = self.kafka.group_members(self.group)
+        except LogError as exc:
+            log.warning("cannot list the live servers: %s", exc)
+            return None
+        changed = len(members) != len(self.members)
+        self.members = members
+        if changed:
+            self.on_change(len(members))
+        return members
+
+    def serves_all(self, topic: str, partitions: int) -> bool:
+        """Whether every partition of `topic` is owned by a live server, and those this
+        server owns are serving: what a new queue needs before its jobs can be served.
+        Asks Kafka for the members afresh."""
+        mine = assignment_of(
+            self.kafka.group_members(self.group), topic, partitions, self.member_id
+        )
+        return mine is not None and self.partitions.all_serving(mine)
+
+    def peers_for(self, topic: str) -> list[str]:
+        """Addresses (host:port) of other live servers owning partitions of `topic`."""
+        return peer_addresses(self.members, topic, self.member_id)
+
+
+class MembersThread:
+    """Calls `tick` every MEMBERS_EVERY_S until `stop` is set."""
+
+    def __init__(self, tick: Callable[[], None], stop: threading.Event, clock: Clock) -> None:
+        self._tick = tick
+        self._stop = stop
+        self._clock = clock
+        self.thread = threading.Thread(target=self._run, name="owner-members", daemon=True)
+
+    def _run(self) -> None:
+        while not self._clock.sleep(MEMBERS_EVERY_S, self._stop):
+            self._tick()

@@ -1,0 +1,314 @@
+"""The partitions this server owns: their state, adoption and catch-up on assignment,
+projection of their records, and revocation.
+
+On assignment a partition is caught up to the end of the log as it was at assignment
+before it serves; on revocation it stops serving at once (the rebalance callback only
+flips state; Postgres work happens on the owner thread).
+
+Locking: one lock, `Partitions.lock`, guards
+
+- the ownership table (`owned`: which partitions are owned),
+- each `Owned`'s mutable state: `serving`, `target`, its `ReadyBuffer` (which does no
+  locking of its own) and its `traceparents`,
+- the rebalance news the consumer's callbacks leave for the owner thread (`_news`).
+
+Only the owner thread changes the table (adopt, drop, reload), so the owner thread may
+read `owned` without the lock; every other thread reads it under the lock. Everything
+done under the lock is in-memory and short, and no other lock is taken while it is
+held, except the consumer's own subscription lock in `reload_all` (reading the
+assignment; the consumer never calls our callbacks while holding it). The callbacks
+run on the consumer's I/O thread, which also heartbeats: they take this lock only to
+flip `serving` and record the news.
+
+(This lock once had a sibling guarding only the rebalance news; the revoke callback
+took one after the other. One lock is safe because no holder waits for another lock
+or for Kafka, and it makes a revocation's two effects atomic.)
+
+`catalog` is the owner thread's alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pinledger.ledger.events import Enqueued
+from pinledger.ledger.log import LogError, LogRecord, catalog_topic, queue_of_topic
+from pinledger.ledger.state import FINISHED, Job, JobState
+from pinledger.projections.pg.store import FencedError, PartitionGoneError, Store
+from pinledger.projections.projector import CatalogProjector, PartitionProjector, Transition
+from pinledger.service.observability import telemetry
+from pinledger.service.observability.ledger_metrics import LedgerMetrics
+from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.dispatcher import ReadyBuffer
+from pinledger.service.ownership.kafka_types import GroupLog, GroupReader
+from pinledger.service.ownership.spans import apply_spans
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+
+
+@dataclass
+class Owned:
+    """One partition this server owns."""
+
+    queue: str
+    topic: str
+    partition: int
+    projector: PartitionProjector
+    buffer: ReadyBuffer
+    # The partition serves once its projection has reached this offset.
+    target: int
+    serving: bool = False
+    # The enqueue's W3C traceparent of each unfinished job that had one: handed to the
+    # worker with the job and linked from claim, timeout and ack spans. Only jobs
+    # enqueued while this server owned the partition (the projection has the rest).
+    traceparents: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass
+class _News:
+    """Rebalance news from the consumer's callback thread, for the owner thread."""
+
+    revoked: list[Key] = field(default_factory=list)
+    assigned: list[Key] = field(default_factory=list)
+
+
+class Partitions:
+    def __init__(
+        self,
+        prefix: str,
+        max_priority: int,
+        store: Store,
+        kafka: GroupLog,
+        metrics: Metrics,
+        ledger_metrics: LedgerMetrics,
+        on_catalog_change: Callable[[], None],
+    ) -> None:
+        self.prefix = prefix
+        self.max_priority = max_priority
+        self.store = store
+        self.kafka = kafka
+        self.metrics = metrics
+        self.ledger_metrics = ledger_metrics
+        self.on_catalog_change = on_catalog_change
+        self.catalog_key: Key = (catalog_topic(prefix), 0)
+        self.lock = threading.Lock()
+        self.owned: dict[Key, Owned] = {}
+        self.catalog: CatalogProjector | None = None
+        self._news = _News()
+        self._reader: GroupReader | None = None
+
+    def attach(self, reader: GroupReader) -> None:
+        """The group reader whose assignment this follows (made at start, with
+        `revoked` and `assigned` as its callbacks)."""
+        self._reader = reader
+
+    @property
+    def reader(self) -> GroupReader:
+        assert self._reader is not None, "the owner has not started"
+        return self._reader
+
+    # -- rebalance callbacks (consumer I/O thread: no blocking work) ----------------
+
+    def revoked(self, keys: list[Key]) -> None:
+        with self.lock:
+            for key in keys:
+                owned = self.owned.get(key)
+                if owned is not None:
+                    owned.serving = False
+            self._news.revoked.extend(keys)
+
+    def assigned(self, keys: list[Key]) -> None:
+        with self.lock:
+            self._news.assigned.extend(keys)
+
+    # -- the owner thread ---------------------------------------------------------------
+
+    def rebalance(self) -> None:
+        """Act on the rebalance news: drop what is no longer assigned, adopt what is."""
+        with self.lock:
+            news, self._news = self._news, _News()
+        if not news.assigned:
+            # Revocation alone (the first half of an eager rebalance) only stops serving,
+            # which the callback did; the buffers wait for the new assignment.
+            return
+        assigned = set(news.assigned)
+        for key in list(self.owned):
+            if key not in assigned:
+                self.drop(key)
+        catalog = self.catalog_key
+        if catalog not in assigned:
+            self.catalog = None
+        keys = [key for key in news.assigned if key != catalog]
+        stored = self.store.offsets(keys)
+        ends = self.end_offsets(keys)
+        for key in keys:
+            self._adopt(key, stored.get(key), ends.get(key, 0))
+        if catalog in assigned:
+            self._adopt_catalog()
+        self.metrics.set_gauge("pinledger_owned_partitions", float(len(self.owned)))
+
+    def drop(self, key: Key) -> None:
+        with self.lock:
+            owned = self.owned.pop(key, None)
+        if owned is not None:
+            self.ledger_metrics.forget(owned.queue, owned.partition)
+
+    def _adopt_catalog(self) -> None:
+        self.catalog = CatalogProjector(self.store, self.prefix)
+        self.reader.seek(self.catalog.topic, 0, self.catalog.next_offset)
+
+    def _adopt(self, key: Key, stored: int | None, end: int) -> None:
+        """Own a partition: keep the buffer when it was ours and nobody projected it
+        since (a rebalance that handed it straight back), else load it from Postgres.
+        It serves once projected up to `end`, the log's end at assignment."""
+        topic, partition = key
+        queue = queue_of_topic(self.prefix, topic)
+        if queue is None:
+            return
+        current = self.owned.get(key)
+        if current is not None and current.projector.next_offset == stored:
+            with self.lock:
+                current.target = end
+                current.serving = current.projector.next_offset >= end
+            self.reader.seek(topic, partition, current.projector.next_offset)
+            return
+        buffer = ReadyBuffer(self.max_priority)
+        projector = PartitionProjector(
+            self.store,
+            queue,
+            topic,
+            partition,
+            listener=self._listener(key),
+            observer=self._observer(key, queue, partition),
+        )
+        unfinished = (JobState.PENDING, JobState.IN_PROGRESS)
+        projector.cache = self.store.partition_jobs(queue, partition, unfinished)
+        buffer.load(projector.cache.values())
+        owned = Owned(queue, topic, partition, projector, buffer, target=end)
+        # Jobs enqueued under another owner keep their trace context here too.
+        owned.traceparents = self.store.partition_traceparents(queue, partition, unfinished)
+        with self.lock:
+            self.owned[key] = owned
+        self.reader.seek(topic, partition, projector.next_offset)
+        log.info(
+            "owning %s[%d] from offset %d (%d unfinished jobs; serving after offset %d)",
+            topic,
+            partition,
+            projector.next_offset,
+            len(buffer),
+            end,
+        )
+
+    def end_offsets(self, keys: Sequence[Key]) -> dict[Key, int]:
+        try:
+            return self.kafka.end_offsets(keys)
+        except LogError as exc:
+            log.warning("cannot read end offsets (%s): serving what Postgres has", exc)
+            return {}
+
+    def _listener(self, key: Key) -> Callable[[dict[int, Job | None], set[int]], None]:
+        def update(touched: dict[int, Job | None], claimed: set[int]) -> None:
+            with self.lock:
+                owned = self.owned.get(key)
+                if owned is not None:
+                    owned.buffer.update(touched, claimed)
+
+        return update
+
+    def _observer(
+        self, key: Key, queue: str, partition: int
+    ) -> Callable[[Sequence[Transition]], None]:
+        # The projector calls the observer before the listener, so a job's trace
+        # context is recorded before the ready buffer can hand the job out.
+        def observe(transitions: Sequence[Transition]) -> None:
+            self.ledger_metrics.observe(queue, partition, transitions)
+            owned = self.owned.get(key)
+            if owned is None:
+                return
+            if telemetry.active():
+                apply_spans(queue, partition, transitions, owned.traceparents)
+            traceparents = owned.traceparents
+            with self.lock:  # dequeues read them under the lock
+                for t in transitions:
+                    if t.after is None or t.after.state in FINISHED:
+                        traceparents.pop(t.local_id, None)
+                    elif t.traceparent and isinstance(t.event, Enqueued) and t.verdict.applied:
+                        traceparents[t.local_id] = t.traceparent
+
+        return observe
+
+    def project(self, records: Sequence[LogRecord]) -> None:
+        by_key: dict[Key, list[LogRecord]] = {}
+        for record in records:
+            by_key.setdefault((record.topic, record.partition), []).append(record)
+        catalog_key = self.catalog_key
+        for key, batch in by_key.items():
+            batch.sort(key=lambda r: r.offset)
+            try:
+                if key == catalog_key:
+                    if self.catalog is not None and self.catalog.apply(batch):
+                        self.on_catalog_change()
+                    continue
+                owned = self.owned.get(key)
+                if owned is not None:
+                    owned.projector.apply(batch)
+            except PartitionGoneError as exc:
+                # The rebalance that follows the topic's deletion revokes it for good.
+                log.info("%s; no longer owning it", exc)
+                self.drop(key)
+            except FencedError as exc:
+                log.warning("%s; reloading it from Postgres", exc)
+                if key == catalog_key:
+                    self._adopt_catalog()
+                    continue
+                self.drop(key)
+                if self._still_assigned(key):
+                    self._adopt(key, None, self.end_offsets([key]).get(key, 0))
+
+    def _still_assigned(self, key: Key) -> bool:
+        return key in self.reader.assignment()
+
+    def promote(self) -> None:
+        """Partitions whose projection caught up start serving."""
+        with self.lock:
+            for owned in self.owned.values():
+                if not owned.serving and owned.projector.next_offset >= owned.target:
+                    owned.serving = True
+                    log.info("serving %s[%d]", owned.topic, owned.partition)
+
+    def reload_all(self) -> None:
+        """Forget every owned partition and adopt the current assignment again, from
+        Postgres (after a failed pass of the owner loop)."""
+        with self.lock:
+            self.owned.clear()
+        self.catalog = None
+        if self._reader is None:
+            return
+        try:
+            with self.lock:
+                self._news.assigned = list(self._reader.assignment())
+            self.rebalance()
+        except Exception:
+            log.exception("reloading owned partitions failed; retrying on the next rebalance")
+
+    # -- what other threads read (under the lock) --------------------------------------
+
+    def serving(self) -> list[Owned]:
+        """The partitions serving now (a snapshot of the list)."""
+        with self.lock:
+            return [o for o in self.owned.values() if o.serving]
+
+    def projected(self) -> dict[Key, int]:
+        """Each owned partition's next offset to project."""
+        with self.lock:
+            return {key: o.projector.next_offset for key, o in self.owned.items()}
+
+    def all_serving(self, keys: Sequence[Key]) -> bool:
+        """Whether each of these partitions is owned here and serving."""
+        with self.lock:
+            return all(key in self.owned and self.owned[key].serving for key in keys)

@@ -1,0 +1,221 @@
+"""The owner's maintenance, appended as events: which claims have timed out and which
+finished jobs are due for garbage collection at a given time, and when each service
+runs. Driven by a FakeClock and in-memory stand-ins for the writer and the store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import cast
+
+import pytest
+
+from pinledger.ledger.events import Actor, Collected, Event, TimedOut
+from pinledger.ledger.log import LogError
+from pinledger.ledger.state import Job, JobState
+from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.pg.store import Store
+from pinledger.projections.projector import PartitionProjector
+from pinledger.service.observability.ledger_metrics import LedgerMetrics
+from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.dispatcher import ReadyBuffer
+from pinledger.service.ownership.kafka_types import GroupLog
+from pinledger.service.ownership.maintenance import (
+    ClaimTimeouts,
+    Collector,
+    Every,
+    Maintenance,
+    gc_cutoffs,
+    timed_out,
+)
+from pinledger.service.ownership.partitions import Owned, Partitions
+from pinledger.service.testing.clock import FakeClock
+from tests.unit.factories import make_job
+
+TIMEOUT_S = 60.0
+OWNER = Actor(source="pinledger:owner", server="s1")
+
+
+class _Writer:
+    """Records what would be appended; fails while `failing` is set."""
+
+    def __init__(self) -> None:
+        self.appended: list[tuple[str, int, Sequence[Event]]] = []
+        self.failing = False
+
+    def append_many(
+        self,
+        batches: Sequence[tuple[str, int, Sequence[Event]]],
+        at: int,
+        actor: Actor,
+        traceparent: str | None = None,
+    ) -> list[int]:
+        if self.failing:
+            raise LogError("broker away")
+        self.appended.extend(batches)
+        return list(range(len(batches)))
+
+
+class _Store:
+    """Answers `expired` from a list of finished jobs, as the query would."""
+
+    def __init__(self, jobs: list[Job]) -> None:
+        self.jobs = jobs
+        self.asked: list[tuple[int, int]] = []
+
+    def expired(
+        self, queue: str, partition: int, succeeded_before: int, failed_before: int, limit: int
+    ) -> list[Job]:
+        self.asked.append((succeeded_before, failed_before))
+        return [
+            j
+            for j in self.jobs
+            if (j.state is JobState.SUCCEEDED and j.updated_at <= succeeded_before)
+            or (j.state is JobState.FAILED and j.updated_at <= failed_before)
+        ][:limit]
+
+
+def _partitions(*owned: Owned) -> Partitions:
+    metrics = Metrics()
+    partitions = Partitions(
+        "p.",
+        3,
+        cast(Store, None),
+        cast(GroupLog, None),
+        metrics,
+        LedgerMetrics(metrics),
+        lambda: None,
+    )
+    for o in owned:
+        partitions.owned[(o.topic, o.partition)] = o
+    return partitions
+
+
+def _owned(partition: int, jobs: Sequence[Job], serving: bool = True) -> Owned:
+    buffer = ReadyBuffer(max_priority=3)
+    buffer.load(jobs)
+    projector = cast(PartitionProjector, None)  # maintenance never projects
+    return Owned("mail", "p.q.mail", partition, projector, buffer, target=0, serving=serving)
+
+
+def _claimed(local_id: int, touched_at: int) -> Job:
+    return make_job(
+        JobState.IN_PROGRESS, local_id=local_id, touched_at=touched_at, updated_at=touched_at
+    )
+
+
+def test_a_schedule_is_due_at_once_then_once_per_interval() -> None:
+    every = Every(1.0)
+    assert every.due(100.0)
+    assert not every.due(100.9)
+    assert every.due(101.0)
+    assert not every.due(101.5)
+
+
+def test_a_schedule_started_now_waits_a_full_interval() -> None:
+    every = Every(30.0, last=100.0)
+    assert not every.due(129.9)
+    assert every.due(130.0)
+
+
+def test_claims_not_renewed_within_the_timeout_time_out_once() -> None:
+    clock = FakeClock()
+    now = clock.now_ms()
+    timeout_ms = int(TIMEOUT_S * 1000)
+    fresh = _claimed(1, touched_at=now - timeout_ms + 1)
+    stale = _claimed(2, touched_at=now - timeout_ms)
+    owned = _owned(0, [fresh, stale])
+    assert [(o, [j.local_id for j in jobs]) for o, jobs in timed_out([owned], now, timeout_ms)] == [
+        (owned, [2])
+    ]
+    # Its timeout is on its way through the log: not appended a second time.
+    assert timed_out([owned], now, timeout_ms) == []
+    clock.advance(0.001)
+    assert [
+        j.local_id for _, jobs in timed_out([owned], clock.now_ms(), timeout_ms) for j in jobs
+    ] == [1]
+
+
+def test_partitions_still_catching_up_are_left_alone() -> None:
+    now = FakeClock().now_ms()
+    owned = _owned(0, [_claimed(1, touched_at=now - 10 * 60_000)], serving=False)
+    assert timed_out([owned], now, 60_000) == []
+
+
+def test_claim_timeouts_are_appended_and_retried_when_the_append_failed() -> None:
+    clock = FakeClock()
+    now = clock.now_ms()
+    writer = _Writer()
+    owned = _owned(3, [_claimed(1, touched_at=now - 61_000), _claimed(2, touched_at=now)])
+    timeouts = ClaimTimeouts(
+        _partitions(owned), cast(LedgerWriter, writer), Metrics(), OWNER, TIMEOUT_S
+    )
+    writer.failing = True
+    with pytest.raises(LogError):
+        timeouts.run(now)
+    writer.failing = False
+    assert timeouts.run(now) == 1
+    assert [(q, p, [type(e) for e in events]) for q, p, events in writer.appended] == [
+        ("mail", 3, [TimedOut])
+    ]
+    event = writer.appended[0][2][0]
+    assert isinstance(event, TimedOut) and event.local_id == 1
+    assert timeouts.run(now) == 0  # not twice
+
+
+def test_finished_jobs_past_their_ttl_are_collected() -> None:
+    clock = FakeClock()
+    now = clock.now_ms()
+    day = 86_400_000
+    jobs = [
+        make_job(JobState.SUCCEEDED, local_id=1, updated_at=now - day),  # due
+        make_job(JobState.SUCCEEDED, local_id=2, updated_at=now - day + 1),  # not yet
+        make_job(JobState.FAILED, local_id=3, updated_at=now - day),  # failed TTL is longer
+        make_job(JobState.FAILED, local_id=4, updated_at=now - 7 * day),  # due
+    ]
+    store, writer = _Store(jobs), _Writer()
+    collector = Collector(
+        _partitions(_owned(0, []), _owned(1, [], serving=False)),
+        cast(Store, store),
+        cast(LedgerWriter, writer),
+        Metrics(),
+        OWNER,
+        succeeded_ttl_s=86_400,
+        failed_ttl_s=7 * 86_400,
+    )
+    assert collector.run(now) == 2
+    assert store.asked == [gc_cutoffs(now, day, 7 * day)]  # the serving partition only
+    [(_, partition, events)] = writer.appended
+    assert partition == 0
+    assert [e.local_id for e in events if isinstance(e, Collected)] == [1, 4]
+
+
+def test_gc_cutoffs_are_now_minus_each_ttl() -> None:
+    assert gc_cutoffs(10_000, 1_000, 3_000) == (9_000, 7_000)
+
+
+class _Counting:
+    def __init__(self) -> None:
+        self.runs: list[int] = []
+
+    def run(self, now: int) -> int:
+        self.runs.append(now)
+        return 0
+
+
+def test_timeouts_run_every_second_and_gc_after_its_interval() -> None:
+    clock = FakeClock()
+    timeouts, collector = _Counting(), _Counting()
+    maintenance = Maintenance(
+        clock, cast(ClaimTimeouts, timeouts), cast(Collector, collector), gc_interval_s=30
+    )
+    maintenance.run_due()
+    assert len(timeouts.runs) == 1 and collector.runs == []
+    clock.advance(0.5)
+    maintenance.run_due()
+    assert len(timeouts.runs) == 1
+    clock.advance(0.5)
+    maintenance.run_due()
+    assert timeouts.runs[-1] == clock.now_ms() and len(timeouts.runs) == 2
+    clock.advance(29)
+    maintenance.run_due()
+    assert collector.runs == [clock.now_ms()]
