@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pinledger.ledger.commands import decide_checkpoint, decide_failure, decide_success
 from pinledger.ledger.events import Checkpointed, Event
-from pinledger.projections.pg.store import QueueRow
+from pinledger.projections.store import QueueRow
 from pinledger.service.api.core import Api, append_by_partition, check_jobs, load_queue
 from pinledger.service.api.requests import AckRequest, Caller, CheckpointRequest
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pinledger.ledger.commands import decide_delete, decide_retry
 from pinledger.ledger.events import Event
 from pinledger.ledger.state import Job, JobState
-from pinledger.projections.pg.store import JobRow, QueueRow
+from pinledger.projections.store import JobRow, QueueRow
 from pinledger.service.api.barrier import settle
 from pinledger.service.api.core import Api, append_by_partition, load_queue
 from pinledger.service.api.reads import job_filter

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from pinledger.projections.pg.store import QueueRow
+from pinledger.projections.store import QueueRow
 from pinledger.service.api.core import Api
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ any other token is where a previous page ended (run_after.partition.local_id).""
 from __future__ import annotations
 
 from pinledger.idl import pinlater
-from pinledger.projections.pg.store import ScanKey
+from pinledger.projections.store import ScanKey
 from pinledger.service.api.errors import pinlater_error
 
 CONTINUATION_START: str = pinlater.CONTINUATION_START

@@ -8,7 +8,7 @@ from typing import Any
 
 from pinledger.idl import pinlater
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.projections.pg.store import JobRow
+from pinledger.projections.store import JobRow
 from pinledger.service.api.core import ClaimedJob
 
 

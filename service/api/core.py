@@ -20,7 +20,7 @@ from pinledger.ledger.descriptor import DescriptorError, JobDescriptor
 from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.state import Job
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.pg.store import QueueRow, Store
+from pinledger.projections.store import LedgerStore, QueueRow
 from pinledger.service.api.directory import QueueDirectory
 from pinledger.service.api.errors import pinlater_error
 from pinledger.service.api.peers import PeerPool
@@ -65,7 +65,7 @@ class Api:
     """The server's parts an RPC uses."""
 
     config: Config
-    store: Store
+    store: LedgerStore
     writer: LedgerWriter
     owner: Owners
     metrics: Metrics

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 from pinledger.ledger.log import Log
-from pinledger.projections.pg.store import QueueRow, Store
+from pinledger.projections.store import LedgerStore, QueueRow
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,9 @@ class QueueDirectory:
     """Queue names and partition counts, from the projected catalog. Cached so that
     enqueue does not wait on Postgres; a miss re-reads (a queue just created)."""
 
-    def __init__(self, store: Store, refresh_s: float = 1.0, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, store: LedgerStore, refresh_s: float = 1.0, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.store = store
         self.clock = clock
         # Told the queue names whenever they change (the server points it at the owner,

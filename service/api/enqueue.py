@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 from pinledger.ledger.commands import RefusalCode, Refused, decide_enqueue
-from pinledger.projections.pg.store import QueueRow
+from pinledger.projections.store import QueueRow
 from pinledger.service.api import convert
 from pinledger.service.api.core import Api, load_queue
 from pinledger.service.api.requests import Caller, EnqueueRequest

@@ -16,7 +16,7 @@ from pinledger.ledger.clock import Clock
 from pinledger.ledger.commands import RefusalCode, Refused
 from pinledger.ledger.descriptor import DescriptorError
 from pinledger.ledger.log import LogError
-from pinledger.projections.pg.store import InvalidRegexError, StoreError
+from pinledger.projections.store import InvalidRegexError, StoreError
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.metrics import Metrics
 

@@ -16,7 +16,7 @@ from typing import Any
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 from pinledger.ledger.commands import Limits
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.pg.store import Store
+from pinledger.projections.store import LedgerStore
 from pinledger.service.api import acks, admin, dequeue, enqueue, queues, reads
 from pinledger.service.api import requests as parse
 from pinledger.service.api.core import Api, Owners
@@ -36,7 +36,7 @@ class Handler:
     def __init__(
         self,
         config: Config,
-        store: Store,
+        store: LedgerStore,
         writer: LedgerWriter,
         owner: Owners,
         metrics: Metrics,

@@ -14,7 +14,7 @@ from pinledger.idl import pinlater
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.projections.actions import tag_of_action
 from pinledger.projections.history import JobHistory, Step, build_history
-from pinledger.projections.pg.store import EventRow
+from pinledger.projections.store import EventRow
 
 
 def _step(step: Step) -> Any:

@@ -9,7 +9,7 @@ from pinledger.ledger.commands import check_priority
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import JobState
 from pinledger.projections.history import build_history
-from pinledger.projections.pg.store import JobFilter, QueueRow, ScanKey
+from pinledger.projections.store import JobFilter, QueueRow, ScanKey
 from pinledger.service.api import convert
 from pinledger.service.api import history as history_thrift
 from pinledger.service.api.barrier import Partition, settle, wait_projected

@@ -25,7 +25,7 @@ from pinledger.ledger.commands import (
 )
 from pinledger.ledger.descriptor import DescriptorError, JobDescriptor
 from pinledger.ledger.state import JobState
-from pinledger.projections.pg.store import ScanKey
+from pinledger.projections.store import ScanKey
 from pinledger.service.api.continuation import parse_continuation
 
 _T = TypeVar("_T")

@@ -25,7 +25,7 @@ from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.log import LogError
 from pinledger.ledger.state import Job
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.pg.store import Store
+from pinledger.projections.store import LedgerStore
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.partitions import Owned, Partitions
 from pinledger.service.ownership.spans import job_span
@@ -127,7 +127,7 @@ class Collector:
     def __init__(
         self,
         partitions: Partitions,
-        store: Store,
+        store: LedgerStore,
         writer: LedgerWriter,
         metrics: Metrics,
         actor: Actor,

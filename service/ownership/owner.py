@@ -54,7 +54,7 @@ from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 from pinledger.ledger.events import Actor
 from pinledger.ledger.log import GroupMember, LogError
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.pg.store import Store
+from pinledger.projections.store import LedgerStore
 from pinledger.service.config import Config
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
@@ -106,7 +106,7 @@ class Owner:
     def __init__(
         self,
         config: Config,
-        store: Store,
+        store: LedgerStore,
         kafka: GroupLog,
         writer: LedgerWriter,
         metrics: Metrics,

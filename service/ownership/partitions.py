@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pinledger.ledger.events import Enqueued
 from pinledger.ledger.log import LogError, LogRecord, catalog_topic, queue_of_topic
 from pinledger.ledger.state import FINISHED, Job, JobState
-from pinledger.projections.pg.store import FencedError, PartitionGoneError, Store
 from pinledger.projections.projector import CatalogProjector, PartitionProjector, Transition
+from pinledger.projections.store import FencedError, LedgerStore, PartitionGoneError
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
@@ -82,7 +82,7 @@ class Partitions:
         self,
         prefix: str,
         max_priority: int,
-        store: Store,
+        store: LedgerStore,
         kafka: GroupLog,
         metrics: Metrics,
         ledger_metrics: LedgerMetrics,
