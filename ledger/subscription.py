@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 from pinledger.ledger import codec
 from pinledger.ledger.events import Envelope
-from pinledger.ledger.kafka.log import KafkaSettings, KafkaSubscriber
+from pinledger.ledger.kafka import KafkaSettings, KafkaSubscriber
 from pinledger.ledger.log import catalog_topic, queue_of_topic
 
 

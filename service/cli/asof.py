@@ -12,7 +12,7 @@ from typing import Any
 
 from pinledger.ledger import descriptor
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
+from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.state import Job
 from pinledger.projections.asof import (
     AsOf,

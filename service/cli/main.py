@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from pinledger.ledger.codec import CodecError
-from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
+from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import LogError
 from pinledger.projections.pg.store import Store, StoreError
 from pinledger.projections.projector import Bound, ProjectionRunner, Scope

@@ -42,8 +42,15 @@ from pinledger.ledger.events import (
     Retried,
     Succeeded,
 )
-from pinledger.ledger.kafka.log import KafkaGroupReader, KafkaLog
-from pinledger.ledger.log import GroupMember, LogError, LogRecord, catalog_topic, queue_of_topic
+from pinledger.ledger.log import (
+    GroupMember,
+    GroupReader,
+    Log,
+    LogError,
+    LogRecord,
+    catalog_topic,
+    queue_of_topic,
+)
 from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.pg.store import FencedError, PartitionGoneError, Store
@@ -125,7 +132,7 @@ class Owner:
         self,
         config: Config,
         store: Store,
-        kafka: KafkaLog,
+        kafka: Log,
         writer: LedgerWriter,
         metrics: Metrics,
         on_catalog_change: Callable[[], None] = lambda: None,
@@ -157,7 +164,7 @@ class Owner:
         self._members_thread = threading.Thread(
             target=self._watch_members, name="owner-members", daemon=True
         )
-        self._reader: KafkaGroupReader | None = None
+        self._reader: GroupReader | None = None
         self.alive = False
         self._last_timeout_check = 0.0
         self._last_gc = time.monotonic()

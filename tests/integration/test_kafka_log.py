@@ -10,7 +10,7 @@ import time
 import pytest
 
 from pinledger.ledger.codec import trace_headers
-from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
+from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import Append, LogRecord, Position, queue_topic
 
 
