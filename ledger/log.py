@@ -112,8 +112,10 @@ class GroupReader(Protocol):
         """Up to `max_records` records of the partitions assigned to this member, in
         log order per partition, from each partition's position. A rebalance is
         carried out inside a poll: first `on_revoked` with everything the member
-        held, then `on_assigned` with its new partitions (each read from its start
-        until it is sought). Polling is what keeps a member in its group."""
+        held, then `on_assigned` with its new partitions. A partition it held before
+        the rebalance too is read on from where it was; one new to it from its first
+        record: seek each assigned partition to be sure where it reads from. Polling
+        is what keeps a member in its group."""
         ...
 
     def seek(self, topic: str, partition: int, offset: int) -> None:

@@ -332,6 +332,8 @@ class FakeGroupReader:
         self._subscription: frozenset[str] = frozenset()
         # What this member holds and where it reads each partition.
         self._positions: dict[PartitionKey, int] = {}
+        # During a rebalance: the positions of the partitions revoked.
+        self._kept: dict[PartitionKey, int] = {}
         self._closed = False
 
     def subscribe(self, topics: Iterable[str]) -> None:
@@ -390,7 +392,9 @@ class FakeGroupReader:
             return revoked, None
         member.last_seen = log._clock.monotonic()
         if member.joined < group.generation:
-            revoked, self._positions = sorted(self._positions), {}
+            # Positions survive for partitions assigned again (as in kafka-python).
+            revoked, self._kept = sorted(self._positions), self._positions
+            self._positions = {}
             member.joined, member.assigned = group.generation, False
             if all(m.joined == group.generation for m in group.members.values()):
                 log._assign(group)
@@ -399,7 +403,8 @@ class FakeGroupReader:
         if not member.assigned and group.assigned_generation == member.joined:
             member.assigned = True
             assigned = list(group.assignment.get(self._member_id, []))
-            self._positions = dict.fromkeys(assigned, 0)
+            self._positions = {key: self._kept.get(key, 0) for key in assigned}
+            self._kept = {}
         return revoked, assigned
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
