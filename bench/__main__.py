@@ -31,7 +31,7 @@ from bench import pinledger_load as load
 from bench.peer import Peer
 from bench.stats import percentile
 from bench.table import Row, render
-from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
+from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.projections.pg.store import Store
 from pinledger.service.config import Config
 from pinledger.service.testing.servers import ServerProcess, running

@@ -12,7 +12,7 @@ from typing import Any
 
 from bench.stats import Counter, Progress
 from pinledger.idl import pinlater
-from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
+from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.projections.pg.store import Store
 from pinledger.projections.projector import Scope
 from pinledger.projections.replay import replay

@@ -6,13 +6,23 @@ one partition for life. Queue lifecycle events go to a one-partition catalog top
 acknowledged the records (acks=all, idempotent producer), so an answer to a client is
 never given for a record that could still be lost.
 
-The one adapter is `ledger.kafka_log.KafkaLog`; it is the only module that imports
-kafka-python.
+Partition ownership goes through the log too: every server is a member of one group
+(`Log.group_reader`), and the log assigns each partition of the topics the members
+subscribe to to exactly one live member, moving partitions when members join, leave or
+change their subscriptions (a rebalance). Members are told through two callbacks, and
+read their partitions from offsets they choose (`GroupReader.seek`): nothing is
+committed to the log, the projection keeps its offsets in Postgres.
+
+This file is the contract: what each call promises is written here once.
+tests/contract/test_log_contract.py runs the same suite against the Kafka adapter
+(`pinledger.ledger.kafka.KafkaLog`, the only code that imports kafka-python) and the
+in-memory fake (`pinledger.service.testing.fake_log.FakeLog`). Every failure of the
+log, whatever its cause, is a `LogError`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -72,10 +82,54 @@ class GroupMember:
     partitions: list[tuple[str, int]]
 
 
+# A partition of a topic: (topic, partition number).
+PartitionKey = tuple[str, int]
+
+# Told the partitions a group member loses or gets in a rebalance. Called on the
+# member's polling path, which may also heartbeat: hand the news over and return.
+PartitionsCallback = Callable[[list[PartitionKey]], None]
+
+
 class Reader(Protocol):
     def poll(self, max_records: int, timeout_ms: int) -> list[LogRecord]:
         """Up to `max_records` records after the previous ones, in log order per
         partition; an empty list when nothing arrived within the timeout."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class GroupReader(Protocol):
+    """One member of a group (`Log.group_reader`). Use it from one thread: the one
+    that polls. Closing it leaves the group, so the others take over at once."""
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Replace the topics this member wants partitions of; a rebalance follows
+        when they changed. An empty set keeps the member in no partition."""
+        ...
+
+    def poll(self, max_records: int, timeout_ms: int) -> list[LogRecord]:
+        """Up to `max_records` records of the partitions assigned to this member, in
+        log order per partition, from each partition's position. A rebalance is
+        carried out inside a poll: first `on_revoked` with everything the member
+        held, then `on_assigned` with its new partitions. A partition it held before
+        the rebalance too is read on from where it was; one new to it from its first
+        record: seek each assigned partition to be sure where it reads from. Polling
+        is what keeps a member in its group."""
+        ...
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Read an assigned partition from `offset` on; LogError when it is not
+        assigned to this member."""
+        ...
+
+    def assignment(self) -> list[PartitionKey]:
+        """The partitions assigned to this member now."""
+        ...
+
+    def request_rejoin(self) -> None:
+        """Make the next poll rejoin the group, so every subscribed partition is
+        assigned again (the owner's remedy for a partition left unowned)."""
         ...
 
     def close(self) -> None: ...
@@ -86,20 +140,32 @@ class Log(Protocol):
         """Create a topic; False when it exists already (idempotent)."""
         ...
 
-    def delete_topic(self, topic: str) -> None: ...
+    def delete_topic(self, topic: str) -> None:
+        """Delete a topic and wait until it is gone, so a topic created again under
+        the same name is a new one; nothing happens when there is no such topic."""
+        ...
 
     def partition_count(self, topic: str) -> int | None:
         """Partitions of an existing topic, None when there is no such topic."""
         ...
 
-    def topics(self) -> set[str]: ...
+    def topics(self) -> set[str]:
+        """Every topic of the cluster (for tools and tests: the server asks about its
+        own topics only, through `existing`)."""
+        ...
+
+    def existing(self, topics: Iterable[str]) -> set[str]:
+        """Which of these topics exist; a question about them only, whatever the size
+        of the cluster. A topic being deleted may still be listed until it is gone."""
+        ...
 
     def append(self, appends: Sequence[Append]) -> list[int]:
         """Append records and return their offsets, in order, once acknowledged."""
         ...
 
     def end_offset(self, topic: str, partition: int) -> int:
-        """The offset the next record appended to the partition will get."""
+        """The offset the next record appended to the partition will get; LogError
+        when there is no such partition."""
         ...
 
     def end_offsets(self, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -107,6 +173,32 @@ class Log(Protocol):
         not exist (a queue being deleted) are left out."""
         ...
 
-    def reader(self, positions: Sequence[Position]) -> Reader: ...
+    def reader(self, positions: Sequence[Position]) -> Reader:
+        """A reader of these partitions, each from its position; no group."""
+        ...
+
+    def group_reader(
+        self,
+        group: str,
+        topics: Iterable[str],
+        member_id: str,
+        on_revoked: PartitionsCallback,
+        on_assigned: PartitionsCallback,
+        session_timeout_ms: int = 6000,
+    ) -> GroupReader:
+        """Join `group` as `member_id`, subscribed to `topics`. A member that does not
+        poll within `session_timeout_ms` is dropped from the group."""
+        ...
+
+    def group_members(self, group: str) -> list[GroupMember]:
+        """The live members of a group and the partitions each was assigned (a
+        member's list may be empty while a rebalance is under way); an empty list for
+        a group nobody is in."""
+        ...
+
+    def forget_deleted_topics(self) -> None:
+        """Let go of what the log's clients keep about topics deleted meanwhile (by
+        this or another server); a server calls it every few seconds."""
+        ...
 
     def close(self) -> None: ...

@@ -17,7 +17,7 @@ from thriftpy2.thrift import TProcessor
 from thriftpy2.transport import TServerSocket
 
 from pinledger.idl import pinlater
-from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
+from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.pg.store import Store
 from pinledger.service.api.directory import QueueDirectory

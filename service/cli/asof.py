@@ -14,7 +14,7 @@ from pinledger.ledger import descriptor
 from pinledger.ledger.codec import EVENT_TAGS
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import Claimed
-from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
+from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.state import Job
 from pinledger.ledger.times import format_ms
 from pinledger.projections.asof import (

@@ -35,7 +35,7 @@ from pinledger.client.examples.thumbnail_worker import make_thumbnail
 from pinledger.client.jobs import Job
 from pinledger.client.worker import Handler
 from pinledger.ledger import descriptor
-from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
+from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import LogError
 from pinledger.projections.pg.store import Store, StoreError
 from pinledger.projections.projector import Scope

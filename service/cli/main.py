@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from pinledger.ledger.codec import CodecError
-from pinledger.ledger.kafka.log import KafkaLog, KafkaSettings
+from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import LogError
 from pinledger.ledger.times import parse_ms
 from pinledger.projections.pg.store import Store, StoreError

@@ -19,7 +19,7 @@ import logging
 import threading
 
 from pinledger.ledger.clock import Clock
-from pinledger.service.ownership.kafka_types import GroupReader
+from pinledger.ledger.log import GroupReader
 from pinledger.service.ownership.maintenance import Maintenance
 from pinledger.service.ownership.partitions import Partitions
 from pinledger.service.ownership.subscription import Subscription

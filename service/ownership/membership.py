@@ -17,8 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from pinledger.ledger.clock import Clock
-from pinledger.ledger.log import GroupMember, LogError
-from pinledger.service.ownership.kafka_types import GroupLog
+from pinledger.ledger.log import GroupMember, Log, LogError
 from pinledger.service.ownership.partitions import Key, Partitions
 
 log = logging.getLogger(__name__)
@@ -57,7 +56,7 @@ def assignment_of(
 class Membership:
     def __init__(
         self,
-        kafka: GroupLog,
+        kafka: Log,
         group: str,
         member_id: str,
         partitions: Partitions,

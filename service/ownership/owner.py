@@ -22,7 +22,6 @@ group assignment plays the part Helix plays in Pacer. The owner
   and the members thread;
 - watchdog.py: rebalance requests for unserved partitions, the stuck-loop report;
 - spans.py: trace spans of the owner's actions;
-- kafka_types.py: the one place naming the Kafka adapter types.
 
 Threads: the owner thread (loop.py) polls Kafka, projects and runs maintenance; the
 members thread (membership.py) lists the group's members and runs the watchdog; the
@@ -52,14 +51,13 @@ from collections.abc import Callable, Iterable
 
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 from pinledger.ledger.events import Actor
-from pinledger.ledger.log import GroupMember, LogError
+from pinledger.ledger.log import GroupMember, GroupReader, Log, LogError
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import LedgerStore
 from pinledger.service.config import Config
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.claims import Claimed, Claims
-from pinledger.service.ownership.kafka_types import GroupLog, GroupReader
 from pinledger.service.ownership.loop import OwnerLoop
 from pinledger.service.ownership.maintenance import ClaimTimeouts, Collector, Maintenance
 from pinledger.service.ownership.membership import Membership, MembersThread, member_id_of
@@ -107,7 +105,7 @@ class Owner:
         self,
         config: Config,
         store: LedgerStore,
-        kafka: GroupLog,
+        kafka: Log,
         writer: LedgerWriter,
         metrics: Metrics,
         on_catalog_change: Callable[[], None] = lambda: None,

@@ -35,7 +35,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pinledger.ledger.events import Enqueued
-from pinledger.ledger.log import LogError, LogRecord, catalog_topic, queue_of_topic
+from pinledger.ledger.log import (
+    GroupReader,
+    Log,
+    LogError,
+    LogRecord,
+    catalog_topic,
+    queue_of_topic,
+)
 from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.projections.projector import CatalogProjector, PartitionProjector, Transition
 from pinledger.projections.store import FencedError, LedgerStore, PartitionGoneError
@@ -43,7 +50,6 @@ from pinledger.service.observability import telemetry
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.dispatcher import ReadyBuffer
-from pinledger.service.ownership.kafka_types import GroupLog, GroupReader
 from pinledger.service.ownership.spans import apply_spans
 
 log = logging.getLogger(__name__)
@@ -83,7 +89,7 @@ class Partitions:
         prefix: str,
         max_priority: int,
         store: LedgerStore,
-        kafka: GroupLog,
+        kafka: Log,
         metrics: Metrics,
         ledger_metrics: LedgerMetrics,
         on_catalog_change: Callable[[], None],

@@ -18,9 +18,8 @@ import threading
 from collections.abc import Iterable
 
 from pinledger.ledger.clock import Clock
-from pinledger.ledger.log import catalog_topic
+from pinledger.ledger.log import GroupReader, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.service.ownership.kafka_types import GroupReader
 
 # How long a queue this server created stays subscribed before the catalog lists it
 # (the catalog's owner projects the creation; normally well under a second).

@@ -30,8 +30,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from pinledger.ledger.clock import Clock
-from pinledger.ledger.log import GroupMember, LogError
-from pinledger.service.ownership.kafka_types import GroupLog
+from pinledger.ledger.log import GroupMember, Log, LogError
 from pinledger.service.ownership.loop import OwnerLoop
 from pinledger.service.ownership.partitions import Key, Partitions
 from pinledger.service.ownership.subscription import Subscription
@@ -82,7 +81,7 @@ class Watchdog:
     def __init__(
         self,
         group: str,
-        kafka: GroupLog,
+        kafka: Log,
         subscription: Subscription,
         partitions: Partitions,
         loop: OwnerLoop,

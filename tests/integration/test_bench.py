@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.ledger.kafka import KafkaLog
 from pinledger.service.testing.servers import ROOT
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ import pytest
 
 from pinledger.idl import pinlater as p
 from pinledger.ledger import descriptor
-from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.ledger.kafka import KafkaLog
 from pinledger.projections.pg.store import Store
 from pinledger.projections.projector import Scope
 from pinledger.projections.replay import replay

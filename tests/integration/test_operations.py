@@ -27,7 +27,7 @@ from thriftpy2.transport import TCyBufferedTransportFactory, TTransportException
 
 from pinledger.idl import pinlater as p
 from pinledger.ledger import descriptor
-from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.ledger.kafka import KafkaLog
 from pinledger.projections.pg.store import Store
 from pinledger.service.config import Config
 from pinledger.service.testing.servers import (

@@ -7,7 +7,7 @@ import pytest
 from pinledger.ledger.commands import Limits, NewJob, decide_enqueue, decide_failure, decide_success
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import Actor, Claimed
-from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.ledger.kafka import KafkaLog
 from pinledger.ledger.log import LogRecord, Position
 from pinledger.ledger.state import JobState
 from pinledger.ledger.writer import LedgerWriter

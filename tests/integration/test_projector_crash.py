@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from pinledger.ledger.events import Actor
-from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.ledger.kafka import KafkaLog
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.pg.store import Store
 from pinledger.projections.projector import Scope

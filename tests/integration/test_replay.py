@@ -7,7 +7,7 @@ import pytest
 
 import pinledger.projections.pg.writes
 from pinledger.ledger.events import Actor
-from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.ledger.kafka import KafkaLog
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.pg.store import Store
 from pinledger.projections.projector import Bound, ProjectionRunner, Scope

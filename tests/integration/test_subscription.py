@@ -1,4 +1,5 @@
-"""ledger.subscription: another system reads the ledger with its own consumer group."""
+"""The ledger subscription (pinledger.ledger.kafka.subscription): another system reads
+the ledger with its own consumer group."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from pinledger.ledger.codec import tag_of
 from pinledger.ledger.descriptor import parse
 from pinledger.ledger.events import Enqueued, QueueCreated
-from pinledger.ledger.subscription import LedgerRecord, subscribe
+from pinledger.ledger.kafka.subscription import LedgerRecord, subscribe
 from pinledger.projections.pg.store import Store
 from pinledger.service.config import Config
 from pinledger.service.testing.servers import ServerProcess, context, dequeue_until

@@ -15,7 +15,7 @@ import pytest
 from pinledger.client.client import PinLaterClient
 from pinledger.idl import pinlater as p
 from pinledger.ledger.descriptor import parse
-from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.ledger.kafka import KafkaLog
 from pinledger.ledger.state import JobState
 from pinledger.projections.history import JobHistory, Outcome
 from pinledger.projections.pg.store import Store

@@ -37,7 +37,7 @@ from pinledger.client.examples.thumbnail_worker import make_thumbnail
 from pinledger.client.job_context import JobContext
 from pinledger.client.retry import RetryPolicy, constant, exponential, linear, never
 from pinledger.client.worker import Worker
-from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.ledger.kafka import KafkaLog
 from pinledger.projections.pg.store import Store
 from pinledger.service.config import Config
 from pinledger.service.testing.servers import ROOT, ServerProcess, running, wait_for

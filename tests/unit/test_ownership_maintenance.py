@@ -10,7 +10,7 @@ from typing import cast
 import pytest
 
 from pinledger.ledger.events import Actor, Collected, Event, TimedOut
-from pinledger.ledger.log import LogError
+from pinledger.ledger.log import Log, LogError
 from pinledger.ledger.state import Job, JobState
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.pg.store import Store
@@ -18,7 +18,6 @@ from pinledger.projections.projector import PartitionProjector
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.dispatcher import ReadyBuffer
-from pinledger.service.ownership.kafka_types import GroupLog
 from pinledger.service.ownership.maintenance import (
     ClaimTimeouts,
     Collector,
@@ -80,7 +79,7 @@ def _partitions(*owned: Owned) -> Partitions:
         "p.",
         3,
         cast(Store, None),
-        cast(GroupLog, None),
+        cast(Log, None),
         metrics,
         LedgerMetrics(metrics),
         lambda: None,

@@ -12,7 +12,7 @@ from typing import cast
 import pytest
 
 from pinledger.ledger.events import Actor, Claimed, Event
-from pinledger.ledger.log import LogError
+from pinledger.ledger.log import Log, LogError
 from pinledger.ledger.state import Job
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.pg.store import Store
@@ -21,7 +21,6 @@ from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.claims import Claims, serving_parts
 from pinledger.service.ownership.dispatcher import ReadyBuffer
-from pinledger.service.ownership.kafka_types import GroupLog
 from pinledger.service.ownership.partitions import Owned, Partitions
 from tests.unit.factories import NOW, make_job
 
@@ -59,7 +58,7 @@ def _partitions(*owned: Owned) -> Partitions:
         "p.",
         3,
         cast(Store, None),
-        cast(GroupLog, None),
+        cast(Log, None),
         metrics,
         LedgerMetrics(metrics),
         lambda: None,

@@ -10,7 +10,7 @@ from typing import cast
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pinledger.ledger.kafka.log import KafkaLog
+from pinledger.ledger.kafka import KafkaLog
 from pinledger.ledger.log import GroupMember, Log
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.pg.store import Store

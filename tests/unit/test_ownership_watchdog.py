@@ -16,7 +16,6 @@ from pinledger.projections.projector import PartitionProjector
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.dispatcher import ReadyBuffer
-from pinledger.service.ownership.kafka_types import GroupLog
 from pinledger.service.ownership.loop import OwnerLoop
 from pinledger.service.ownership.partitions import Key, Owned, Partitions
 from pinledger.service.ownership.subscription import Subscription
@@ -42,7 +41,7 @@ def _watchdog(
     clock: FakeClock, kafka: _Kafka, owned: Sequence[Owned] = ()
 ) -> tuple[Watchdog, threading.Event]:
     metrics = Metrics()
-    group_log = cast(GroupLog, kafka)
+    group_log = cast(Log, kafka)
     partitions = Partitions(
         "p.", 3, cast(Store, None), group_log, metrics, LedgerMetrics(metrics), lambda: None
     )

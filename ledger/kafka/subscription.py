@@ -1,6 +1,6 @@
 """Consume the ledger from another system, with its own Kafka consumer group.
 
-    from pinledger.ledger.subscription import subscribe
+    from pinledger.ledger.kafka.subscription import subscribe
 
     with subscribe("127.0.0.1:19092", "pinledger.", "billing-audit") as records:
         for queue, partition, offset, envelope, traceparent in records:
@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 from pinledger.ledger import codec
 from pinledger.ledger.events import Envelope
-from pinledger.ledger.kafka.log import KafkaSettings, KafkaSubscriber
+from pinledger.ledger.kafka import KafkaSettings, KafkaSubscriber
 from pinledger.ledger.log import catalog_topic, queue_of_topic
 
 

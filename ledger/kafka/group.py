@@ -1,0 +1,158 @@
+"""The group consumers: the owners' group member (partition ownership) and the
+subscriber of ledger.subscription (other systems reading the ledger)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+from kafka.structs import OffsetAndMetadata
+
+from pinledger.ledger.kafka import patches
+from pinledger.ledger.kafka.errors import translated
+from pinledger.ledger.kafka.reader import (
+    FETCH_MAX_BYTES,
+    MAX_PARTITION_FETCH_BYTES,
+    to_records,
+)
+from pinledger.ledger.kafka.settings import KafkaSettings
+from pinledger.ledger.log import LogError, LogRecord, PartitionKey, PartitionsCallback
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Runs on the consumer's I/O loop, which also heartbeats: hand over and return."""
+
+    def __init__(self, revoked: PartitionsCallback, assigned: PartitionsCallback):
+        self._revoked = revoked
+        self._assigned = assigned
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self._revoked([(tp.topic, tp.partition) for tp in revoked])
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self._assigned([(tp.topic, tp.partition) for tp in assigned])
+
+
+class KafkaGroupReader:
+    """Implements ledger.log.GroupReader. A member of a consumer group over an explicit
+    list of topics: Kafka assigns each partition to exactly one live member (partition
+    ownership). Offsets are never committed to Kafka; the owner seeks to the offset its
+    projection stored.
+
+    The list is explicit, not a pattern (decision 0008): a pattern subscription makes
+    kafka-python fetch the metadata of every topic in the cluster at each refresh, on
+    the thread that also heartbeats."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        group: str,
+        topics: Iterable[str],
+        member_id: str,
+        on_revoked: PartitionsCallback,
+        on_assigned: PartitionsCallback,
+        session_timeout_ms: int,
+    ) -> None:
+        self._bootstrap = settings.bootstrap
+        self._group = group
+        with translated(f"cannot join consumer group {group}", self._bootstrap):
+            self._consumer = KafkaConsumer(
+                bootstrap_servers=settings.bootstrap,
+                client_id=member_id,
+                group_id=group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=max(100, session_timeout_ms // 5),
+                partition_assignment_strategy=[StickyPartitionAssignor],
+                max_partition_fetch_bytes=MAX_PARTITION_FETCH_BYTES,
+                fetch_max_bytes=FETCH_MAX_BYTES,
+                allow_auto_create_topics=False,
+            )
+        self._listener = _Listener(on_revoked, on_assigned)
+        self.subscribe(topics)
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Replace the subscription (a rejoin follows when it changed). Call it from the
+        polling thread."""
+        wanted = sorted(set(topics))
+        with translated(f"cannot subscribe to topics in group {self._group}", self._bootstrap):
+            if wanted:
+                self._consumer.subscribe(topics=wanted, listener=self._listener)
+            else:
+                self._consumer.unsubscribe()  # kafka-python refuses an empty list
+
+    def poll(self, max_records: int, timeout_ms: int) -> list[LogRecord]:
+        with translated(f"cannot poll as a member of group {self._group}", self._bootstrap):
+            return to_records(patches.poll_group(self._consumer, max_records, timeout_ms))
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        try:
+            with translated(f"cannot seek {topic}[{partition}]", self._bootstrap):
+                self._consumer.seek(TopicPartition(topic, partition), offset)
+        except ValueError as exc:  # kafka-python's answer for an unassigned partition
+            raise LogError(
+                f"cannot seek {topic}[{partition}] to offset {offset}: {exc}. Seek only "
+                "partitions assigned to this member, at offsets >= 0."
+            ) from exc
+
+    def assignment(self) -> list[PartitionKey]:
+        return [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
+
+    def request_rejoin(self) -> None:
+        """Make the next poll rejoin the group, so the leader assigns again. kafka-python
+        can leave a topic created during a rebalance out of the assignment and never
+        notice (dpkp/kafka-python#1237): its subscription already lists the topic, so
+        nothing looks changed. Call it from the polling thread."""
+        patches.request_rejoin(self._consumer)
+
+    def close(self) -> None:
+        with translated(f"cannot leave group {self._group}", self._bootstrap):
+            self._consumer.close()
+
+
+class KafkaSubscriber:
+    """A consumer of its own group over every topic matching a pattern, committing its
+    offsets to Kafka (for ledger.subscription: other systems reading the ledger)."""
+
+    def __init__(
+        self, settings: KafkaSettings, group: str, pattern: str, from_beginning: bool
+    ) -> None:
+        patches.check_kafka_python()
+        self._bootstrap = settings.bootstrap
+        self._group = group
+        with translated(f"cannot join consumer group {group}", self._bootstrap):
+            self._consumer = KafkaConsumer(
+                bootstrap_servers=settings.bootstrap,
+                client_id=f"{settings.client_id}-{group}",
+                group_id=group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest" if from_beginning else "latest",
+                metadata_max_age_ms=1000,  # new queues are picked up within a second
+                max_partition_fetch_bytes=MAX_PARTITION_FETCH_BYTES,
+                allow_auto_create_topics=False,
+            )
+            self._consumer.subscribe(pattern=pattern)
+
+    def poll(self, max_records: int, timeout_ms: int) -> list[LogRecord]:
+        with translated(f"cannot poll as a member of group {self._group}", self._bootstrap):
+            return to_records(patches.poll_group(self._consumer, max_records, timeout_ms))
+
+    def commit(self, next_offsets: dict[tuple[str, int], int]) -> None:
+        """Commit, per partition, the offset of the next record to read."""
+        if not next_offsets:
+            return
+        with translated(f"cannot commit offsets of group {self._group}", self._bootstrap):
+            self._consumer.commit(
+                {
+                    TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)
+                    for (topic, partition), offset in next_offsets.items()
+                }
+            )
+
+    def close(self) -> None:
+        with translated(f"cannot leave group {self._group}", self._bootstrap):
+            self._consumer.close()

@@ -1,0 +1,152 @@
+"""Every access to kafka-python's internals, in one place, behind a version check.
+
+kafka-python 3.0.12 has defects that left queues unserved (decision 0007): a rejoin
+lost when a poll times out mid-join, a producer that spins on a deleted topic's
+partitions, and deleted topics tracked forever. The workarounds below reach into its
+private attributes (`_coordinator`, `_join_task`, `_metadata._topics`,
+`_accumulator._batches`, ...), which another version may rename or change in meaning.
+So the adapter refuses to start on a version they were not verified on
+(`check_kafka_python`, called when a KafkaLog or a subscriber is constructed). To adopt
+another version: run tests/integration/test_kafka_log.py and tests/contract against it,
+re-read each workaround here, then add it to TESTED_KAFKA_PYTHON. When upstream fixes
+a defect, drop its workaround and keep its test.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+import kafka
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.coordinator.consumer import ConsumerCoordinator
+from kafka.errors import UnknownTopicOrPartitionError
+from kafka.producer.record_accumulator import RecordAccumulator
+
+from pinledger.ledger.log import LogError
+
+log = logging.getLogger(__name__)
+
+# The kafka-python versions every workaround below was verified on (decision 0007).
+TESTED_KAFKA_PYTHON = frozenset({"3.0.12"})
+
+# How long a poll may take while its consumer (re)joins its group: long enough for the
+# join to finish inside the poll (see poll_group).
+_JOIN_BUDGET_MS = 5000
+
+
+@functools.cache  # a check that passed is not repeated; one that failed is
+def check_kafka_python() -> None:
+    """Fail loudly, once per process, on a kafka-python version the workarounds were
+    not verified on, or one lacking the internals they use."""
+    version = str(getattr(kafka, "__version__", "unknown"))
+    if version not in TESTED_KAFKA_PYTHON:
+        raise LogError(
+            f"kafka-python {version} is installed, but pinledger's Kafka adapter is "
+            f"tested with kafka-python {', '.join(sorted(TESTED_KAFKA_PYTHON))} only: it "
+            "works around defects of that version through its internals "
+            "(docs/decisions/0007-kafka-python-workarounds.md). Install it with "
+            "`pip install 'kafka-python[crc32c]==3.0.12'`; to adopt another version, see "
+            "ledger/kafka/patches.py."
+        )
+    missing = [
+        f"{cls.__name__}.{name}"
+        for cls, name in (
+            (ConsumerCoordinator, "request_rejoin"),
+            (ConsumerCoordinator, "need_rejoin"),
+            (ConsumerCoordinator, "poll"),
+            (RecordAccumulator, "_tp_lock"),
+            (RecordAccumulator, "deallocate"),
+        )
+        if not hasattr(cls, name)
+    ]
+    if missing:
+        raise LogError(
+            f"kafka-python {version} lacks {', '.join(missing)}, which pinledger's "
+            "workarounds use (ledger/kafka/patches.py): reinstall kafka-python "
+            f"{', '.join(sorted(TESTED_KAFKA_PYTHON))}."
+        )
+
+
+def poll_group(consumer: KafkaConsumer, max_records: int, timeout_ms: int) -> dict[Any, Any]:
+    """Poll a consumer of a group without losing a rejoin to kafka-python 3.0.12's
+    join race. When a rejoin is caused by a metadata change (a topic created that
+    matches the subscription pattern: every createQueue) and the poll's time runs out
+    before SyncGroup answers, the join finishes in the background and nothing ever
+    completes it: the assignment is never applied, heartbeats stay disabled, and Kafka
+    evicts the member after its session timeout (reproduced with 5 ms polls; with the
+    owners' 200 ms polls it happened under load in CI, leaving queues unserved).
+    So a rejoin gets the time to finish before records are polled (the coordinator's
+    own poll, which KafkaConsumer.poll runs first on the same thread), and a join that
+    finished uncollected is started again. `_coordinator` is kafka-python's own.
+    Returns kafka-python's batches of records by partition."""
+    coordinator = consumer._coordinator
+    join = coordinator._join_task
+    if coordinator.need_rejoin() or (join is not None and not join.is_done):
+        coordinator.poll(timeout_ms=_JOIN_BUDGET_MS)
+    batches: dict[Any, Any] = consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+    join = coordinator._join_task
+    if join is not None and join.is_done and not coordinator.need_rejoin():
+        log.info(
+            "group %s: a rejoin finished while nobody waited for it; joining again",
+            coordinator.group_id,
+        )
+        coordinator.request_rejoin()
+    return batches
+
+
+def request_rejoin(consumer: KafkaConsumer) -> None:
+    """Make the consumer's next poll rejoin its group. There is no public call for this
+    in kafka-python 3; `request_rejoin` is the coordinator's own (it only sets a flag)."""
+    consumer._coordinator.request_rejoin()
+
+
+def producer_topics(producer: KafkaProducer) -> set[str]:
+    """The topics the producer tracks: those in its metadata and its accumulator."""
+    tracked = set(producer._metadata._topics)
+    tracked |= {tp.topic for tp in list(producer._accumulator._batches)}
+    return tracked
+
+
+def forget_deleted(producer: KafkaProducer, existing: set[str]) -> None:
+    """Make the producer forget topics the broker no longer has (deleted queues).
+    kafka-python's producer never forgets a topic it once wrote to (Java's does,
+    after metadata.max.idle.ms), and two things follow, neither reachable through
+    a public call:
+
+    - its metadata keeps asking for the topic every retry backoff (100 ms), logging
+      an error each time, for as long as the process runs;
+    - its accumulator keeps the topic's partitions, and a partition without a
+      leader makes the I/O thread request metadata on every pass of its loop,
+      waking itself up each time: once the producer writes again it spins a whole
+      core (2.9 s of CPU in 3 s measured), starving the owner's group heartbeats
+      until Kafka evicts it.
+
+    Records still waiting for such a topic can never be delivered: they fail now,
+    with the reason, instead of at the delivery timeout."""
+    metadata = producer._metadata
+    gone = metadata._topics - existing
+    accumulator = producer._accumulator
+    stale = [tp for tp in list(accumulator._batches) if tp.topic not in existing]
+    if not gone and not stale:
+        return
+    with metadata._lock:
+        # Replaced, not mutated: the I/O thread iterates it to build requests.
+        metadata._topics = metadata._topics - gone
+    error = UnknownTopicOrPartitionError("the topic was deleted (its queue was deleted)")
+    for tp in stale:
+        aborted = []
+        with accumulator._tp_lock(tp):
+            queued = accumulator._batches.get(tp)
+            # Drained batches are in flight: the broker's answer completes them.
+            while queued and queued[0].drained is None and not queued[0].is_done:
+                batch = queued.popleft()
+                batch.records.close()
+                aborted.append(batch)
+            if not queued:
+                accumulator._batches.pop(tp, None)
+        for batch in aborted:
+            batch.abort(error)
+            accumulator.deallocate(batch)
+    log.debug("producer forgets deleted topics %s", sorted(gone | {tp.topic for tp in stale}))

@@ -1,0 +1,352 @@
+"""The Log port's contract (ledger/log.py), run against the Kafka adapter and FakeLog."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from types import TracebackType
+
+import pytest
+
+from pinledger.ledger.codec import trace_headers
+from pinledger.ledger.log import (
+    Append,
+    GroupReader,
+    Log,
+    LogError,
+    LogRecord,
+    PartitionKey,
+    Position,
+    queue_topic,
+)
+
+# Long enough for a rebalance of a real group on a loaded machine; waits end as soon as
+# what they wait for holds.
+_WAIT_S = 30.0
+
+
+def _read_all(log: Log, positions: list[Position], count: int) -> list[LogRecord]:
+    reader = log.reader(positions)
+    records: list[LogRecord] = []
+    deadline = time.monotonic() + 20
+    while len(records) < count and time.monotonic() < deadline:
+        records += reader.poll(1000, 200)
+    reader.close()
+    return records
+
+
+def _eventually(what: str, check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + _WAIT_S
+    while not check():
+        assert time.monotonic() < deadline, f"not within {_WAIT_S:.0f} s: {what}"
+        time.sleep(0.05)
+
+
+# -- topics -----------------------------------------------------------------------------
+
+
+def test_a_queue_topic_has_its_own_partition_count(log: Log, prefix: str) -> None:
+    fifo, wide = queue_topic(prefix, "fifo"), queue_topic(prefix, "wide")
+    assert log.create_topic(fifo, 1)
+    assert log.create_topic(wide, 4)
+    assert not log.create_topic(wide, 4), "creating an existing topic is a no-op"
+    assert log.partition_count(fifo) == 1
+    assert log.partition_count(wide) == 4
+    assert log.partition_count(queue_topic(prefix, "missing")) is None
+    assert {fifo, wide} <= log.topics()
+    log.delete_topic(wide)
+    assert wide not in log.topics()
+
+
+def test_existing_names_only_the_topics_that_exist(log: Log, prefix: str) -> None:
+    here, gone = queue_topic(prefix, "here"), queue_topic(prefix, "never")
+    log.create_topic(here, 1)
+    assert log.existing([here, gone]) == {here}
+    assert log.existing([]) == set()
+
+
+def test_a_deleted_topic_is_gone_and_comes_back_empty(log: Log, prefix: str) -> None:
+    topic = queue_topic(prefix, "again")
+    log.create_topic(topic, 2)
+    log.append([Append(topic, 1, b"old")])
+    log.delete_topic(topic)
+    assert log.existing([topic]) == set()
+    assert log.partition_count(topic) is None
+    log.delete_topic(topic)  # deleting what is not there is a no-op
+    log.forget_deleted_topics()
+    assert log.create_topic(topic, 2), "a deleted topic can be created again"
+    assert log.end_offsets([(topic, 0), (topic, 1)]) == {(topic, 0): 0, (topic, 1): 0}
+
+
+# -- records ----------------------------------------------------------------------------
+
+
+def test_append_returns_offsets_and_records_read_back_in_order(log: Log, prefix: str) -> None:
+    topic = queue_topic(prefix, "q")
+    log.create_topic(topic, 3)
+    appends = [Append(topic, i % 3, f"v{i}".encode(), trace_headers(f"tp{i}")) for i in range(30)]
+    offsets = log.append(appends)
+    for partition in range(3):
+        mine = [o for a, o in zip(appends, offsets, strict=True) if a.partition == partition]
+        assert mine == list(range(10)), "each partition numbers its records from 0"
+        assert log.end_offset(topic, partition) == 10
+
+    records = _read_all(log, [Position(topic, p, 5) for p in range(3)], 15)
+    assert len(records) == 15
+    by_partition = {p: [r for r in records if r.partition == p] for p in range(3)}
+    for partition, got in by_partition.items():
+        assert [r.offset for r in got] == list(range(5, 10))
+        expected = [a for a in appends if a.partition == partition][5:]
+        assert [r.value for r in got] == [a.value for a in expected]
+        assert [r.headers for r in got] == [a.headers for a in expected]
+
+
+def test_end_offsets_leave_out_topics_that_do_not_exist(log: Log, prefix: str) -> None:
+    topic, missing = queue_topic(prefix, "q"), queue_topic(prefix, "missing")
+    log.create_topic(topic, 2)
+    log.append([Append(topic, 1, b"a"), Append(topic, 1, b"b")])
+    ends = log.end_offsets([(topic, 0), (topic, 1), (missing, 0)])
+    assert ends == {(topic, 0): 0, (topic, 1): 2}
+    assert log.end_offsets([]) == {}
+
+
+def test_a_reader_waits_for_records_appended_after_it_started(log: Log, prefix: str) -> None:
+    topic = queue_topic(prefix, "q")
+    log.create_topic(topic, 1)
+    reader = log.reader([Position(topic, 0, 0)])
+    try:
+        assert reader.poll(10, 100) == [], "nothing appended yet"
+        log.append([Append(topic, 0, b"first"), Append(topic, 0, b"second")])
+        records: list[LogRecord] = []
+        deadline = time.monotonic() + 20
+        while len(records) < 2 and time.monotonic() < deadline:
+            records += reader.poll(10, 200)
+        assert [(r.offset, r.value) for r in records] == [(0, b"first"), (1, b"second")]
+    finally:
+        reader.close()
+
+
+def test_a_missing_partition_is_a_log_error(log: Log, prefix: str) -> None:
+    topic = queue_topic(prefix, "q")
+    with pytest.raises(LogError):
+        log.end_offset(topic, 0)
+    log.create_topic(topic, 1)
+    with pytest.raises(LogError):
+        log.end_offset(topic, 3)
+
+
+# -- groups -----------------------------------------------------------------------------
+
+
+class Member:
+    """A group member polling on its own thread, as an owner does: the reader is made,
+    polled, sought and closed on that thread only."""
+
+    def __init__(
+        self,
+        log: Log,
+        group: str,
+        topics: Iterable[str],
+        member_id: str,
+        seek_to: dict[PartitionKey, int] | None = None,
+    ) -> None:
+        self.member_id = member_id
+        self._lock = threading.Lock()
+        self._held: list[PartitionKey] = []
+        self._records: list[LogRecord] = []
+        self._topics: list[str] | None = None
+        self._fresh = False
+        self._assignments = 0
+        self._seek_to = seek_to or {}
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self._rejoin = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(log, group, list(topics)), daemon=True
+        )
+        self._thread.start()
+
+    def _revoked(self, keys: list[PartitionKey]) -> None:
+        with self._lock:
+            self._held = [k for k in self._held if k not in keys]
+
+    def _assigned(self, keys: list[PartitionKey]) -> None:
+        with self._lock:
+            self._held = sorted(keys)
+            self._fresh = True
+            self._assignments += 1
+
+    def _run(self, log: Log, group: str, topics: list[str]) -> None:
+        reader: GroupReader | None = None
+        try:
+            reader = log.group_reader(group, topics, self.member_id, self._revoked, self._assigned)
+            while not self._stop.is_set():
+                self._step(reader)
+        except BaseException as exc:  # handed to the test thread
+            self._error = exc
+        finally:
+            if reader is not None:
+                reader.close()
+
+    def _step(self, reader: GroupReader) -> None:
+        with self._lock:
+            topics, self._topics = self._topics, None
+        if topics is not None:
+            reader.subscribe(topics)
+        if self._rejoin.is_set():
+            self._rejoin.clear()
+            reader.request_rejoin()
+        records = reader.poll(100, 100)
+        with self._lock:
+            fresh, self._fresh = self._fresh, False
+            held = list(self._held)
+        if fresh:
+            for key in held:
+                if key in self._seek_to:
+                    reader.seek(key[0], key[1], self._seek_to[key])
+            records = [r for r in records if (r.topic, r.partition) not in self._seek_to]
+        with self._lock:
+            self._records.extend(records)
+
+    def held(self) -> list[PartitionKey]:
+        self._raise()
+        with self._lock:
+            return list(self._held)
+
+    def records(self) -> list[LogRecord]:
+        self._raise()
+        with self._lock:
+            return list(self._records)
+
+    def assignments(self) -> int:
+        """How many times this member was told its assignment."""
+        self._raise()
+        with self._lock:
+            return self._assignments
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        with self._lock:
+            self._topics = list(topics)
+
+    def request_rejoin(self) -> None:
+        self._rejoin.set()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise AssertionError(f"member {self.member_id} failed") from self._error
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=_WAIT_S)
+        self._raise()
+
+    def __enter__(self) -> Member:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _partitions(topic: str, count: int) -> list[PartitionKey]:
+    return [(topic, p) for p in range(count)]
+
+
+def test_a_lone_member_owns_every_partition_and_reads_from_where_it_seeks(
+    log: Log, prefix: str
+) -> None:
+    topic = queue_topic(prefix, "q")
+    log.create_topic(topic, 2)
+    log.append([Append(topic, p, f"{p}:{i}".encode()) for i in range(5) for p in range(2)])
+    seek_to = {(topic, 0): 3, (topic, 1): 0}
+    with Member(log, f"{prefix}owners", [topic], "alone", seek_to) as member:
+        _eventually("both partitions assigned", lambda: member.held() == _partitions(topic, 2))
+        _eventually("7 records read", lambda: len(member.records()) >= 7)
+        got = member.records()
+        for partition, start in ((0, 3), (1, 0)):
+            mine = [r for r in got if r.partition == partition]
+            assert [r.offset for r in mine] == list(range(start, 5))
+            assert [r.value for r in mine] == [f"{partition}:{i}".encode() for i in range(start, 5)]
+
+
+def test_two_members_share_the_partitions_and_one_takes_all_when_the_other_leaves(
+    log: Log, prefix: str
+) -> None:
+    topic, group = queue_topic(prefix, "q"), f"{prefix}owners"
+    log.create_topic(topic, 4)
+    everything = _partitions(topic, 4)
+    first = Member(log, group, [topic], "first")
+    try:
+        _eventually("the first member owns all", lambda: first.held() == everything)
+        with Member(log, group, [topic], "second") as second:
+
+            def shared() -> bool:
+                a, b = first.held(), second.held()
+                return bool(a) and bool(b) and sorted(a + b) == everything
+
+            _eventually("the partitions shared by both members", shared)
+            assert not set(first.held()) & set(second.held()), "a partition has one owner"
+
+            def described() -> bool:
+                members = {m.member_id: sorted(m.partitions) for m in log.group_members(group)}
+                return members == {"first": first.held(), "second": second.held()}
+
+            _eventually("group_members lists both with their partitions", described)
+        _eventually("the remaining member owns all again", lambda: first.held() == everything)
+        _eventually(
+            "group_members lists the remaining member only",
+            lambda: [m.member_id for m in log.group_members(group)] == ["first"],
+        )
+    finally:
+        first.close()
+
+
+def test_a_member_gets_the_partitions_of_a_topic_it_subscribes_to(log: Log, prefix: str) -> None:
+    first, second = queue_topic(prefix, "first"), queue_topic(prefix, "second")
+    log.create_topic(first, 1)
+    with Member(log, f"{prefix}owners", [first], "member") as member:
+        _eventually("the first topic assigned", lambda: member.held() == [(first, 0)])
+        log.create_topic(second, 2)
+        member.subscribe([first, second])
+        _eventually(
+            "the second topic assigned too",
+            lambda: member.held() == [(first, 0), (second, 0), (second, 1)],
+        )
+        member.subscribe([second])
+        _eventually("the first topic let go", lambda: member.held() == _partitions(second, 2))
+
+
+def test_a_member_asked_to_rejoin_gets_its_partitions_assigned_again(log: Log, prefix: str) -> None:
+    """The owner's remedy for a topic left out of an assignment: a rejoin makes the
+    group assign every subscribed partition again."""
+    topic = queue_topic(prefix, "q")
+    log.create_topic(topic, 2)
+    with Member(log, f"{prefix}owners", [topic], "rejoining") as member:
+        _eventually("assigned", lambda: member.held() == _partitions(topic, 2))
+        log.append([Append(topic, 0, b"before")])
+        _eventually("the record read", lambda: len(member.records()) == 1)
+        assignments = member.assignments()
+        member.request_rejoin()
+        _eventually("assigned again", lambda: member.assignments() > assignments)
+        assert member.held() == _partitions(topic, 2)
+        # Partitions held before and after read on from where they were.
+        log.append([Append(topic, 0, b"after")])
+        _eventually("the next record read", lambda: len(member.records()) == 2)
+        assert [r.value for r in member.records()] == [b"before", b"after"]
+
+
+def test_seeking_a_partition_not_assigned_is_a_log_error(log: Log, prefix: str) -> None:
+    topic = queue_topic(prefix, "q")
+    log.create_topic(topic, 1)
+    reader = log.group_reader(f"{prefix}owners", [topic], "seeker", lambda _: None, lambda _: None)
+    try:
+        with pytest.raises(LogError):
+            reader.seek(queue_topic(prefix, "other"), 0, 0)
+    finally:
+        reader.close()
+
+
+def test_an_unknown_group_has_no_members(log: Log, prefix: str) -> None:
+    assert log.group_members(f"{prefix}nobody") == []

@@ -1,0 +1,162 @@
+"""The folder tree is the architecture: each room imports only the rooms it may, and
+no two rooms import each other (docs/decisions/0009-package-layout.md).
+
+Data flows one way: wire -> server -> ledger -> log -> owner -> projections -> reads.
+The pure ledger core knows no adapter; adapters know only their port; the service
+never imports the client library; only the command line (service/cli) may import
+both the server and the client; the one testing place is imported by nobody in the
+runtime. The test reads the source (ast), so it checks imports inside functions too.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TOP = ("ledger", "projections", "service", "client")
+
+# room -> rooms it may import (besides itself). A module belongs to the longest room
+# prefix that names it. Rooms not listed may import nothing of pinledger but themselves.
+ALLOWED: dict[str, set[str]] = {
+    "__main__": {"service.cli"},
+    "idl": set(),
+    "ledger": set(),
+    "ledger.clock": set(),
+    "ledger.kafka": {"ledger", "ledger.clock"},
+    "projections": {"ledger", "ledger.clock"},
+    "projections.pg": {"ledger", "ledger.clock", "projections"},
+    # The client library shares the wire (idl) and the pure core, nothing else.
+    "client": {"idl", "ledger", "ledger.clock"},
+    # Service rooms use the ports (ledger, projections), never an adapter: only the
+    # server, which assembles them, names the Kafka and Postgres adapters.
+    "service": {"idl", "ledger", "ledger.clock", "projections"},
+    "service.observability": {"service", "ledger", "ledger.clock", "projections", "idl"},
+    "service.ownership": {
+        "service",
+        "service.observability",
+        "ledger",
+        "ledger.clock",
+        "projections",
+    },
+    "service.api": {
+        "service",
+        "service.ownership",
+        "service.observability",
+        "idl",
+        "ledger",
+        "ledger.clock",
+        "projections",
+    },
+    # The server assembles every room of the service, never the client library.
+    "service.server": {
+        "service",
+        "service.api",
+        "service.ownership",
+        "service.observability",
+        "idl",
+        "ledger",
+        "ledger.clock",
+        "ledger.kafka",
+        "projections",
+        "projections.pg",
+    },
+    # The command line and the testing place may import anything.
+    "service.cli": {"*"},
+    "service.testing": {"*"},
+}
+# Longest first, so a module belongs to its finest room.
+ROOMS = sorted(ALLOWED, key=lambda room: -len(room.split(".")))
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    if parts[0] == "pinledger":
+        parts.pop(0)
+    return ".".join(parts)
+
+
+def _sources() -> list[Path]:
+    found = [ROOT / "pinledger" / "idl.py", ROOT / "pinledger" / "__main__.py"]
+    for top in TOP:
+        found.extend(sorted((ROOT / top).rglob("*.py")))
+    return found
+
+
+def _room(module: str) -> str | None:
+    for room in ROOMS:
+        if module == room or module.startswith(room + "."):
+            return room
+    return None
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            base = node.module
+            if base == "pinledger":
+                names.update(alias.name for alias in node.names)
+            elif base.startswith("pinledger."):
+                base = base.removeprefix("pinledger.")
+                names.add(base)
+                # `from pinledger.service.cli import trace` imports a submodule.
+                names.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("pinledger."):
+                    names.add(alias.name.removeprefix("pinledger."))
+    return names
+
+
+def _edges() -> dict[tuple[str, str], list[str]]:
+    """(from room, to room) -> the modules with such an import."""
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for path in _sources():
+        module = _module_name(path)
+        source = _room(module)
+        if source is None:
+            continue
+        for imported in _imports(path):
+            target = _room(imported)
+            if target is not None and target != source:
+                edges[(source, target)].append(module)
+    return edges
+
+
+def test_every_module_belongs_to_a_room() -> None:
+    homeless = [_module_name(p) for p in _sources() if _room(_module_name(p)) is None]
+    assert homeless == []
+
+
+def test_rooms_import_only_what_they_may() -> None:
+    wrong = []
+    for (source, target), modules in sorted(_edges().items()):
+        allowed = ALLOWED[source]
+        if "*" not in allowed and target not in allowed:
+            wrong.append(f"{source} -> {target} (in {', '.join(sorted(set(modules)))})")
+    assert wrong == []
+
+
+def test_no_room_is_imported_by_a_room_it_imports() -> None:
+    edges = set(_edges())
+    cycles = sorted(f"{a} <-> {b}" for a, b in edges if (b, a) in edges and a < b)
+    assert cycles == []
+
+
+@pytest.mark.parametrize("runtime", ["ledger", "projections", "service", "client"])
+def test_nothing_in_the_runtime_imports_the_testing_place(runtime: str) -> None:
+    offenders = [
+        _module_name(path)
+        for path in sorted((ROOT / runtime).rglob("*.py"))
+        if not _module_name(path).startswith(("service.testing", "service.cli"))
+        and any(name.startswith("service.testing") for name in _imports(path))
+    ]
+    assert offenders == []

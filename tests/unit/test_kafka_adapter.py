@@ -1,0 +1,45 @@
+"""The Kafka adapter's start-up check and error translation, without a broker."""
+
+from __future__ import annotations
+
+import kafka
+import pytest
+from kafka.errors import KafkaTimeoutError, UnknownTopicOrPartitionError
+
+from pinledger.ledger.kafka import TESTED_KAFKA_PYTHON, patches
+from pinledger.ledger.kafka.errors import log_error, translated
+from pinledger.ledger.log import LogError
+
+
+def test_the_installed_kafka_python_is_a_tested_one() -> None:
+    assert kafka.__version__ in TESTED_KAFKA_PYTHON
+    patches.check_kafka_python()
+
+
+def test_an_untested_kafka_python_is_refused_naming_both_versions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    patches.check_kafka_python.cache_clear()
+    monkeypatch.setattr(kafka, "__version__", "3.9.0")
+    try:
+        with pytest.raises(LogError) as refused:
+            patches.check_kafka_python()
+        message = str(refused.value)
+        assert "kafka-python 3.9.0 is installed" in message
+        assert all(version in message for version in TESTED_KAFKA_PYTHON)
+    finally:
+        patches.check_kafka_python.cache_clear()
+
+
+def test_a_kafka_error_becomes_a_log_error_saying_what_to_check() -> None:
+    with pytest.raises(LogError) as raised, translated("cannot list the topics", "h:1"):
+        raise KafkaTimeoutError("Unable to bootstrap from h:1")
+    message = str(raised.value)
+    assert message.startswith("cannot list the topics: KafkaTimeoutError: ")
+    assert "broker at h:1 is running" in message
+    assert isinstance(raised.value.__cause__, KafkaTimeoutError)
+
+
+def test_a_missing_topic_is_named_as_such() -> None:
+    error = log_error(UnknownTopicOrPartitionError(), "cannot append", "h:1")
+    assert "topic does not exist" in str(error)
