@@ -3,7 +3,7 @@ PYTHON ?= python3
 PYTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install stack-up stack-down stack-status run demo test test-unit test-integration lint types check bench clean
+.PHONY: help install stack-up stack-down stack-status run demo test test-unit test-contract test-integration lint types check bench wheel clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -26,10 +26,13 @@ demo: ## run the demo against the running stack
 	$(PYTHON) -m pinledger demo
 
 test: install stack-up ## run every test against the real Kafka and Postgres
-	$(PYTHON) -m pytest --cov=ledger --cov=projections --cov=service --cov-report=term $(PYTEST_FLAGS)
+	$(PYTHON) -m pytest --cov=ledger --cov=projections --cov=service --cov=client --cov-report=term $(PYTEST_FLAGS)
 
 test-unit: ## the pure tests only (no servers needed)
 	$(PYTHON) -m pytest tests/unit $(PYTEST_FLAGS)
+
+test-contract: ## the port contract suites, on the real adapters and on the fakes
+	$(PYTHON) -m pytest tests/contract $(PYTEST_FLAGS)
 
 test-integration: ## the tests against the real servers
 	$(PYTHON) -m pytest tests/integration $(PYTEST_FLAGS)
@@ -47,5 +50,8 @@ bench: ## the benchmark (see bench/ and docs/performance.md)
 	$(PYTHON) -m pip install -q -e '.[bench]'
 	$(PYTHON) -m bench
 
+wheel: ## build the wheel into dist/ (installable anywhere; see tests/integration/test_wheel.py)
+	$(PYTHON) -m pip wheel --no-deps -q -w dist .
+
 clean: ## remove caches
-	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage build *.egg-info
+	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage build dist *.egg-info
