@@ -4,9 +4,17 @@ jobs were handed back at shutdown."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import assert_never
 
-from pinledger.client.worker.outcome import Outcome
+from pinledger.client.worker.outcome import RUN_OUTCOMES, Outcome
+
+# The counter of each run outcome (a reschedule is the ledger's RELEASED; the worker's
+# own `released` counts the jobs handed back at shutdown).
+_FIELD = {
+    Outcome.SUCCEEDED: "succeeded",
+    Outcome.RETRIED: "retried",
+    Outcome.FAILED: "failed",
+    Outcome.RELEASED: "rescheduled",
+}
 
 
 @dataclass(slots=True)
@@ -26,25 +34,18 @@ class WorkerCounters:
     def count(self, outcome: Outcome) -> None:
         """One more finished run with this outcome."""
         self.processed += 1
-        match outcome:
-            case Outcome.SUCCEEDED:
-                self.succeeded += 1
-            case Outcome.RETRIED:
-                self.retried += 1
-            case Outcome.FAILED:
-                self.failed += 1
-            case Outcome.RESCHEDULED:
-                self.rescheduled += 1
-            case _:
-                assert_never(outcome)
+        field = _FIELD.get(outcome)
+        if field is None:
+            raise ValueError(f"{outcome} is not the outcome of a handler run")
+        setattr(self, field, getattr(self, field) + 1)
 
     def of(self, outcome: Outcome) -> int:
         """The runs that ended with this outcome."""
-        return int(getattr(self, outcome.value))
+        return int(getattr(self, _FIELD[outcome]))
 
     def summary(self) -> str:
         """`N processed (N succeeded, N retried, ...), N released`, for the log."""
-        each = ", ".join(f"{self.of(o)} {o.value}" for o in Outcome)
+        each = ", ".join(f"{self.of(o)} {_FIELD[o]}" for o in RUN_OUTCOMES)
         return f"{self.processed} processed ({each}), {self.released} released"
 
 

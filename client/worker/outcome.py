@@ -7,13 +7,17 @@ The outcomes, in the order the worker reports them:
 
 - SUCCEEDED: the handler returned; a returned string (capped at PinLater's status size)
   is appended to the custom status by the success ack.
-- RESCHEDULED: the handler returned after `job.reschedule(...)`: no ack, the checkpoint
-  that moves the job back to PENDING ends the claim.
+- RELEASED (the worker's "rescheduled"): the handler returned after
+  `job.reschedule(...)`: no ack, the checkpoint that moves the job back to PENDING ends
+  the claim.
 - RETRIED: the handler raised and the job has attempts left: a failure ack with the
   policy's delay and a line `attempt N failed: Type: message; retry in S s`.
 - FAILED: the handler raised on the last attempt, or the policy is `never` (a
   checkpoint first lowers the budget to this attempt, so the failure ack makes the job
   FAILED; only the last attempt's failure does).
+
+The words are the ledger's (ledger/outcome.py): a run the worker counts as retried is
+the transition the server's metrics and the job's history call retried.
 
 A raise wins over a reschedule asked for earlier in the same run. A policy that raises
 counts as a delay of 0 (retry now); the error is handed back for the caller to log.
@@ -22,20 +26,15 @@ counts as a delay of 0 (retry now); the error is handed back for the caller to l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 from pinledger.client.job_context import MAX_STATUS, error_line
 from pinledger.client.jobs import Ack, Checkpoint, DequeuedJob
 from pinledger.client.retry import RetryPolicy
+from pinledger.ledger.outcome import Outcome
 
-
-class Outcome(Enum):
-    """How a finished handler run counts; the values name the worker's counters."""
-
-    SUCCEEDED = "succeeded"
-    RETRIED = "retried"
-    FAILED = "failed"
-    RESCHEDULED = "rescheduled"
+# The outcomes a handler run can have, in the order the worker reports them: a subset
+# of the ledger's, so the worker, the metrics and histories use one vocabulary.
+RUN_OUTCOMES = (Outcome.SUCCEEDED, Outcome.RETRIED, Outcome.FAILED, Outcome.RELEASED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +71,7 @@ def settle(
     if error is not None:
         return _failure(job, retry, error)
     if reschedule is not None:
-        return Settlement(Outcome.RESCHEDULED, checkpoint=reschedule)
+        return Settlement(Outcome.RELEASED, checkpoint=reschedule)
     status = result[:MAX_STATUS] if isinstance(result, str) else ""
     return Settlement(Outcome.SUCCEEDED, ack=Ack(job.descriptor, append_status=status))
 
@@ -103,4 +102,4 @@ def _failure(job: DequeuedJob, retry: RetryPolicy, error: BaseException) -> Sett
     )
 
 
-__all__ = ["Outcome", "Settlement", "settle"]
+__all__ = ["RUN_OUTCOMES", "Outcome", "Settlement", "settle"]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pinledger.client.jobs import Ack, Checkpoint, DequeuedJob
 from pinledger.client.retry import RetryPolicy, constant, exponential, never
-from pinledger.client.worker.outcome import Outcome, Settlement, settle
+from pinledger.client.worker.outcome import RUN_OUTCOMES, Outcome, Settlement, settle
 
 D = "q:s1:p0:7"
 
@@ -88,7 +88,7 @@ ROWS = [
         constant(5),
         result="ignored",
         reschedule=NEXT_STEP,
-        outcome=Outcome.RESCHEDULED,
+        outcome=Outcome.RELEASED,
         checkpoint=NEXT_STEP,
     ),
     Row(
@@ -96,7 +96,7 @@ ROWS = [
         job(3, 1),
         never,
         reschedule=NEXT_STEP,
-        outcome=Outcome.RESCHEDULED,
+        outcome=Outcome.RELEASED,
         checkpoint=NEXT_STEP,
     ),
     Row(
@@ -260,7 +260,7 @@ def test_settle(row: Row) -> None:
 
 
 def test_the_table_covers_every_outcome() -> None:
-    assert {r.outcome for r in ROWS} == set(Outcome)
+    assert {r.outcome for r in ROWS} == set(RUN_OUTCOMES)
 
 
 # ---- properties over every run ----
@@ -298,7 +298,7 @@ def test_every_run_settles_consistently(
     s: Settlement = settle(job, retry, result=result, error=error, reschedule=reschedule)
     if error is None:
         # A run that returned: succeeded, or rescheduled when it asked to be.
-        assert s.outcome is (Outcome.SUCCEEDED if reschedule is None else Outcome.RESCHEDULED)
+        assert s.outcome is (Outcome.SUCCEEDED if reschedule is None else Outcome.RELEASED)
         assert (s.ack is None) is (reschedule is not None)
         assert s.checkpoint == reschedule
         assert not s.stops_worker and s.policy_error is None and s.line == ""
