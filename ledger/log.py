@@ -135,9 +135,68 @@ class GroupReader(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class TopicPolicy:
+    """How the log creates the project's topics. None leaves a setting to the broker's
+    own default (`default.replication.factor`, `min.insync.replicas`). Retention is
+    always set explicitly on every topic: -1 keeps the ledger forever (the default; it
+    is the history replay and traces read); a finite retention lets the broker delete
+    older records (docs/decisions/0011-replication-and-retention.md)."""
+
+    replication_factor: int | None = None
+    min_insync_replicas: int | None = None
+    retention_ms: int = -1
+
+    def topic_configs(self) -> dict[str, str]:
+        """The topic-level settings every created topic gets."""
+        configs = {
+            "retention.ms": str(self.retention_ms),
+            # Size-based retention would delete history just as time-based would.
+            "retention.bytes": "-1",
+            # The ledger is an append-only history: never compacted away.
+            "cleanup.policy": "delete",
+        }
+        if self.min_insync_replicas is not None:
+            configs["min.insync.replicas"] = str(self.min_insync_replicas)
+        return configs
+
+
+@dataclass(frozen=True, slots=True)
+class TopicState:
+    """What a running cluster holds for one topic: the settings that decide whether an
+    acknowledged append survives a broker's loss and how long the history is kept."""
+
+    name: str
+    partitions: int
+    # The fewest replicas any partition has.
+    replicas: int
+    # Partitions whose in-sync replicas are fewer than their replicas; and without a
+    # leader (unavailable).
+    under_replicated: int
+    offline: int
+    min_insync_replicas: int
+    retention_ms: int
+    retention_bytes: int
+    cleanup_policy: str
+    unclean_leader_election: bool
+
+
+class LogInspector(Protocol):
+    """What `pinledger doctor` and the server's start-up check read from the cluster."""
+
+    def broker_count(self) -> int:
+        """Live brokers in the cluster."""
+        ...
+
+    def topic_states(self, topics: Iterable[str]) -> dict[str, TopicState]:
+        """The state of each of these topics that exists, by name."""
+        ...
+
+
 class Log(Protocol):
     def create_topic(self, topic: str, partitions: int) -> bool:
-        """Create a topic; False when it exists already (idempotent)."""
+        """Create a topic with the log's TopicPolicy; False when it exists already
+        (idempotent)."""
         ...
 
     def delete_topic(self, topic: str) -> None:

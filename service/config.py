@@ -25,6 +25,12 @@
 | ADMIN_PASSWORD_SHA256             | none: deleteQueue is always refused                   |
 | ADMIN_SALT                        | empty                                                 |
 | SESSION_TIMEOUT_MS                | 10000 (how soon a dead server's partitions move)      |
+| REPLICATION_FACTOR                | 0: the broker's default.replication.factor            |
+| MIN_INSYNC_REPLICAS               | 0: the broker's min.insync.replicas                   |
+| RETENTION_DAYS                    | 0: keep the ledger forever (retention.ms=-1)          |
+
+The last three apply to the topics a server creates (a queue's, the catalog); see
+docs/decisions/0011-replication-and-retention.md.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pinledger.ledger.log import TopicPolicy
 
 DEFAULT_KAFKA = "127.0.0.1:19092"
 DEFAULT_PG_DSN = "postgresql://pinledger:pinledger@127.0.0.1:54329/pinledger"
@@ -72,6 +80,9 @@ class Config:
     admin_password_sha256: str = ""
     admin_salt: str = ""
     session_timeout_ms: int = 10_000
+    replication_factor: int = 0
+    min_insync_replicas: int = 0
+    retention_days: float = 0.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -85,6 +96,14 @@ class Config:
             if raw is not None:
                 values[f.name] = raw
         return cls(**{name: _convert(name, value) for name, value in values.items()})
+
+    def topic_policy(self) -> TopicPolicy:
+        """How this server creates topics (0 leaves a setting to the broker)."""
+        return TopicPolicy(
+            replication_factor=self.replication_factor or None,
+            min_insync_replicas=self.min_insync_replicas or None,
+            retention_ms=round(self.retention_days * 86_400_000) if self.retention_days else -1,
+        )
 
     @property
     def address(self) -> str:

@@ -17,7 +17,9 @@ from thriftpy2.thrift import TProcessor
 from thriftpy2.transport import TServerSocket
 
 from pinledger.idl import pinlater
+from pinledger.ledger.durability import Severity, findings
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
+from pinledger.ledger.log import LogError, LogInspector, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.pg.store import Store
 from pinledger.service.api.directory import QueueDirectory
@@ -46,9 +48,14 @@ class Server:
         self.metrics = Metrics()
         self.store = Store(config.pg_dsn, config.schema, max_size=16)
         self.store.migrate()
-        self.kafka = KafkaLog(KafkaSettings(bootstrap=config.kafka, client_id=config.server_id))
+        self.kafka = KafkaLog(
+            KafkaSettings(
+                bootstrap=config.kafka, client_id=config.server_id, topics=config.topic_policy()
+            )
+        )
         self.writer = LedgerWriter(self.kafka, config.topic_prefix)
         self.writer.ensure_catalog()
+        warn_if_unsafe(self.kafka, catalog_topic(config.topic_prefix))
         self.queues = QueueDirectory(self.store)
         self.rate_limits = QueueRateLimits()
         self._live_servers = 1
@@ -181,3 +188,26 @@ class Server:
 
 def _path(value: str) -> Path | None:
     return Path(value) if value else None
+
+
+def warn_if_unsafe(inspector: LogInspector, topic: str) -> None:
+    """One log line per finding about a topic this server created or uses (the catalog
+    stands for them: every topic gets the same policy), e.g. fewer than three replicas
+    on a cluster of three or more brokers. `pinledger doctor` shows every topic."""
+    try:
+        brokers = inspector.broker_count()
+        state = inspector.topic_states([topic]).get(topic)
+    except LogError as exc:
+        log.warning("could not check the topics' durability: %s", exc)
+        return
+    if state is None:
+        return
+    for finding in findings(state, brokers):
+        if finding.severity is not Severity.NOTE:
+            log.warning(
+                "%s: %s: %s; to fix: %s (pinledger doctor lists every topic)",
+                finding.severity.upper(),
+                finding.topic,
+                finding.what,
+                finding.fix,
+            )

@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
-from kafka.admin import OffsetSpec
+from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
 from kafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
 from pinledger.ledger.kafka import patches
@@ -26,6 +26,7 @@ from pinledger.ledger.log import (
     PartitionKey,
     PartitionsCallback,
     Position,
+    TopicState,
 )
 
 
@@ -69,8 +70,16 @@ class KafkaLog:
 
     def create_topic(self, topic: str, partitions: int) -> bool:
         try:
+            policy = self._settings.topics
             self._admin.create_topics(
-                {topic: {"num_partitions": partitions, "replication_factor": 1}},
+                {
+                    topic: {
+                        "num_partitions": partitions,
+                        # -1: the broker's default.replication.factor.
+                        "replication_factor": policy.replication_factor or -1,
+                        "configs": policy.topic_configs(),
+                    }
+                },
                 wait_for_metadata=True,
             )
         except TopicAlreadyExistsError:
@@ -109,6 +118,24 @@ class KafkaLog:
         """Which of these topics exist: a question about them only, whatever the size of
         the cluster."""
         return set(self._describe(topics))
+
+    def broker_count(self) -> int:
+        with self._translated("cannot describe the Kafka cluster"):
+            cluster: dict[str, Any] = self._admin.describe_cluster()
+        return len(cluster.get("brokers") or [])
+
+    def topic_states(self, topics: Iterable[str]) -> dict[str, TopicState]:
+        described = self._describe(topics)
+        if not described:
+            return {}
+        resources = [ConfigResource(ConfigResourceType.TOPIC, name) for name in described]
+        with self._translated("cannot read topic settings"):
+            answer: dict[str, Any] = self._admin.describe_configs(resources, config_filter="all")
+        configs: dict[str, dict[str, Any]] = answer.get("topic", {})
+        return {
+            name: _topic_state(name, info, configs.get(name, {}))
+            for name, info in described.items()
+        }
 
     def _describe(self, topics: Iterable[str]) -> dict[str, dict[str, Any]]:
         """Kafka's description of each of these topics that exists, by name."""
@@ -206,3 +233,26 @@ def _assigned_partitions(assignment: dict[str, Any]) -> list[tuple[str, list[int
         (str(pair["topic"]), [int(p) for p in pair["partitions"]])
         for pair in assignment.get("assigned_partitions") or []
     ]
+
+
+def _topic_state(name: str, info: dict[str, Any], configs: dict[str, Any]) -> TopicState:
+    partitions = info.get("partitions") or []
+
+    def setting(key: str, default: str) -> str:
+        entry = configs.get(key)
+        return str(entry["value"]) if entry and entry.get("value") is not None else default
+
+    return TopicState(
+        name=name,
+        partitions=len(partitions),
+        replicas=min((len(p.get("replica_nodes") or []) for p in partitions), default=0),
+        under_replicated=sum(
+            len(p.get("isr_nodes") or []) < len(p.get("replica_nodes") or []) for p in partitions
+        ),
+        offline=sum(p.get("leader_id", -1) < 0 for p in partitions),
+        min_insync_replicas=int(setting("min.insync.replicas", "1")),
+        retention_ms=int(setting("retention.ms", "604800000")),
+        retention_bytes=int(setting("retention.bytes", "-1")),
+        cleanup_policy=setting("cleanup.policy", "delete"),
+        unclean_leader_election=setting("unclean.leader.election.enable", "false") == "true",
+    )

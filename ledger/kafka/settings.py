@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from pinledger.ledger.log import TopicPolicy
 
 # Enough for the largest job body (commands.Limits) plus the envelope around it.
 MAX_RECORD_BYTES = 4 * 1024 * 1024
@@ -19,3 +21,5 @@ class KafkaSettings:
     batch_size: int = 256 * 1024
     request_timeout_ms: int = 15_000
     client_id: str = "pinledger"
+    # How created topics are replicated and how long they keep records.
+    topics: TopicPolicy = field(default_factory=TopicPolicy)

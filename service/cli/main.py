@@ -19,6 +19,7 @@ from pinledger.projections.pg.store import Store, StoreError
 from pinledger.projections.projector import Bound, ProjectionRunner, Scope
 from pinledger.projections.replay import ReplayReport, replay
 from pinledger.service.cli import asof as asof_cli
+from pinledger.service.cli import doctor
 from pinledger.service.cli import trace as trace_cli
 from pinledger.service.cli.demo import run_demo
 from pinledger.service.cli.tool import main as client_main
@@ -34,7 +35,11 @@ def _store(config: Config, schema: str | None = None) -> Store:
 
 
 def _log(config: Config) -> KafkaLog:
-    return KafkaLog(KafkaSettings(bootstrap=config.kafka, client_id=config.server_id))
+    return KafkaLog(
+        KafkaSettings(
+            bootstrap=config.kafka, client_id=config.server_id, topics=config.topic_policy()
+        )
+    )
 
 
 def cmd_migrate(config: Config, _: argparse.Namespace) -> int:
@@ -172,6 +177,14 @@ def cmd_serve(config: Config, _: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
+    log = _log(config)
+    try:
+        return doctor.run(config, args, log)
+    finally:
+        log.close()
+
+
 def cmd_hash_password(_: Config, args: argparse.Namespace) -> int:
     salt = args.salt if args.salt is not None else secrets.token_hex(8)
     password = getpass.getpass("admin password: ") if args.password is None else args.password
@@ -215,6 +228,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("serve", help="run a PinLater server (Thrift, default port 9010)")
 
+    doctor.add_arguments(
+        commands.add_parser(
+            "doctor", help="check the Kafka settings that keep the ledger safe (exit 1: unsafe)"
+        )
+    )
+
     hashing = commands.add_parser(
         "hash-password", help="print the salt and hash settings for the deleteQueue password"
     )
@@ -230,6 +249,7 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "demo": cmd_demo,
     "trace": trace_cli.run,
     "serve": cmd_serve,
+    "doctor": cmd_doctor,
     "hash-password": cmd_hash_password,
 }
 

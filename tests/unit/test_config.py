@@ -50,3 +50,21 @@ def test_advertised_address() -> None:
     assert Config.from_env({"PINLEDGER_PORT": "9011"}).address == "127.0.0.1:9011"
     config = Config.from_env({"PINLEDGER_HOST": "0.0.0.0", "PINLEDGER_ADVERTISE_HOST": "h1"})
     assert config.address == "h1:9010"
+
+
+def test_topic_policy_leaves_replication_to_the_broker_and_keeps_the_ledger() -> None:
+    policy = Config.from_env({}).topic_policy()
+    assert (policy.replication_factor, policy.min_insync_replicas, policy.retention_ms) == (
+        None,
+        None,
+        -1,
+    )
+    chosen = Config.from_env(
+        {
+            "PINLEDGER_REPLICATION_FACTOR": "3",
+            "PINLEDGER_MIN_INSYNC_REPLICAS": "2",
+            "PINLEDGER_RETENTION_DAYS": "30",
+        }
+    ).topic_policy()
+    assert (chosen.replication_factor, chosen.min_insync_replicas) == (3, 2)
+    assert chosen.retention_ms == 30 * 86_400_000
