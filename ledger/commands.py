@@ -83,9 +83,21 @@ def check_priority(priority: int, limits: Limits) -> None:
         )
 
 
-def check_limit(limit: int, what: str = "limit") -> None:
+# Upper bounds of the jobs one call may ask for: a dequeue or a scan answers in one
+# Thrift frame, and 102,000 jobs in one dry-run answer was a frame of hundreds of MB.
+# Bulk retry and delete append in batches and have no bound.
+MAX_DEQUEUE_LIMIT = 1000
+MAX_SCAN_LIMIT = 1000
+
+
+def check_limit(limit: int, what: str = "limit", maximum: int | None = None) -> None:
     if limit < 0:
         raise Refused(RefusalCode.INVALID_ARGUMENT, f"{what} must not be negative, got {limit}")
+    if maximum is not None and limit > maximum:
+        raise Refused(
+            RefusalCode.INVALID_ARGUMENT,
+            f"{what} {limit} is over the maximum of {maximum}: ask in several calls",
+        )
 
 
 def _check_attempts(attempts: int, what: str) -> None:

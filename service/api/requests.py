@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 from pinledger.idl import pinlater
 from pinledger.ledger import descriptor
 from pinledger.ledger.commands import (
+    MAX_DEQUEUE_LIMIT,
+    MAX_SCAN_LIMIT,
     NewJob,
     RefusalCode,
     Refused,
@@ -223,9 +225,9 @@ def parse_state(value: Any) -> JobState:
         raise _invalid(f"jobState {state} is not a PinLaterJobState: use {names}") from None
 
 
-def _limit(value: Any, default: int) -> int:
+def _limit(value: Any, default: int, maximum: int | None = None) -> int:
     limit = _or_default(value, int, "limit", default)
-    check_limit(limit)
+    check_limit(limit, maximum=maximum)
     return limit
 
 
@@ -283,7 +285,7 @@ def parse_dequeue(request: Any) -> DequeueRequest:
     request = _present(request)
     queue = parse_queue_name(request.queueName)
     limit = _required(request.limit, int, "limit")
-    check_limit(limit)
+    check_limit(limit, maximum=MAX_DEQUEUE_LIMIT)
     acks = request.jobAckRequest
     return DequeueRequest(
         queue=queue,
@@ -352,7 +354,7 @@ def parse_scan(request: Any) -> ScanRequest:
         priority=_optional(request.priority, int, "priority"),
         future=_or_default(request.scanFutureJobs, bool, "scanFutureJobs", _SCAN_FUTURE),
         body_regex=_optional(request.bodyRegexToMatch, str, "bodyRegexToMatch"),
-        limit=_limit(request.limit, _SCAN_LIMIT),
+        limit=_limit(request.limit, _SCAN_LIMIT, MAX_SCAN_LIMIT),
         after=parse_continuation(
             _or_default(request.continuation, str, "continuation", _SCAN_CONTINUATION)
         ),

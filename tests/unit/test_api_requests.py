@@ -182,6 +182,12 @@ BAD_REQUESTS: list[tuple[str, Callable[[Handler], object], int]] = [
         E.UNKNOWN,
     ),
     ("scan with a negative limit", lambda h: _scan(h, limit=-1), E.UNKNOWN),
+    (
+        "dequeue over the maximum limit",
+        lambda h: h.dequeueJobs(_ctx(), p.PinLaterDequeueRequest(queueName="mail", limit=1001)),
+        E.UNKNOWN,
+    ),
+    ("scan over the maximum limit", lambda h: _scan(h, limit=1001), E.UNKNOWN),
     ("malformed descriptor", lambda h: _ack(h, "garbage"), E.UNKNOWN),
     ("no descriptor", lambda h: _ack(h, None), E.UNKNOWN),
     ("descriptor of another queue", lambda h: _ack(h, "other:s0:p1:0"), E.UNKNOWN),
@@ -230,6 +236,12 @@ def test_an_out_of_range_job_state_says_which_states_exist() -> None:
     with pytest.raises(p.PinLaterException) as raised:
         _count(_handler(), jobState=7)
     assert "jobState 7" in raised.value.message and "3 (FAILED)" in raised.value.message
+
+
+def test_a_limit_over_the_maximum_says_the_maximum() -> None:
+    with pytest.raises(p.PinLaterException) as raised:
+        _scan(_handler(), limit=5000)
+    assert "limit 5000 is over the maximum of 1000" in raised.value.message
 
 
 def test_no_admin_password_configured_refuses_every_delete() -> None:
