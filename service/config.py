@@ -28,6 +28,9 @@
 | REPLICATION_FACTOR                | 0: the broker's default.replication.factor            |
 | MIN_INSYNC_REPLICAS               | 0: the broker's min.insync.replicas                   |
 | RETENTION_DAYS                    | 0: keep the ledger forever (retention.ms=-1)          |
+| MAX_CONNECTIONS                   | 1024 (Thrift connections served at once)              |
+| IDLE_TIMEOUT_S                    | 600 (close a connection idle this long; 0 = never)    |
+| MAX_FRAME_BYTES                   | 67108864 (64 MiB: the largest Thrift call accepted)   |
 
 The last three apply to the topics a server creates (a queue's, the catalog); see
 docs/decisions/0011-replication-and-retention.md.
@@ -83,6 +86,9 @@ class Config:
     replication_factor: int = 0
     min_insync_replicas: int = 0
     retention_days: float = 0.0
+    max_connections: int = 1024
+    idle_timeout_s: float = 600.0
+    max_frame_bytes: int = 64 * 1024 * 1024
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -132,7 +138,9 @@ def _read_file(path: Path) -> dict[str, Any]:
 
 
 # Settings that must be at least 1 (0 would make the server unusable), and ports.
-_AT_LEAST_ONE = frozenset({"partitions", "max_priority", "session_timeout_ms"})
+_AT_LEAST_ONE = frozenset(
+    {"partitions", "max_priority", "session_timeout_ms", "max_connections", "max_frame_bytes"}
+)
 _PORTS = frozenset({"port", "admin_port"})
 
 

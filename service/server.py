@@ -7,12 +7,9 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
-from thriftpy2.protocol import TCyBinaryProtocolFactory
-from thriftpy2.server import TThreadedServer
 from thriftpy2.thrift import TProcessor
 from thriftpy2.transport import TServerSocket
 
@@ -22,8 +19,8 @@ from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import LogError, LogInspector, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.pg.store import Store
+from pinledger.service.api.connections import ConnectionLimits, ThriftServer
 from pinledger.service.api.directory import QueueDirectory
-from pinledger.service.api.framing import GuardedFramedTransportFactory
 from pinledger.service.api.handler import Handler
 from pinledger.service.api.peers import PeerPool
 from pinledger.service.api.ratelimit import QueueRateLimits
@@ -88,12 +85,15 @@ class Server:
         )
         self.admin = AdminHttpServer(config.host, config.admin_port, self.metrics, self.health)
         self._socket = TServerSocket(host=config.host, port=config.port, client_timeout=None)
-        self._thrift = TThreadedServer(
+        self._thrift = ThriftServer(
             TProcessor(pinlater.PinLater, self.handler),
             self._socket,
-            iprot_factory=TCyBinaryProtocolFactory(),
-            itrans_factory=GuardedFramedTransportFactory(),
-            daemon=True,
+            ConnectionLimits(
+                max_connections=config.max_connections,
+                idle_timeout_s=config.idle_timeout_s,
+                max_frame_bytes=config.max_frame_bytes,
+            ),
+            self.metrics,
         )
         self._stopped = threading.Event()
         self._stop_lock = threading.Lock()
@@ -130,7 +130,9 @@ class Server:
         self.queues.start()
         self.queue_config.start()
         self.admin.start()
-        threading.Thread(target=self._serve, name="thrift-accept", daemon=True).start()
+        threading.Thread(
+            target=self._thrift.serve_forever, name="thrift-accept", daemon=True
+        ).start()
         log.info(
             "pinledger %s serving PinLater on %s:%d (admin http :%d), Kafka %s, Postgres "
             "schema %s, topic prefix %r",
@@ -142,20 +144,6 @@ class Server:
             self.config.schema,
             self.config.topic_prefix,
         )
-
-    def _serve(self) -> None:
-        # TThreadedServer.serve() listens again; run its accept loop directly.
-        server = self._thrift
-        while not server.closed:
-            try:
-                client = self._socket.accept()
-            except Exception:
-                if server.closed:
-                    return
-                log.exception("accept failed")
-                time.sleep(0.1)
-                continue
-            threading.Thread(target=server.handle, args=(client,), daemon=True).start()
 
     def stop(self) -> None:
         with self._stop_lock:

@@ -1,18 +1,34 @@
-"""A guard under the framed transport: a frame header announcing more than
-MAX_FRAME_BYTES (or a non-positive size) closes the connection before any buffer is
-allocated for it. Garbage on the socket costs its sender the connection, nobody else
-anything; thriftpy2's own framed transport would malloc whatever size it is told.
+"""A guard under the framed transport: a frame header announcing more than the limit
+(or a non-positive size) is refused before any buffer is allocated for it
+(FrameRefused; connections.py answers or closes). Garbage on the socket costs its
+sender the connection, nobody else anything; thriftpy2's own framed transport would
+malloc whatever size it is told.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from thriftpy2.transport import TCyFramedTransport, TTransportException
+from thriftpy2.transport import TTransportException
 
 # The largest enqueue we accept is bounded by the body limit times jobs per request;
 # 64 MiB leaves room for big batches and still stops a garbage header early.
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+
+
+class FrameRefused(TTransportException):
+    """A frame header announced `size` bytes, over the limit (or not positive).
+    `head` holds the bytes of the frame already read past its header."""
+
+    def __init__(self, size: int, limit: int, head: bytes) -> None:
+        super().__init__(
+            TTransportException.UNKNOWN,
+            f"frame of {size} bytes refused (limit {limit}): not a framed Thrift client, "
+            "or a corrupt stream",
+        )
+        self.size = size
+        self.limit = limit
+        self.head = head
 
 
 class FrameGuard:
@@ -40,18 +56,9 @@ class FrameGuard:
                 frame = int.from_bytes(self._header, "big", signed=True)
                 self._header = b""
                 if not 0 < frame <= self._max:
-                    raise TTransportException(
-                        TTransportException.UNKNOWN,
-                        f"frame of {frame} bytes refused (limit {self._max}): not a framed "
-                        "Thrift client, or a corrupt stream",
-                    )
+                    raise FrameRefused(frame, self._max, data[position:])
                 self._remaining = frame
         return data
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
-
-
-class GuardedFramedTransportFactory:
-    def get_transport(self, trans: Any) -> Any:
-        return TCyFramedTransport(FrameGuard(trans))

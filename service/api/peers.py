@@ -11,22 +11,40 @@ from thriftpy2.rpc import make_client
 from thriftpy2.transport import TCyFramedTransportFactory
 
 from pinledger.idl import pinlater
+from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 from pinledger.service.api.requests import Caller, DequeueRequest
 
 _IDLE_PER_PEER = 8
+# A pooled connection idle longer than this is closed instead of reused: a peer closes
+# connections idle past its PINLEDGER_IDLE_TIMEOUT_S (600 s by default), and a
+# forwarded dequeue sent on a connection the peer closed would fail.
+_MAX_IDLE_S = 60.0
 
 
 class PeerPool:
-    def __init__(self, timeout_ms: int = 10_000) -> None:
+    def __init__(self, timeout_ms: int = 10_000, clock: Clock = SYSTEM_CLOCK) -> None:
         self.timeout_ms = timeout_ms
-        self._idle: dict[str, list[Any]] = {}
+        self._clock = clock
+        # Per peer: (client, when it was returned), the freshest last.
+        self._idle: dict[str, list[tuple[Any, float]]] = {}
         self._lock = threading.Lock()
 
     def _client(self, address: str) -> Any:
+        stale: list[Any] = []
+        fresh = None
         with self._lock:
-            idle = self._idle.get(address)
-            if idle:
-                return idle.pop()
+            idle = self._idle.get(address, [])
+            horizon = self._clock.monotonic() - _MAX_IDLE_S
+            while idle and fresh is None:
+                client, returned_at = idle.pop()
+                if returned_at >= horizon:
+                    fresh = client
+                else:
+                    stale.append(client)
+        for client in stale:
+            client.close()
+        if fresh is not None:
+            return fresh
         host, _, port = address.rpartition(":")
         return make_client(
             pinlater.PinLater,
@@ -41,7 +59,7 @@ class PeerPool:
         with self._lock:
             idle = self._idle.setdefault(address, [])
             if len(idle) < _IDLE_PER_PEER:
-                idle.append(client)
+                idle.append((client, self._clock.monotonic()))
                 return
         client.close()
 
@@ -73,5 +91,5 @@ class PeerPool:
         with self._lock:
             pools, self._idle = self._idle, {}
         for idle in pools.values():
-            for client in idle:
+            for client, _ in idle:
                 client.close()

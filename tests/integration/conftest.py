@@ -121,3 +121,19 @@ def queue(client: Any) -> str:
     name = f"q_{uuid.uuid4().hex[:12]}"
     client.createQueue(context(), name)
     return name
+
+
+Names = tuple[str, str]  # (topic prefix, Postgres schema) of one test's servers
+
+
+@pytest.fixture
+def names(kafka: KafkaLog, config: Config) -> Iterator[Names]:
+    """A fresh topic prefix and schema for a test's own servers; the topics and the
+    schema are dropped afterwards."""
+    tag = uuid.uuid4().hex[:10]
+    prefix, schema = f"ops{tag}.", f"ops_{tag}"
+    yield prefix, schema
+    for topic in kafka.topics():
+        if topic.startswith(prefix):
+            kafka.delete_topic(topic)
+    Store(config.pg_dsn, schema).drop()

@@ -27,7 +27,6 @@ from thriftpy2.transport import TCyBufferedTransportFactory, TTransportException
 
 from pinledger.idl import pinlater as p
 from pinledger.ledger import descriptor
-from pinledger.ledger.kafka import KafkaLog
 from pinledger.projections.pg.store import Store
 from pinledger.service.config import Config
 from pinledger.service.testing.servers import (
@@ -40,26 +39,12 @@ from pinledger.service.testing.servers import (
     running,
     wait_for,
 )
-from tests.integration.conftest import server_settings
+from tests.integration.conftest import Names, server_settings
 from tests.integration.test_api import ack, checkpoint, count, enqueue, error_of, job, lookup
 
 pytestmark = pytest.mark.integration
 
 PENDING, IN_PROGRESS, SUCCEEDED, FAILED = 0, 1, 2, 3
-
-Names = tuple[str, str]  # (topic prefix, Postgres schema) of one test's servers
-
-
-@pytest.fixture
-def names(kafka: KafkaLog, config: Config) -> Iterator[Names]:
-    """A fresh topic prefix and schema; the topics and the schema are dropped afterwards."""
-    tag = uuid.uuid4().hex[:10]
-    prefix, schema = f"ops{tag}.", f"ops_{tag}"
-    yield prefix, schema
-    for topic in kafka.topics():
-        if topic.startswith(prefix):
-            kafka.delete_topic(topic)
-    Store(config.pg_dsn, schema).drop()
 
 
 @contextmanager

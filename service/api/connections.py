@@ -1,0 +1,286 @@
+"""The Thrift edge's connections: accept, serve, refuse, close (decision 0012).
+
+- At most `max_connections` are served at once, each on its own thread: threads are
+  bounded by the setting, never by how many clients connect. Past the limit, a
+  connection's first call is answered with an error saying the server is full (nothing
+  was applied) and the connection is closed.
+- A connection that sends nothing for `idle_timeout_s` is closed (pooled clients
+  notice a closed idle connection and open another; pinledger's client does).
+- A frame over the limit: when it carries a Thrift call, the rest of the frame is read
+  and thrown away (bounded) and the call is answered with an error naming its size and
+  the limit (nothing was applied); otherwise the connection is closed. Either way one
+  log line names the size and the limit.
+- Anything else that is not Thrift: the connection is closed with one log line, rate
+  limited, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from thriftpy2.protocol import TCyBinaryProtocolFactory
+from thriftpy2.thrift import TApplicationException, TMessageType, TProcessor
+from thriftpy2.transport import (
+    TCyFramedTransport,
+    TServerSocket,
+    TSocket,
+    TTransportException,
+)
+
+from pinledger.idl import pinlater
+from pinledger.service.api.framing import MAX_FRAME_BYTES, FrameGuard, FrameRefused
+from pinledger.service.observability.log_limit import RateLimitedLog
+from pinledger.service.observability.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+OPEN = "pinledger_connections_open"
+CLOSED = "pinledger_connections_closed_total"
+# A refused connection's first call is read and answered on one of a few threads;
+# past them it is closed at once.
+_REFUSERS = 4
+_REFUSE_TIMEOUT_S = 2.0
+# An oversized call is drained only up to this many times the frame limit, and for
+# this long; past that the connection is closed without an answer.
+_DRAIN_FACTOR = 16
+_DRAIN_TIMEOUT_S = 30.0
+_PROTOCOLS = TCyBinaryProtocolFactory()
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    max_connections: int = 1024
+    # 0: never close an idle connection.
+    idle_timeout_s: float = 600.0
+    max_frame_bytes: int = MAX_FRAME_BYTES
+
+
+class ThriftServer:
+    """Serves PinLater calls on an already bound listening socket until `close()`."""
+
+    def __init__(
+        self,
+        processor: TProcessor,
+        listener: TServerSocket,
+        limits: ConnectionLimits,
+        metrics: Metrics,
+    ) -> None:
+        self._processor = processor
+        self._listener = listener
+        self._limits = limits
+        self._metrics = metrics
+        self._slots = threading.BoundedSemaphore(limits.max_connections)
+        self._refusers = threading.BoundedSemaphore(_REFUSERS)
+        self._open = 0
+        self._open_lock = threading.Lock()
+        self._closed = threading.Event()
+        self._noise = RateLimitedLog(log)
+
+    @property
+    def open_connections(self) -> int:
+        with self._open_lock:
+            return self._open
+
+    def serve_forever(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client = self._listener.accept()
+            except Exception as exc:
+                if self._closed.is_set():
+                    return
+                self._noise.warning("accepting a connection failed: %s", exc)
+                self._closed.wait(0.1)
+                continue
+            if self._slots.acquire(blocking=False):
+                self._start(self._serve, client, "thrift-conn")
+            elif self._refusers.acquire(blocking=False):
+                self._start(self._refuse, client, "thrift-refuse")
+            else:
+                self._count_closed("refused")
+                _close(client)
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def _start(self, target: Any, client: TSocket, name: str) -> None:
+        threading.Thread(target=target, args=(client,), name=name, daemon=True).start()
+
+    def _opened(self, delta: int) -> None:
+        with self._open_lock:
+            self._open += delta
+            self._metrics.set_gauge(OPEN, self._open)
+
+    def _count_closed(self, reason: str) -> None:
+        self._metrics.count(CLOSED, reason=reason)
+
+    def _serve(self, client: TSocket) -> None:
+        self._opened(1)
+        peer = _peer(client)
+        reason = "client"
+        try:
+            _set_timeout(client, self._limits.idle_timeout_s or None)
+            guard = FrameGuard(client, self._limits.max_frame_bytes)
+            iprot = _PROTOCOLS.get_protocol(TCyFramedTransport(guard))
+            oprot = _PROTOCOLS.get_protocol(TCyFramedTransport(client))
+            while True:
+                self._processor.process(iprot, oprot)
+        except FrameRefused as refused:
+            reason = "oversized"
+            self._oversized(client, refused, peer)
+        except TimeoutError:
+            reason = "idle"
+            log.debug("closed %s: idle for %g s", peer, self._limits.idle_timeout_s)
+        except TTransportException:
+            pass  # the client closed the connection
+        except OSError as exc:
+            log.debug("connection from %s ended: %s", peer, exc)
+        except Exception as exc:
+            reason = "garbage"
+            self._noise.warning(
+                "closed the connection from %s: not a PinLater call (%s: %s)",
+                peer,
+                type(exc).__name__,
+                str(exc)[:200] or "-",
+            )
+            log.debug("the garbage from %s", peer, exc_info=True)
+        finally:
+            _close(client)
+            self._count_closed(reason)
+            self._opened(-1)
+            self._slots.release()
+
+    def _refuse(self, client: TSocket) -> None:
+        peer = _peer(client)
+        try:
+            self._noise.warning(
+                "refused a connection from %s: %d connections open, the limit "
+                "(PINLEDGER_MAX_CONNECTIONS)",
+                peer,
+                self._limits.max_connections,
+            )
+            _set_timeout(client, _REFUSE_TIMEOUT_S)
+            iprot = _PROTOCOLS.get_protocol(
+                TCyFramedTransport(FrameGuard(client, self._limits.max_frame_bytes))
+            )
+            name, _, seqid = iprot.read_message_begin()
+            message = (
+                f"server busy: {self._limits.max_connections} connections open, its limit "
+                "(PINLEDGER_MAX_CONNECTIONS); nothing was applied: retry later or on "
+                "another server"
+            )
+            _answer(client, name, seqid, None, message)
+        except Exception as exc:
+            log.debug("refusing %s: %s", peer, exc)
+        finally:
+            _close(client)
+            self._count_closed("refused")
+            self._refusers.release()
+
+    def _oversized(self, client: TSocket, refused: FrameRefused, peer: str) -> None:
+        limit = self._limits.max_frame_bytes
+        call = None
+        if 0 < refused.size <= limit * _DRAIN_FACTOR:
+            call = _drain(client, refused)
+        self._noise.warning(
+            "refused a frame of %d bytes from %s (limit %d bytes, PINLEDGER_MAX_FRAME_BYTES)%s",
+            refused.size,
+            peer,
+            limit,
+            f": answered {call[0]} with an error" if call else ": closed the connection",
+        )
+        if call is None:
+            return
+        name, seqid = call
+        message = (
+            f"{name} request of {refused.size} bytes is over the server's frame limit of "
+            f"{limit} bytes; nothing was applied: send it in smaller calls"
+        )
+        code = pinlater.ErrorCode.ENQUEUE_REJECTED if name == "enqueueJobs" else None
+        _answer(client, name, seqid, code, message)
+
+
+_HEAD_BYTES = 512
+
+
+def _drain(client: TSocket, refused: FrameRefused) -> tuple[str, int] | None:
+    """Read the rest of an oversized frame when it is a Thrift call, keeping its start:
+    (method name, seqid) once the frame is read whole; None when it is not a call or
+    cannot be read (the connection is then closed unanswered)."""
+    head = bytearray(refused.head[:_HEAD_BYTES])
+    remaining = refused.size - len(refused.head)
+    sock = client.sock
+    if sock is None:
+        return None
+    try:
+        sock.settimeout(_DRAIN_TIMEOUT_S)
+        call = None
+        while remaining > 0:
+            chunk = sock.recv(min(remaining, 1 << 20))
+            if not chunk:
+                return None
+            remaining -= len(chunk)
+            if len(head) < _HEAD_BYTES:
+                head += chunk[: _HEAD_BYTES - len(head)]
+            if call is None and (len(head) >= _HEAD_BYTES or remaining == 0):
+                # Garbage that announced a big frame is not waited for.
+                call = _call_of(bytes(head))
+                if call is None:
+                    return None
+        return call if call is not None else _call_of(bytes(head))
+    except OSError:
+        return None
+
+
+def _call_of(head: bytes) -> tuple[str, int] | None:
+    """The method name and seqid at the start of a strict binary-protocol call."""
+    if len(head) < 8 or head[:2] != b"\x80\x01":
+        return None
+    size = int.from_bytes(head[4:8], "big")
+    if len(head) < 12 + size:
+        return None
+    name = head[8 : 8 + size].decode("utf-8", "replace")
+    return name, int.from_bytes(head[8 + size : 12 + size], "big", signed=True)
+
+
+def _answer(client: TSocket, name: str, seqid: int, code: int | None, message: str) -> None:
+    """Answer one call with a PinLaterException (with `code`) when the method declares
+    it, else with a TApplicationException."""
+    oprot = _PROTOCOLS.get_protocol(TCyFramedTransport(client))
+    result_type = getattr(pinlater.PinLater, f"{name}_result", None)
+    if code is not None and result_type is not None:
+        result = result_type()
+        result.e = pinlater.PinLaterException(errorCode=code, message=message)
+        oprot.write_message_begin(name, TMessageType.REPLY, seqid)
+        result.write(oprot)
+    else:
+        oprot.write_message_begin(name, TMessageType.EXCEPTION, seqid)
+        TApplicationException(TApplicationException.INTERNAL_ERROR, message).write(oprot)
+    oprot.write_message_end()
+    oprot.trans.flush()
+
+
+def _peer(client: TSocket) -> str:
+    try:
+        host, port = client.sock.getpeername()[:2] if client.sock else ("?", 0)
+    except OSError:
+        return "a closed connection"
+    return f"{host}:{port}"
+
+
+def _set_timeout(client: TSocket, seconds: float | None) -> None:
+    if client.sock is not None:
+        client.sock.settimeout(seconds)
+
+
+def _close(client: TSocket) -> None:
+    sock = client.sock
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    client.close()
