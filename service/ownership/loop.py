@@ -8,9 +8,9 @@ and request_rejoin on the polling thread: they all happen here.
 The owner must outlive a broken batch: a pass that raises drops every owned partition
 (reloaded from Postgres) and the loop carries on.
 
-State shared with other threads: `loop_at` (written here, read by the watchdog; a float
-replaced whole, no lock), `alive` (read by the server's health check), the `stop` and
-`rejoin` events.
+State shared with other threads: `loop_at` and `passes` (written here, read by the
+watchdog and by tests; numbers replaced whole, no lock), `alive` (read by the server's
+health check), the `stop` and `rejoin` events.
 """
 
 from __future__ import annotations
@@ -51,8 +51,10 @@ class OwnerLoop:
         self.stop = stop
         self.clock = clock
         self.alive = False
-        # When the loop last completed a pass (monotonic).
+        # When the loop last completed a pass (monotonic), and how many it has completed
+        # (what a test on a fake clock, where loop_at stands still, waits on).
         self.loop_at = clock.monotonic()
+        self.passes = 0
         self.thread = threading.Thread(target=self._run, name="owner", daemon=True)
         self._reader: GroupReader | None = None
 
@@ -86,3 +88,4 @@ class OwnerLoop:
         self.partitions.promote()
         self.maintenance.run_due()
         self.loop_at = self.clock.monotonic()
+        self.passes += 1
