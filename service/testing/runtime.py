@@ -14,7 +14,7 @@ the log is projected and every live owner has completed a pass after that.
 
     with Runtime() as rt:
         node = rt.start_node()
-        rt.create_queue(node, "mail")
+        node.create_queue("mail")
         [d] = node.enqueue("mail", job(b"x"))
 """
 
@@ -65,7 +65,11 @@ TEST_CONFIG = Config(
 )
 # How long (real time) a test waits for the owner threads before it fails.
 WAIT_S = 10.0
-# call_waiting's steps: this much fake time per millisecond of real time.
+# The owner loops' idle polls (real time): short, so that `settle` returns quickly.
+_POLL_TIMEOUT_MS = 20
+# call_waiting: how long (real time) a call may take before the clock starts moving,
+# then this much fake time per millisecond of real time.
+_WAITING_GRACE_S = 0.05
 _WAITING_STEP_S = 0.02
 # Who appends for a server that has gone away (Runtime.writer).
 GONE = Actor(source="pinledger:gone", server="s0")
@@ -121,6 +125,7 @@ class Node:
             on_catalog_change=self.queues.refresh,
             clock=runtime.clock,
         )
+        self.owner.loop.poll_timeout_ms = _POLL_TIMEOUT_MS
         self.queues.on_change = self.owner.set_queues
         self.owner.set_queues(self.queues.names())
         self.handler = Handler(
@@ -192,6 +197,13 @@ class Node:
         )
         self.handler.ackDequeuedJobs(CALLER, request)
 
+    def create_queue(self, name: str) -> None:
+        """createQueue (with the configured partition count): it waits, the clock moving
+        meanwhile, until the catalog lists the queue and owners serve it. Another node
+        learns of the queue from its queue directory, which re-reads the catalog every
+        second of clock time."""
+        self.runtime.call_waiting(lambda: self.handler.createQueue(CALLER, name))
+
     def checkpoint(self, queue: str, descriptor: str) -> None:
         """A heartbeat: the claim is renewed, nothing else changes."""
         request = pinlater.PinLaterCheckpointJobsRequest(
@@ -201,14 +213,16 @@ class Node:
         self.handler.checkpointJobs(CALLER, request)
 
     def lookup(self, descriptor: str) -> Any:
-        """The PinLaterJobInfo of a job, None when its row is gone. Call `settle` first."""
+        """The PinLaterJobInfo of a job, None when its row is gone. After `settle`, the
+        read barrier lets it through at once."""
         request = pinlater.PinLaterLookupJobRequest(jobDescriptors=[descriptor])
-        return self.handler.lookupJobs(CALLER, request).get(descriptor)
+        found = self.runtime.call_waiting(lambda: self.handler.lookupJobs(CALLER, request))
+        return found.get(descriptor)
 
     def history(self, descriptor: str) -> Any:
-        """The PinLaterJobHistory of a job. Call `settle` first."""
+        """The PinLaterJobHistory of a job (after `settle`, as `lookup`)."""
         request = pinlater.PinLaterJobHistoryRequest(jobDescriptor=descriptor)
-        return self.handler.getJobHistory(CALLER, request)
+        return self.runtime.call_waiting(lambda: self.handler.getJobHistory(CALLER, request))
 
 
 class Runtime:
@@ -258,19 +272,15 @@ class Runtime:
 
     # -- queues --------------------------------------------------------------------
 
-    def create_queue(self, via: Node | None, name: str, partitions: int | None = None) -> None:
-        """createQueue through `via`'s handler (which waits for the catalog and the
-        owners, time moving meanwhile), or straight into the log when `via` is None
-        (a server that has gone away created it)."""
-        count = partitions or self.config.partitions
-        if via is None:
-            self.writer.create_queue(name, count, self.clock.now_ms(), GONE)
-            return
-        self.call_waiting(lambda: via.handler.createQueue(CALLER, name))
+    def create_queue(self, name: str, partitions: int) -> None:
+        """Create a queue straight in the log, as a server that has gone away did: no
+        owner has projected it yet."""
+        self.writer.create_queue(name, partitions, self.clock.now_ms(), GONE)
 
     def call_waiting(self, call: Callable[[], T], timeout_s: float = WAIT_S) -> T:
-        """Run `call` while moving the clock in small steps until it returns: for RPCs
-        that wait on the clock for other threads' progress."""
+        """Run `call`; once it has not returned for a moment, move the clock in small
+        steps until it does: for RPCs that wait on the clock for other threads' progress
+        (createQueue; a read whose barrier finds the projection behind)."""
         result: list[T] = []
         failure: list[BaseException] = []
 
@@ -282,6 +292,7 @@ class Runtime:
 
         thread = threading.Thread(target=run, name="call-waiting", daemon=True)
         thread.start()
+        thread.join(_WAITING_GRACE_S)
         deadline = time.monotonic() + timeout_s
         while thread.is_alive():
             if time.monotonic() >= deadline:
@@ -298,25 +309,36 @@ class Runtime:
         prefix = self.config.topic_prefix
         return sorted(t for t in self.log.topics() if t.startswith(prefix))
 
-    def projected(self) -> bool:
-        """Whether every record in the log is projected into the store."""
+    def ends(self) -> dict[tuple[str, int], int]:
+        """The end offset of every partition in the log."""
         keys = [
             (topic, p)
             for topic in self.topics()
             for p in range(self.log.partition_count(topic) or 0)
         ]
-        ends = self.log.end_offsets(keys)
-        reached = self.store.offsets(keys)
+        return self.log.end_offsets(keys)
+
+    def projected(self) -> bool:
+        """Whether every record in the log is projected into the store."""
+        ends = self.ends()
+        reached = self.store.offsets(list(ends))
         return all(reached.get(key, 0) >= end for key, end in ends.items())
 
     def settle(self, timeout_s: float = WAIT_S) -> None:
-        """Wait until every record in the log is projected and each live owner has
-        completed a pass since: the pass that committed the last batch has then told its
-        ready buffers too."""
-        wait_until(self.projected, "the projection to reach the end of the log", timeout_s)
-        self.wait_passes(timeout_s=timeout_s)
+        """Wait until the runtime is quiet: every record in the log projected, and a whole
+        pass of each live owner begun since, without appending more (the pass that
+        committed the last batch has then told its ready buffers; maintenance that came
+        due by the clock's time has been appended and projected)."""
 
-    def wait_passes(self, passes: int = 1, timeout_s: float = WAIT_S) -> None:
+        def quiet() -> bool:
+            wait_until(self.projected, "the projection to reach the end of the log", timeout_s)
+            ends = self.ends()
+            self.wait_passes(2, timeout_s)
+            return self.ends() == ends and self.projected()
+
+        wait_until(quiet, "the owners to go quiet", timeout_s)
+
+    def wait_passes(self, passes: int = 2, timeout_s: float = WAIT_S) -> None:
         """Wait until each live owner has completed `passes` more passes of its loop
         (the first may have begun before this call; the second began after)."""
         live = [node for node in self.nodes if node.live]

@@ -6,12 +6,12 @@ rest of the log."""
 from __future__ import annotations
 
 from pinledger.idl import pinlater
-from pinledger.service.testing.runtime import Runtime, job
+from pinledger.service.testing.runtime import TEST_CONFIG, Runtime, job
 
 
 def test_jobs_enqueued_before_any_owner_are_served_in_dequeue_order() -> None:
     with Runtime() as rt:
-        rt.create_queue(None, "mail", partitions=1)  # by a server that has gone away
+        rt.create_queue("mail", partitions=1)  # by a server that has gone away
         node = rt.node(start=False)  # its API takes jobs before its owner joins
         now = rt.clock.now_ms()
         [low] = node.enqueue("mail", job(b"low", priority=2, run_after_ms=now - 1000))
@@ -34,7 +34,7 @@ def test_jobs_enqueued_before_any_owner_are_served_in_dequeue_order() -> None:
 def test_an_owner_taking_over_loads_the_projection_and_catches_up_on_the_log() -> None:
     with Runtime() as rt:
         first = rt.node()
-        rt.create_queue(first, "mail", partitions=1)
+        first.create_queue("mail")
         [running, waiting] = first.enqueue("mail", job(b"running"), job(b"waiting"))
         rt.settle()
         assert list(first.dequeue("mail", 1)) == [running]
@@ -44,7 +44,7 @@ def test_an_owner_taking_over_loads_the_projection_and_catches_up_on_the_log() -
         second = rt.node(start=False)
         [fresh] = second.enqueue("mail", job(b"fresh"))  # only in the log
         second.start()
-        rt.wait_serving("mail", 1, [second])
+        rt.wait_serving("mail", TEST_CONFIG.partitions, [second])
 
         assert second.dequeue("mail", 5) == {waiting: b"waiting", fresh: b"fresh"}
         rt.settle()
