@@ -351,7 +351,13 @@ class Runtime:
             timeout_s,
         )
 
-    def advance_until(self, condition: Callable[[], bool], what: str, step_s: float = 0.1) -> None:
+    def advance_until(
+        self,
+        condition: Callable[[], bool],
+        what: str,
+        step_s: float = 0.1,
+        timeout_s: float = WAIT_S,
+    ) -> None:
         """Move the clock by `step_s` at a time until `condition` holds: for what waits
         on time passing (an owner loop pausing after a failed pass)."""
 
@@ -364,7 +370,7 @@ class Runtime:
                     self.clock.advance(step_s)
             return done
 
-        wait_until(stepped, what)
+        wait_until(stepped, what, timeout_s)
 
     def wait_serving(self, queue: str, partitions: int, nodes: Iterable[Node]) -> None:
         """Wait until the given nodes together serve every partition of `queue`."""
