@@ -19,13 +19,24 @@ def _state(rt: Runtime, node: Node, descriptor: str) -> int:
     return state
 
 
+def _serving(rt: Runtime) -> Node:
+    node = rt.node()
+    node.create_queue("mail")
+    return node
+
+
+def _claimed(rt: Runtime, node: Node, attempts: int) -> str:
+    """A job enqueued and dequeued (claimed) now."""
+    [d] = node.enqueue("mail", job(b"x", attempts=attempts))
+    rt.settle()
+    assert list(node.dequeue("mail", 1)) == [d]
+    return d
+
+
 def test_a_claim_not_renewed_in_time_times_out_and_the_job_is_pending_again() -> None:
     with Runtime() as rt:
-        node = rt.node()
-        node.create_queue("mail")
-        [d] = node.enqueue("mail", job(b"x", attempts=2))
-        rt.settle()
-        assert list(node.dequeue("mail", 1)) == [d]
+        node = _serving(rt)
+        d = _claimed(rt, node, attempts=2)
 
         rt.clock.advance(TIMEOUT_S)
         rt.settle()
@@ -41,11 +52,8 @@ def test_a_claim_not_renewed_in_time_times_out_and_the_job_is_pending_again() ->
 
 def test_a_claim_timing_out_on_the_last_attempt_fails_the_job() -> None:
     with Runtime() as rt:
-        node = rt.node()
-        node.create_queue("mail")
-        [d] = node.enqueue("mail", job(b"x", attempts=1))
-        rt.settle()
-        assert list(node.dequeue("mail", 1)) == [d]
+        node = _serving(rt)
+        d = _claimed(rt, node, attempts=1)
 
         rt.clock.advance(TIMEOUT_S + 1)
         rt.settle()
@@ -56,8 +64,7 @@ def test_a_claim_timing_out_on_the_last_attempt_fails_the_job() -> None:
 
 def test_a_heartbeat_before_the_deadline_keeps_the_claim() -> None:
     with Runtime() as rt:
-        node = rt.node()
-        node.create_queue("mail")
+        node = _serving(rt)
         [beating, silent] = node.enqueue("mail", job(b"beating"), job(b"silent"))
         rt.settle()
         assert set(node.dequeue("mail", 2)) == {beating, silent}
