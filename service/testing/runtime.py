@@ -1,21 +1,27 @@
 """The server's runtime over the fakes: real `Owner`s and the real API (`Handler`), wired
 as service/server.py wires them, over one FakeLog, one FakeStore and one FakeClock. No
 broker, no database, no sockets: claim timeouts, GC, rebalances and adoption run in
-milliseconds.
+milliseconds. The server never imports this.
 
-Time moves only when a test calls `clock.advance` (the owners' maintenance, the members
-thread and the group sessions all read the one FakeClock), with one exception:
-`call_waiting` advances it in small steps while an RPC that waits on the clock
-(createQueue waits for the catalog and the owners) has not returned.
+Time is the FakeClock's: the owners' maintenance, their members threads, the queue
+directories and the group sessions all read it, and it moves when a test calls
+`clock.advance`, or while the test waits on something that waits on time:
+`call_waiting` (an RPC that sleeps on the clock until other threads have made progress:
+createQueue, a read whose barrier finds the projection behind) and `advance_until` (an
+owner loop pausing after a failed pass) move it in small steps.
 
-Reads (lookup, history) pass the API's read barrier without waiting when the test has
-called `settle()` first, which waits, in real time and bounded, until every record in
-the log is projected and every live owner has completed a pass after that.
+The owner threads run for real; a test waits for them with bounded polling, never by
+sleeping: `settle()` returns once every record in the log is projected and each live
+owner has completed a whole pass since without appending more, so ready buffers are up
+to date, maintenance due at the clock's time has been done, and reads pass the API's
+read barrier at once.
 
     with Runtime() as rt:
-        node = rt.start_node()
+        node = rt.node()
         node.create_queue("mail")
         [d] = node.enqueue("mail", job(b"x"))
+        rt.settle()
+        assert list(node.dequeue("mail", 1)) == [d]
 """
 
 from __future__ import annotations
