@@ -8,9 +8,9 @@ and request_rejoin on the polling thread: they all happen here.
 The owner must outlive a broken batch: a pass that raises drops every owned partition
 (reloaded from Postgres) and the loop carries on.
 
-State shared with other threads: `loop_at` (written here, read by the watchdog; a float
-replaced whole, no lock), `alive` (read by the server's health check), the `stop` and
-`rejoin` events.
+State shared with other threads: `loop_at` and `passes` (written here, read by the
+watchdog and by tests; numbers replaced whole, no lock), `alive` (read by the server's
+health check), the `stop` and `rejoin` events.
 """
 
 from __future__ import annotations
@@ -51,8 +51,13 @@ class OwnerLoop:
         self.stop = stop
         self.clock = clock
         self.alive = False
-        # When the loop last completed a pass (monotonic).
+        # When the loop last completed a pass (monotonic), and how many it has completed
+        # (what a test on a fake clock, where loop_at stands still, waits on).
         self.loop_at = clock.monotonic()
+        self.passes = 0
+        # How long an idle poll waits (real time, in the broker); a test on fakes makes
+        # it shorter so that passes come quickly.
+        self.poll_timeout_ms = POLL_TIMEOUT_MS
         self.thread = threading.Thread(target=self._run, name="owner", daemon=True)
         self._reader: GroupReader | None = None
 
@@ -80,9 +85,10 @@ class OwnerLoop:
         if self.rejoin.is_set():
             self.rejoin.clear()
             reader.request_rejoin()
-        records = reader.poll(POLL_RECORDS, POLL_TIMEOUT_MS)
+        records = reader.poll(POLL_RECORDS, self.poll_timeout_ms)
         self.partitions.rebalance()
         self.partitions.project(records)
         self.partitions.promote()
         self.maintenance.run_due()
         self.loop_at = self.clock.monotonic()
+        self.passes += 1

@@ -67,37 +67,7 @@ from pinledger.service.ownership.watchdog import Watchdog, stalled, unowned_topi
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Claimed", "Owned", "Owner", "now_ms", "stalled", "unowned_topics"]
-
-
-def now_ms() -> int:
-    """Wall time in epoch milliseconds, from the system clock (for callers that do not
-    hold a Clock yet; the owner itself reads its injected one)."""
-    return SYSTEM_CLOCK.now_ms()
-
-
-class _MonotonicFrom:
-    """A Clock whose monotonic time is a plain function: the older form of Owner's
-    `clock` argument (tests of the subscription pass one). Wall time and sleeps are
-    the system's."""
-
-    def __init__(self, monotonic: Callable[[], float]) -> None:
-        self._monotonic = monotonic
-
-    def now_ms(self) -> int:
-        return SYSTEM_CLOCK.now_ms()
-
-    def monotonic(self) -> float:
-        return self._monotonic()
-
-    def sleep(self, seconds: float, interrupt: threading.Event | None = None) -> bool:
-        return SYSTEM_CLOCK.sleep(seconds, interrupt)
-
-
-def _as_clock(clock: Clock | Callable[[], float]) -> Clock:
-    if callable(clock):
-        return _MonotonicFrom(clock)
-    return clock
+__all__ = ["Claimed", "Owned", "Owner", "stalled", "unowned_topics"]
 
 
 class Owner:
@@ -110,11 +80,11 @@ class Owner:
         metrics: Metrics,
         on_catalog_change: Callable[[], None] = lambda: None,
         on_members_change: Callable[[int], None] = lambda _: None,
-        clock: Clock | Callable[[], float] = SYSTEM_CLOCK,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.config = config
         self.kafka = kafka
-        self.clock = _as_clock(clock)
+        self.clock = clock
         self.group = f"{config.topic_prefix}owners"
         self.member_id = member_id_of(config.address)
         self.writer = writer

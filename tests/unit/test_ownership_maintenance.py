@@ -9,15 +9,12 @@ from typing import cast
 
 import pytest
 
-from pinledger.ledger.events import Actor, Collected, Event, TimedOut
-from pinledger.ledger.log import Log, LogError
+from pinledger.ledger.events import Actor, Collected, TimedOut
+from pinledger.ledger.log import LogError
 from pinledger.ledger.state import Job, JobState
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.pg.store import Store
-from pinledger.projections.projector import PartitionProjector
-from pinledger.service.observability.ledger_metrics import LedgerMetrics
+from pinledger.projections.store import LedgerStore
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.ownership.dispatcher import ReadyBuffer
 from pinledger.service.ownership.maintenance import (
     ClaimTimeouts,
     Collector,
@@ -26,32 +23,13 @@ from pinledger.service.ownership.maintenance import (
     gc_cutoffs,
     timed_out,
 )
-from pinledger.service.ownership.partitions import Owned, Partitions
+from pinledger.service.ownership.partitions import Owned
 from pinledger.service.testing.clock import FakeClock
 from tests.unit.factories import make_job
+from tests.unit.ownership_fixtures import RecordingWriter, make_owned, make_partitions
 
 TIMEOUT_S = 60.0
 OWNER = Actor(source="pinledger:owner", server="s1")
-
-
-class _Writer:
-    """Records what would be appended; fails while `failing` is set."""
-
-    def __init__(self) -> None:
-        self.appended: list[tuple[str, int, Sequence[Event]]] = []
-        self.failing = False
-
-    def append_many(
-        self,
-        batches: Sequence[tuple[str, int, Sequence[Event]]],
-        at: int,
-        actor: Actor,
-        traceparent: str | None = None,
-    ) -> list[int]:
-        if self.failing:
-            raise LogError("broker away")
-        self.appended.extend(batches)
-        return list(range(len(batches)))
 
 
 class _Store:
@@ -73,27 +51,8 @@ class _Store:
         ][:limit]
 
 
-def _partitions(*owned: Owned) -> Partitions:
-    metrics = Metrics()
-    partitions = Partitions(
-        "p.",
-        3,
-        cast(Store, None),
-        cast(Log, None),
-        metrics,
-        LedgerMetrics(metrics),
-        lambda: None,
-    )
-    for o in owned:
-        partitions.owned[(o.topic, o.partition)] = o
-    return partitions
-
-
 def _owned(partition: int, jobs: Sequence[Job], serving: bool = True) -> Owned:
-    buffer = ReadyBuffer(max_priority=3)
-    buffer.load(jobs)
-    projector = cast(PartitionProjector, None)  # maintenance never projects
-    return Owned("mail", "p.q.mail", partition, projector, buffer, target=0, serving=serving)
+    return make_owned(partition, jobs, serving=serving)  # maintenance never projects
 
 
 def _claimed(local_id: int, touched_at: int) -> Job:
@@ -143,10 +102,10 @@ def test_partitions_still_catching_up_are_left_alone() -> None:
 def test_claim_timeouts_are_appended_and_retried_when_the_append_failed() -> None:
     clock = FakeClock()
     now = clock.now_ms()
-    writer = _Writer()
+    writer = RecordingWriter()
     owned = _owned(3, [_claimed(1, touched_at=now - 61_000), _claimed(2, touched_at=now)])
     timeouts = ClaimTimeouts(
-        _partitions(owned), cast(LedgerWriter, writer), Metrics(), OWNER, TIMEOUT_S
+        make_partitions(owned), cast(LedgerWriter, writer), Metrics(), OWNER, TIMEOUT_S
     )
     writer.failing = True
     with pytest.raises(LogError):
@@ -171,10 +130,10 @@ def test_finished_jobs_past_their_ttl_are_collected() -> None:
         make_job(JobState.FAILED, local_id=3, updated_at=now - day),  # failed TTL is longer
         make_job(JobState.FAILED, local_id=4, updated_at=now - 7 * day),  # due
     ]
-    store, writer = _Store(jobs), _Writer()
+    store, writer = _Store(jobs), RecordingWriter()
     collector = Collector(
-        _partitions(_owned(0, []), _owned(1, [], serving=False)),
-        cast(Store, store),
+        make_partitions(_owned(0, []), _owned(1, [], serving=False)),
+        cast(LedgerStore, store),
         cast(LedgerWriter, writer),
         Metrics(),
         OWNER,

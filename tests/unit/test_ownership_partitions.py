@@ -5,72 +5,25 @@ back when the append fails."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from types import SimpleNamespace
 from typing import cast
 
 import pytest
 
-from pinledger.ledger.events import Actor, Claimed, Event
-from pinledger.ledger.log import Log, LogError
-from pinledger.ledger.state import Job
+from pinledger.ledger.events import Actor, Claimed
+from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.pg.store import Store
-from pinledger.projections.projector import PartitionProjector
-from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.claims import Claims, serving_parts
-from pinledger.service.ownership.dispatcher import ReadyBuffer
-from pinledger.service.ownership.partitions import Owned, Partitions
 from tests.unit.factories import NOW, make_job
+from tests.unit.ownership_fixtures import RecordingWriter, make_owned, make_partitions
 
 WORKER = Actor(source="worker:1", server="s1")
 
 
-class _Writer:
-    def __init__(self) -> None:
-        self.appended: list[tuple[str, int, Sequence[Event]]] = []
-        self.failing = False
-
-    def append_many(
-        self,
-        batches: Sequence[tuple[str, int, Sequence[Event]]],
-        at: int,
-        actor: Actor,
-        traceparent: str | None = None,
-    ) -> list[int]:
-        if self.failing:
-            raise LogError("broker away")
-        self.appended.extend(batches)
-        return list(range(len(batches)))
-
-
-def _owned(partition: int, jobs: Sequence[Job], next_offset: int = 0, target: int = 0) -> Owned:
-    buffer = ReadyBuffer(max_priority=3)
-    buffer.load(jobs)
-    projector = cast(PartitionProjector, SimpleNamespace(next_offset=next_offset))
-    return Owned("mail", "p.q.mail", partition, projector, buffer, target=target)
-
-
-def _partitions(*owned: Owned) -> Partitions:
-    metrics = Metrics()
-    partitions = Partitions(
-        "p.",
-        3,
-        cast(Store, None),
-        cast(Log, None),
-        metrics,
-        LedgerMetrics(metrics),
-        lambda: None,
-    )
-    for o in owned:
-        partitions.owned[(o.topic, o.partition)] = o
-    return partitions
-
-
 def test_a_partition_serves_once_caught_up_and_stops_at_once_when_revoked() -> None:
-    behind, caught_up = _owned(0, [], next_offset=5, target=9), _owned(1, [], 9, target=9)
-    partitions = _partitions(behind, caught_up)
+    behind = make_owned(0, next_offset=5, target=9)
+    caught_up = make_owned(1, next_offset=9, target=9)
+    partitions = make_partitions(behind, caught_up)
     partitions.promote()
     assert [o.partition for o in partitions.serving()] == [1]
     partitions.revoked([("p.q.mail", 1)])
@@ -81,8 +34,8 @@ def test_a_partition_serves_once_caught_up_and_stops_at_once_when_revoked() -> N
 
 
 def test_a_new_queue_is_served_when_its_partitions_here_serve() -> None:
-    owned = _owned(0, [], next_offset=3, target=3)
-    partitions = _partitions(owned)
+    owned = make_owned(0, next_offset=3, target=3)
+    partitions = make_partitions(owned)
     assert not partitions.all_serving([("p.q.mail", 0)])
     partitions.promote()
     assert partitions.all_serving([("p.q.mail", 0)])
@@ -90,11 +43,11 @@ def test_a_new_queue_is_served_when_its_partitions_here_serve() -> None:
 
 
 def test_a_dequeue_takes_the_best_jobs_across_partitions_one_claim_record_each() -> None:
-    a = _owned(0, [make_job(local_id=1, priority=2), make_job(local_id=2, priority=1)])
-    b = _owned(1, [make_job(local_id=3, priority=1, run_after=NOW - 1)])
-    partitions = _partitions(a, b)
+    a = make_owned(0, [make_job(local_id=1, priority=2), make_job(local_id=2, priority=1)])
+    b = make_owned(1, [make_job(local_id=3, priority=1, run_after=NOW - 1)])
+    partitions = make_partitions(a, b)
     partitions.promote()
-    writer = _Writer()
+    writer = RecordingWriter()
     claims = Claims("s1", NOW, partitions, cast(LedgerWriter, writer), Metrics())
     claimed = claims.dequeue("mail", 2, NOW, WORKER)
     assert [(c.partition, c.job.local_id) for c in claimed] == [(0, 2), (1, 3)]
@@ -111,10 +64,10 @@ def test_a_dequeue_takes_the_best_jobs_across_partitions_one_claim_record_each()
 
 
 def test_jobs_whose_claim_was_not_appended_are_handed_out_again() -> None:
-    owned = _owned(0, [make_job(local_id=1)])
-    partitions = _partitions(owned)
+    owned = make_owned(0, [make_job(local_id=1)])
+    partitions = make_partitions(owned)
     partitions.promote()
-    writer = _Writer()
+    writer = RecordingWriter()
     claims = Claims("s1", NOW, partitions, cast(LedgerWriter, writer), Metrics())
     writer.failing = True
     with pytest.raises(LogError):
@@ -125,7 +78,7 @@ def test_jobs_whose_claim_was_not_appended_are_handed_out_again() -> None:
 
 
 def test_partial_coverage_looks_at_a_share_of_the_serving_partitions() -> None:
-    parts = [_owned(p, []) for p in range(4)]
+    parts = [make_owned(p) for p in range(4)]
     for o in parts:
         o.serving = True
     assert len(serving_parts(parts, "mail", 1.0)) == 4

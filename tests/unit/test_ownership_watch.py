@@ -5,18 +5,17 @@ rebalance."""
 
 from __future__ import annotations
 
-from typing import cast
-
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pinledger.ledger.kafka import KafkaLog
-from pinledger.ledger.log import GroupMember, Log
+from pinledger.ledger.log import GroupMember
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.pg.store import Store
 from pinledger.service.config import Config
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.owner import Owner, stalled, unowned_topics
+from pinledger.service.testing.clock import FakeClock
+from pinledger.service.testing.fake_log import FakeLog
+from pinledger.service.testing.fake_store import FakeStore
 
 GRACE = 3.0
 
@@ -99,21 +98,22 @@ def test_a_group_with_no_members_owns_nothing() -> None:
     assert unowned_topics({"p.q.a", "p.q.b"}, []) == {"p.q.a", "p.q.b"}
 
 
-def _owner(clock: list[float]) -> Owner:
+def _owner(clock: FakeClock) -> Owner:
     """An owner that is never started: only its choice of topics is exercised."""
     config = Config.from_env({"PINLEDGER_TOPIC_PREFIX": "p."})
+    log = FakeLog(clock)
     return Owner(
         config,
-        cast(Store, None),
-        cast(KafkaLog, None),
-        LedgerWriter(cast(Log, None), config.topic_prefix),
+        FakeStore(),
+        log,
+        LedgerWriter(log, config.topic_prefix),
         Metrics(),
-        clock=lambda: clock[0],
+        clock=clock,
     )
 
 
 def test_the_owner_subscribes_to_the_catalog_and_its_queues() -> None:
-    owner = _owner([100.0])
+    owner = _owner(FakeClock())
     assert owner.wanted_topics() == {"p.catalog"}
     owner.set_queues({"mail", "thumbs"})
     assert owner.wanted_topics() == {"p.catalog", "p.q.mail", "p.q.thumbs"}
@@ -122,7 +122,7 @@ def test_the_owner_subscribes_to_the_catalog_and_its_queues() -> None:
 
 
 def test_a_queue_just_created_is_owned_before_the_catalog_lists_it() -> None:
-    clock = [100.0]
+    clock = FakeClock()
     owner = _owner(clock)
     owner.set_queues({"mail"})
     owner.add_queue("fresh")
@@ -134,9 +134,9 @@ def test_a_queue_just_created_is_owned_before_the_catalog_lists_it() -> None:
 
 
 def test_a_created_queue_the_catalog_never_lists_is_let_go() -> None:
-    clock = [100.0]
+    clock = FakeClock()
     owner = _owner(clock)
     owner.add_queue("lost")
     assert "p.q.lost" in owner.wanted_topics()
-    clock[0] += 31
+    clock.advance(31)
     assert owner.wanted_topics() == {"p.catalog"}

@@ -1,0 +1,411 @@
+"""The server's runtime over the fakes: real `Owner`s and the real API (`Handler`), wired
+as service/server.py wires them, over one FakeLog, one FakeStore and one FakeClock. No
+broker, no database, no sockets: claim timeouts, GC, rebalances and adoption run in
+milliseconds. The server never imports this.
+
+Time is the FakeClock's: the owners' maintenance, their members threads, the queue
+directories and the group sessions all read it, and it moves when a test calls
+`clock.advance`, or while the test waits on something that waits on time:
+`call_waiting` (an RPC that sleeps on the clock until other threads have made progress:
+createQueue, a read whose barrier finds the projection behind) and `advance_until` (an
+owner loop pausing after a failed pass) move it in small steps.
+
+The owner threads run for real; a test waits for them with bounded polling, never by
+sleeping: `settle()` returns once every record in the log is projected and each live
+owner has completed a whole pass since without appending more, so ready buffers are up
+to date, maintenance due at the clock's time has been done, and reads pass the API's
+read barrier at once.
+
+    with Runtime() as rt:
+        node = rt.node()
+        node.create_queue("mail")
+        [d] = node.enqueue("mail", job(b"x"))
+        rt.settle()
+        assert list(node.dequeue("mail", 1)) == [d]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from pinledger.idl import pinlater
+from pinledger.ledger.events import Actor
+from pinledger.ledger.log import LogError
+from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.store import StoreError
+from pinledger.service.api.directory import QueueDirectory
+from pinledger.service.api.handler import Handler
+from pinledger.service.api.peers import PeerPool
+from pinledger.service.api.ratelimit import QueueRateLimits
+from pinledger.service.api.requests import Caller, DequeueRequest
+from pinledger.service.config import Config
+from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.owner import Owner
+from pinledger.service.queue_config import QueueConfig
+from pinledger.service.testing.clock import FakeClock
+from pinledger.service.testing.fake_log import FakeLog
+from pinledger.service.testing.fake_store import FakeStore
+
+T = TypeVar("T")
+
+# Short timeouts, long sessions: a test that advances the clock past a claim timeout or
+# a TTL does not also expire the owners' group sessions, unless it asks for short ones.
+TEST_CONFIG = Config(
+    kafka="fake",
+    pg_dsn="fake",
+    schema="fake",
+    topic_prefix="rt.",
+    host="127.0.0.1",
+    admin_port=0,
+    partitions=2,
+    claim_timeout_s=30.0,
+    succeeded_ttl_s=3600.0,
+    failed_ttl_s=7200.0,
+    gc_interval_s=60.0,
+    read_wait_s=1.0,
+    session_timeout_ms=86_400_000,
+)
+# How long (real time) a test waits for the owner threads before it fails.
+WAIT_S = 10.0
+# The owner loops' idle polls (real time): short, so that `settle` returns quickly.
+_POLL_TIMEOUT_MS = 20
+# call_waiting: how long (real time) a call may take before the clock starts moving,
+# then this much fake time per millisecond of real time.
+_WAITING_GRACE_S = 0.05
+_WAITING_STEP_S = 0.02
+# Who appends for a server that has gone away (Runtime.writer).
+GONE = Actor(source="pinledger:gone", server="s0")
+CALLER = pinlater.RequestContext(source="worker:runtime-test", requestId="rt")
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
+    """Poll `condition` (real time, bounded) until it holds; fail naming `what`. An
+    unreachable fake counts as not yet."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if condition():
+                return
+        except (LogError, StoreError):
+            pass
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(0.002)
+
+
+def job(
+    body: bytes,
+    priority: int = 1,
+    run_after_ms: int | None = None,
+    attempts: int | None = None,
+) -> Any:
+    """A PinLaterJob as a client sends it."""
+    return pinlater.PinLaterJob(
+        body=body,
+        priority=priority,
+        runAfterTimestampMillis=run_after_ms,
+        numAttemptsAllowed=attempts,
+    )
+
+
+class Node:
+    """One server's runtime: writer, owner, queue directory and handler, as server.py
+    assembles them (without the Thrift socket and the admin port)."""
+
+    def __init__(self, runtime: Runtime, config: Config) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.metrics = Metrics()
+        self.writer = LedgerWriter(runtime.log, config.topic_prefix)
+        self.queues = QueueDirectory(runtime.store, clock=runtime.clock)
+        self.owner = Owner(
+            config,
+            runtime.store,
+            runtime.log,
+            self.writer,
+            self.metrics,
+            on_catalog_change=self.queues.refresh,
+            clock=runtime.clock,
+        )
+        self.owner.loop.poll_timeout_ms = _POLL_TIMEOUT_MS
+        self.queues.on_change = self.owner.set_queues
+        self.owner.set_queues(self.queues.names())
+        self.handler = Handler(
+            config,
+            runtime.store,
+            self.writer,
+            self.owner,
+            self.metrics,
+            self.queues,
+            QueueRateLimits(runtime.clock.monotonic),
+            QueueConfig,
+            _LocalPeers(runtime),
+            runtime.clock,
+        )
+        self.started = False
+        self.stopped = False
+
+    @property
+    def address(self) -> str:
+        return self.config.address
+
+    def start(self) -> None:
+        self.owner.start()
+        self.queues.start()
+        self.started = True
+
+    def stop(self) -> None:
+        """Stop as the server does: the owner leaves the group (its partitions move at
+        once) and the handler answers no peer."""
+        if self.stopped:
+            return
+        self.stopped = True
+        if self.started:
+            self.owner.stop()
+        self.queues.stop()
+
+    def freeze(self) -> None:
+        """Make this node a zombie: its owner thread stops polling (its group session
+        runs out on the clock) while its handler still answers from what it owned."""
+        self.owner.loop.stop.set()
+        self.owner.loop.thread.join(timeout=WAIT_S)
+
+    @property
+    def live(self) -> bool:
+        return self.started and self.owner.loop.alive
+
+    def serving(self) -> list[tuple[str, int]]:
+        """The partitions this node serves now."""
+        return sorted((o.queue, o.partition) for o in self.owner.partitions.serving())
+
+    # -- PinLater calls, through the handler as a client makes them -----------------
+
+    def enqueue(self, queue: str, *jobs: Any) -> list[str]:
+        request = pinlater.PinLaterEnqueueRequest(queueName=queue, jobs=list(jobs))
+        descriptors: list[str] = self.handler.enqueueJobs(CALLER, request).jobDescriptors
+        return descriptors
+
+    def dequeue(self, queue: str, limit: int, dry_run: bool = False) -> dict[str, bytes]:
+        """Descriptor -> body, in the order the server answered."""
+        request = pinlater.PinLaterDequeueRequest(queueName=queue, limit=limit, dryRun=dry_run)
+        jobs: dict[str, bytes] = self.handler.dequeueJobs(CALLER, request).jobs
+        return jobs
+
+    def ack(self, queue: str, succeeded: Sequence[str] = (), failed: Sequence[str] = ()) -> None:
+        request = pinlater.PinLaterJobAckRequest(
+            queueName=queue,
+            jobsSucceeded=[pinlater.PinLaterJobAckInfo(jobDescriptor=d) for d in succeeded],
+            jobsFailed=[pinlater.PinLaterJobAckInfo(jobDescriptor=d) for d in failed],
+        )
+        self.handler.ackDequeuedJobs(CALLER, request)
+
+    def create_queue(self, name: str) -> None:
+        """createQueue (with the configured partition count): it waits, the clock moving
+        meanwhile, until the catalog lists the queue and owners serve it. Another node
+        learns of the queue from its queue directory, which re-reads the catalog every
+        second of clock time."""
+        self.runtime.call_waiting(lambda: self.handler.createQueue(CALLER, name))
+
+    def checkpoint(self, queue: str, descriptor: str) -> None:
+        """A heartbeat: the claim is renewed, nothing else changes."""
+        request = pinlater.PinLaterCheckpointJobsRequest(
+            queueName=queue,
+            requests=[pinlater.PinLaterCheckpointJobRequest(jobDescriptor=descriptor)],
+        )
+        self.handler.checkpointJobs(CALLER, request)
+
+    def lookup(self, descriptor: str) -> Any:
+        """The PinLaterJobInfo of a job, None when its row is gone. After `settle`, the
+        read barrier lets it through at once."""
+        request = pinlater.PinLaterLookupJobRequest(jobDescriptors=[descriptor])
+        found = self.runtime.call_waiting(lambda: self.handler.lookupJobs(CALLER, request))
+        return found.get(descriptor)
+
+    def history(self, descriptor: str) -> Any:
+        """The PinLaterJobHistory of a job (after `settle`, as `lookup`)."""
+        request = pinlater.PinLaterJobHistoryRequest(jobDescriptor=descriptor)
+        return self.runtime.call_waiting(lambda: self.handler.getJobHistory(CALLER, request))
+
+
+class Runtime:
+    """One FakeClock, FakeLog and FakeStore, and the nodes started over them."""
+
+    def __init__(self, config: Config = TEST_CONFIG) -> None:
+        self.config = config
+        self.clock = FakeClock()
+        self.log = FakeLog(self.clock)
+        self.store = FakeStore()
+        self.store.migrate()
+        # Appends of a server that is gone (or not yet started): no owner behind it.
+        self.writer = LedgerWriter(self.log, config.topic_prefix)
+        self.writer.ensure_catalog()
+        self.nodes: list[Node] = []
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        # A test may leave a fake failing: let the owners leave cleanly.
+        self.log.heal()
+        self.store.recover()
+        for node in self.nodes:
+            node.stop()
+
+    # -- nodes ---------------------------------------------------------------------
+
+    def node(self, start: bool = True) -> Node:
+        """A new server (named s1, s2, ...), started unless `start` is False."""
+        n = len(self.nodes) + 1
+        config = dataclasses.replace(self.config, server_id=f"s{n}", port=9100 + n)
+        node = Node(self, config)
+        self.nodes.append(node)
+        if start:
+            node.start()
+        return node
+
+    def node_at(self, address: str) -> Node:
+        for node in self.nodes:
+            if node.address == address and node.started and not node.stopped:
+                return node
+        raise ConnectionRefusedError(f"no server listens at {address}")
+
+    # -- queues --------------------------------------------------------------------
+
+    def create_queue(self, name: str, partitions: int) -> None:
+        """Create a queue straight in the log, as a server that has gone away did: no
+        owner has projected it yet."""
+        self.writer.create_queue(name, partitions, self.clock.now_ms(), GONE)
+
+    def call_waiting(self, call: Callable[[], T], timeout_s: float = WAIT_S) -> T:
+        """Run `call`; once it has not returned for a moment, move the clock in small
+        steps until it does: for RPCs that wait on the clock for other threads' progress
+        (createQueue; a read whose barrier finds the projection behind)."""
+        result: list[T] = []
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                result.append(call())
+            except BaseException as exc:  # re-raised on the test's thread
+                failure.append(exc)
+
+        thread = threading.Thread(target=run, name="call-waiting", daemon=True)
+        thread.start()
+        thread.join(_WAITING_GRACE_S)
+        deadline = time.monotonic() + timeout_s
+        while thread.is_alive():
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"a call did not return within {timeout_s:.0f} s")
+            self.clock.advance(_WAITING_STEP_S)
+            thread.join(0.001)
+        if failure:
+            raise failure[0]
+        return result[0]
+
+    # -- waiting for the owner threads ---------------------------------------------
+
+    def topics(self) -> list[str]:
+        prefix = self.config.topic_prefix
+        return sorted(t for t in self.log.topics() if t.startswith(prefix))
+
+    def ends(self) -> dict[tuple[str, int], int]:
+        """The end offset of every partition in the log."""
+        keys = [
+            (topic, p)
+            for topic in self.topics()
+            for p in range(self.log.partition_count(topic) or 0)
+        ]
+        return self.log.end_offsets(keys)
+
+    def projected(self) -> bool:
+        """Whether every record in the log is projected into the store."""
+        ends = self.ends()
+        reached = self.store.offsets(list(ends))
+        return all(reached.get(key, 0) >= end for key, end in ends.items())
+
+    def settle(self, timeout_s: float = WAIT_S) -> None:
+        """Wait until the runtime is quiet: every record in the log projected, and a whole
+        pass of each live owner begun since, without appending more (the pass that
+        committed the last batch has then told its ready buffers; maintenance that came
+        due by the clock's time has been appended and projected)."""
+
+        def quiet() -> bool:
+            wait_until(self.projected, "the projection to reach the end of the log", timeout_s)
+            ends = self.ends()
+            self.wait_passes(2, timeout_s)
+            return self.ends() == ends and self.projected()
+
+        wait_until(quiet, "the owners to go quiet", timeout_s)
+
+    def wait_passes(self, passes: int = 2, timeout_s: float = WAIT_S) -> None:
+        """Wait until each live owner has completed `passes` more passes of its loop
+        (the first may have begun before this call; the second began after)."""
+        live = [node for node in self.nodes if node.live]
+        start = {id(node): node.owner.loop.passes for node in live}
+        wait_until(
+            lambda: all(
+                node.owner.loop.passes >= start[id(node)] + passes or not node.live for node in live
+            ),
+            f"{passes} passes of the owner loops",
+            timeout_s,
+        )
+
+    def advance_until(
+        self,
+        condition: Callable[[], bool],
+        what: str,
+        step_s: float = 0.1,
+        timeout_s: float = WAIT_S,
+    ) -> None:
+        """Move the clock by `step_s` at a time until `condition` holds: for what waits
+        on time passing (an owner loop pausing after a failed pass)."""
+
+        def stepped() -> bool:
+            done = False
+            try:
+                done = condition()
+            finally:
+                if not done:
+                    self.clock.advance(step_s)
+            return done
+
+        wait_until(stepped, what, timeout_s)
+
+    def wait_serving(self, queue: str, partitions: int, nodes: Iterable[Node]) -> None:
+        """Wait until the given nodes together serve every partition of `queue`."""
+        wanted = {(queue, p) for p in range(partitions)}
+        members = list(nodes)
+        wait_until(
+            lambda: wanted <= {key for node in members for key in node.serving()},
+            f"every partition of {queue} to be served by {[n.address for n in members]}",
+        )
+
+
+class _LocalPeers(PeerPool):
+    """Forwards a dequeue to the peer node's handler in this process, as PeerPool
+    forwards it over Thrift; a stopped node refuses."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__()
+        self._runtime = runtime
+
+    def dequeue(
+        self, address: str, caller: Caller | None, request: DequeueRequest, limit: int
+    ) -> Any:
+        node = self._runtime.node_at(address)
+        context = (
+            None
+            if caller is None
+            else pinlater.RequestContext(source=caller.source, requestId=caller.request_id)
+        )
+        forwarded = pinlater.PinLaterDequeueRequest(
+            queueName=request.queue, limit=limit, dryRun=request.dry_run, coverage=request.coverage
+        )
+        return node.handler.dequeueOwned(context, forwarded)

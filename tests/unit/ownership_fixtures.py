@@ -1,0 +1,75 @@
+"""Parts the ownership unit tests share: owned partitions with their ready buffers, the
+partitions table over the fakes, and a writer that records what would be appended."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import cast
+
+from pinledger.ledger.events import Actor, Event
+from pinledger.ledger.log import LogError
+from pinledger.ledger.state import Job
+from pinledger.projections.projector import PartitionProjector
+from pinledger.service.observability.ledger_metrics import LedgerMetrics
+from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.dispatcher import ReadyBuffer
+from pinledger.service.ownership.partitions import Owned, Partitions
+from pinledger.service.testing.fake_log import FakeLog
+from pinledger.service.testing.fake_store import FakeStore
+
+Batch = tuple[str, int, Sequence[Event]]
+
+
+class RecordingWriter:
+    """Records what would be appended; fails while `failing` is set."""
+
+    def __init__(self) -> None:
+        self.appended: list[Batch] = []
+        self.failing = False
+
+    def append_many(
+        self,
+        batches: Sequence[Batch],
+        at: int,
+        actor: Actor,
+        traceparent: str | None = None,
+    ) -> list[int]:
+        if self.failing:
+            raise LogError("broker away")
+        self.appended.extend(batches)
+        return list(range(len(batches)))
+
+
+def make_owned(
+    partition: int,
+    jobs: Sequence[Job] = (),
+    *,
+    next_offset: int = 0,
+    target: int = 0,
+    serving: bool = False,
+) -> Owned:
+    """A partition of queue `mail` (topic p.q.mail) owned with these unfinished jobs;
+    its projector only tells how far it has projected."""
+    buffer = ReadyBuffer(max_priority=3)
+    buffer.load(jobs)
+    projector = cast(PartitionProjector, SimpleNamespace(next_offset=next_offset))
+    return Owned("mail", "p.q.mail", partition, projector, buffer, target=target, serving=serving)
+
+
+def make_partitions(*owned: Owned, log: FakeLog | None = None) -> Partitions:
+    """The ownership table of topic prefix p. holding `owned`, over a FakeStore and a
+    FakeLog (this one when given)."""
+    metrics = Metrics()
+    table = Partitions(
+        "p.",
+        3,
+        FakeStore(),
+        log or FakeLog(),
+        metrics,
+        LedgerMetrics(metrics),
+        lambda: None,
+    )
+    for o in owned:
+        table.owned[(o.topic, o.partition)] = o
+    return table
