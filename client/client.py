@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import os
 import socket
-import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -31,6 +30,7 @@ from pinledger.client.jobs import Ack, Checkpoint, DequeuedJob, Job, JobInfo, Jo
 from pinledger.client.pool import Connection, ConnectionPool
 from pinledger.client.servers import Address, ServerList
 from pinledger.idl import pinlater
+from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 
 T = TypeVar("T")
 
@@ -95,10 +95,12 @@ class PinLaterClient:
         retries: int = 2,
         retry_backoff_s: float = 0.1,
         pool_size: int = 8,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.servers = ServerList.of(servers)
         self.source = source or default_source()
         self.retries = retries
+        self.clock = clock
         self.retry_backoff_s = retry_backoff_s
         self.pool = ConnectionPool(connect_timeout_s, timeout_s, pool_size)
         self._request_ids = itertools.count(1)
@@ -128,7 +130,7 @@ class PinLaterClient:
         failures: list[str] = []
         for round_ in range(self.retries + 1):
             if round_:
-                time.sleep(self.retry_backoff_s * 2 ** (round_ - 1))
+                self.clock.sleep(self.retry_backoff_s * 2 ** (round_ - 1))
             for address in self.servers.current():
                 try:
                     connection, _fresh = self.pool.acquire(address)

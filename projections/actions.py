@@ -36,6 +36,7 @@ class Tag:
     TIMED_OUT = EVENT_TAGS[ev.TimedOut]
     RETRIED = EVENT_TAGS[ev.Retried]
     DELETED = EVENT_TAGS[ev.Deleted]
+    COLLECTED = EVENT_TAGS[ev.Collected]
 
 
 def action_of(tag: str) -> str:

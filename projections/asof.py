@@ -7,7 +7,7 @@ back: counts by state and priority, split into due and future as getJobCount spl
 them; the PENDING jobs that were due, in the order a dequeue takes them; and why one
 job was (or would be) dequeued before another.
 
-The dequeue order is the owners' ready buffers' (service/dispatcher.py): lower priority
+The dequeue order is the owners' ready buffers' (service/ownership/dispatcher.py): lower priority
 number first, then earlier run_after, then lower local id (earlier in the partition's
 log), then lower partition.
 """

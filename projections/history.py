@@ -29,7 +29,7 @@ from typing import Any
 from pinledger.ledger import events as ev
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.outcome import AttemptEnd, classify
-from pinledger.ledger.state import Job, JobState, Stamp, evolve
+from pinledger.ledger.state import FINISHED, Job, JobState, Stamp, evolve
 from pinledger.projections.actions import EVENT_TYPES, Tag, action_of
 from pinledger.projections.store import EventRow
 
@@ -148,7 +148,7 @@ class JobHistory:
     def finished_at(self) -> int | None:
         """When the job reached SUCCEEDED or FAILED for the last time (None if not)."""
         for step in reversed(self.steps):
-            if step.applied and step.state_after in (JobState.SUCCEEDED, JobState.FAILED):
+            if step.applied and step.state_after in FINISHED:
                 return step.at
         return None
 

@@ -37,6 +37,12 @@ class StoreError(RuntimeError):
     """The store could not do what was asked; the message says what to check."""
 
 
+class StoreUnavailableError(StoreError):
+    """The database could not be reached (no connection, a pool timeout, the server
+    went away): the same call may work later. Any other StoreError is a refusal that
+    would fail again the same way."""
+
+
 class InvalidRegexError(StoreError):
     """A body regex the store cannot compile; the message carries the reason."""
 

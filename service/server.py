@@ -40,7 +40,8 @@ _THREAD_STACK_BYTES = 512 * 1024
 class Server:
     def __init__(self, config: Config) -> None:
         self.config = config
-        # OTLP trace export when the OTEL_* variables ask for it (service/telemetry.py).
+        # OTLP trace export when the OTEL_* variables ask for it
+        # (service/observability/telemetry.py).
         telemetry.setup()
         self.metrics = Metrics()
         self.store = Store(config.pg_dsn, config.schema, max_size=16)

@@ -1,5 +1,5 @@
 """The group consumers: the owners' group member (partition ownership) and the
-subscriber of ledger.subscription (other systems reading the ledger)."""
+subscriber of ledger.kafka.subscription (other systems reading the ledger)."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ class KafkaGroupReader:
 
 class KafkaSubscriber:
     """A consumer of its own group over every topic matching a pattern, committing its
-    offsets to Kafka (for ledger.subscription: other systems reading the ledger)."""
+    offsets to Kafka (for ledger.kafka.subscription: other systems reading the ledger)."""
 
     def __init__(
         self, settings: KafkaSettings, group: str, pattern: str, from_beginning: bool

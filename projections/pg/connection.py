@@ -15,7 +15,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pinledger.projections.pg.sql import composed, migrations, query
-from pinledger.projections.store import InvalidRegexError, StoreError
+from pinledger.projections.store import InvalidRegexError, StoreError, StoreUnavailableError
 
 _SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -38,8 +38,10 @@ def store_error(exc: psycopg.Error, what: str, schema: str) -> StoreError:
             f"invalid body regex (Postgres regular expression syntax) while {what}: "
             f"{exc.diag.message_primary or exc}"
         )
-    if isinstance(exc, psycopg.OperationalError):
-        return StoreError(f"Postgres is unreachable ({what}, schema {schema}): {exc}. {_START_IT}")
+    if isinstance(exc, psycopg.OperationalError):  # PoolTimeout and PoolClosed too
+        return StoreUnavailableError(
+            f"Postgres is unreachable ({what}, schema {schema}): {exc}. {_START_IT}"
+        )
     return StoreError(f"Postgres refused {what} (schema {schema}): {type(exc).__name__}: {exc}")
 
 
@@ -53,7 +55,7 @@ class PgConnection:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute(composed("create_schema", schema=self.schema))
         except psycopg.OperationalError as exc:
-            raise StoreError(f"cannot connect to Postgres ({exc}). {_START_IT}") from exc
+            raise StoreUnavailableError(f"cannot connect to Postgres ({exc}). {_START_IT}") from exc
         except psycopg.Error as exc:
             raise store_error(exc, "creating the schema", self.schema) from exc
         self.pool = ConnectionPool(

@@ -86,7 +86,7 @@ class PgReads(PgConnection):
     def check_regex(self, regex: str | None) -> None:
         if regex is None:
             return
-        with self.connection(f"checking body regex {regex!r}") as conn:
+        with self.connection(f"checking {regex!r}") as conn:
             conn.execute(query("check_regex"), {"regex": regex})
 
     def lookup(

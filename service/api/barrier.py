@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import logging
 
+from pinledger.ledger.log import PartitionKey
 from pinledger.projections.store import QueueRow
 from pinledger.service.api.core import Api
 
 log = logging.getLogger(__name__)
 
-Partition = tuple[str, int]  # (topic, partition)
+Partition = PartitionKey  # (topic, partition)
 
 _FIRST_PAUSE_S = 0.002
 _MAX_PAUSE_S = 0.05

@@ -9,6 +9,9 @@ from pinledger.service.api.errors import pinlater_error
 
 CONTINUATION_START: str = pinlater.CONTINUATION_START
 CONTINUATION_END: str = pinlater.CONTINUATION_END
+# A token's numbers must fit the columns they are compared with (bigint, integer).
+_I64 = 2**63
+_I32 = 2**31
 
 
 def parse_continuation(token: str | None) -> ScanKey | None:
@@ -20,7 +23,7 @@ def parse_continuation(token: str | None) -> ScanKey | None:
         if len(parts) != 3:
             raise ValueError
         run_after, partition, local_id = (int(p) for p in parts)
-        if partition < 0 or local_id < 0:
+        if not (0 <= partition < _I32 and 0 <= local_id < _I64 and -_I64 <= run_after < _I64):
             raise ValueError
     except ValueError:
         raise pinlater_error(

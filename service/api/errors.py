@@ -16,7 +16,7 @@ from pinledger.ledger.clock import Clock
 from pinledger.ledger.commands import RefusalCode, Refused
 from pinledger.ledger.descriptor import DescriptorError
 from pinledger.ledger.log import LogError
-from pinledger.projections.store import InvalidRegexError, StoreError
+from pinledger.projections.store import InvalidRegexError, StoreUnavailableError
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.metrics import Metrics
 
@@ -71,7 +71,8 @@ def rpc(method: F) -> F:
         except InvalidRegexError as exc:
             code = "regex"
             raise pinlater_error(ErrorCode.UNKNOWN, str(exc)) from None
-        except (LogError, StoreError) as exc:
+        except (LogError, StoreUnavailableError) as exc:
+            # Down, not wrong: the client may try again (on another server too).
             code = "shard"
             log.warning("%s failed: %s", name, exc)
             raise pinlater_error(

@@ -11,12 +11,11 @@ import uuid
 from typing import Any
 
 from pinledger.ledger import descriptor
-from pinledger.ledger.codec import EVENT_TAGS
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.events import Claimed
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.state import Job
 from pinledger.ledger.times import format_ms
+from pinledger.projections.actions import Tag
 from pinledger.projections.asof import (
     AsOf,
     QueueAsOf,
@@ -66,7 +65,7 @@ def _first_claim_after(live: Store, d: JobDescriptor, as_of: AsOf, now: int) -> 
     """The job's first applied claim after the moment, from the live timeline."""
     for row in live.job_events(d.queue, d.partition, d.local_id):
         later = row.offset > as_of.value if as_of.kind == "offset" else row.at > now
-        if later and row.type == EVENT_TAGS[Claimed] and row.applied:
+        if later and row.type == Tag.CLAIMED and row.applied:
             return {"at": row.at, "offset": row.offset, "claim": row.claim}
     return None
 

@@ -17,7 +17,8 @@ The catalogue (what the server records; labels in braces):
     pinledger_ledger_rejected_total{queue,action}      counter    events it rejected
     pinledger_ledger_queue_wait_seconds{queue}         histogram  due -> claim
     pinledger_ledger_run_seconds{queue,outcome}        histogram  claim -> end of attempt
-        (the ledger_* series: service/ledger_metrics.py, counted by the partition's owner)
+        (the ledger_* series: service/observability/ledger_metrics.py, counted by the
+        partition's owner)
 
 Counter names end in _total, as Prometheus expects; they are exported as given.
 """

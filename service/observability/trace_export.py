@@ -33,8 +33,13 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from pinledger.ledger.state import JobState
+from pinledger.projections.actions import Tag, action_of
 from pinledger.projections.history import Attempt, JobHistory, Outcome, Step
 from pinledger.service.observability import telemetry
+
+# The action names of steps (projections/actions.py names them from the event types).
+ENQUEUED = action_of(Tag.ENQUEUED)
+CLAIMED = action_of(Tag.CLAIMED)
 
 _MS = 1_000_000  # nanoseconds per millisecond
 _FAILED_OUTCOMES = (Outcome.FAILED, Outcome.TIMED_OUT)
@@ -51,7 +56,7 @@ def _hash64(*parts: str) -> int:
 
 def enqueue_traceparent(history: JobHistory) -> str | None:
     for step in history.steps:
-        if step.action == "Enqueued" and step.applied and step.traceparent:
+        if step.action == ENQUEUED and step.applied and step.traceparent:
             return step.traceparent
     return None
 
@@ -181,7 +186,7 @@ def build_spans(history: JobHistory, service_name: str = "pinledger") -> list[Re
     for step in placed[0]:
         root.add_event(step.action, _step_attributes(step), timestamp=step.at * _MS)
     root_ctx = trace.set_span_in_context(root)
-    claims = {s.attempt: s.traceparent for s in history.steps if s.action == "Claimed"}
+    claims = {s.attempt: s.traceparent for s in history.steps if s.action == CLAIMED}
     for attempt in history.attempts:
         ids.span_ids.append(
             _hash64(f"{trace_id:032x}", history.descriptor, f"attempt {attempt.number}")

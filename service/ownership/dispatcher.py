@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 
-from pinledger.ledger.state import Job, JobState
+from pinledger.ledger.state import FINISHED, Job, JobState
 
 # Rebuild a heap when stale entries outnumber live ones by this factor, so a partition
 # with churn but no dequeues does not grow without bound.
@@ -48,7 +48,7 @@ class ReadyBuffer:
         for local_id in claimed:
             self.reserved.discard(local_id)
         for local_id, job in touched.items():
-            if job is None or job.state in (JobState.SUCCEEDED, JobState.FAILED):
+            if job is None or job.state in FINISHED:
                 self.jobs.pop(local_id, None)
                 self._in_progress.pop(local_id, None)
             else:

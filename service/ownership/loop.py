@@ -20,6 +20,7 @@ import threading
 
 from pinledger.ledger.clock import Clock
 from pinledger.ledger.log import GroupReader
+from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.ownership.maintenance import Maintenance
 from pinledger.service.ownership.partitions import Partitions
 from pinledger.service.ownership.subscription import Subscription
@@ -32,6 +33,7 @@ POLL_RECORDS = 2000
 POLL_TIMEOUT_MS = 200
 # How long the loop waits after a failed pass before the next one.
 FAILED_PASS_PAUSE_S = 0.5
+MAX_FAILED_PASS_PAUSE_S = 5.0
 
 
 class OwnerLoop:
@@ -55,6 +57,8 @@ class OwnerLoop:
         # (what a test on a fake clock, where loop_at stands still, waits on).
         self.loop_at = clock.monotonic()
         self.passes = 0
+        self._failed_in_a_row = 0
+        self._failed_passes = RateLimitedLog(log, burst=3, window_s=60.0, clock=clock)
         # How long an idle poll waits (real time, in the broker); a test on fakes makes
         # it shorter so that passes come quickly.
         self.poll_timeout_ms = POLL_TIMEOUT_MS
@@ -72,15 +76,41 @@ class OwnerLoop:
         while not self.stop.is_set():
             try:
                 self.run_pass(reader)
-            except Exception:
-                # The owner must outlive a broken batch: log it, drop what it owns (so
-                # the state is reloaded from Postgres) and carry on.
-                log.exception("owner loop failed; reloading owned partitions")
-                self.partitions.reload_all()
-                self.clock.sleep(FAILED_PASS_PAUSE_S, self.stop)
+            except Exception as exc:
+                # The owner must outlive a broken batch or a dependency that is down:
+                # drop what it owns (so the state is reloaded from Postgres) and carry
+                # on; the reload is retried on every pass until it works.
+                self._failed_passes.warning(
+                    "owner loop failed (%s: %s); reloading owned partitions",
+                    type(exc).__name__,
+                    exc,
+                )
+                log.debug("the owner loop's failure", exc_info=True)
+                self._reload()
+                self._pause_after_failure()
         self.alive = False
 
+    def _reload(self) -> bool:
+        if self.partitions.reload_all():
+            return True
+        exc = self.partitions.reload_error
+        self._failed_passes.warning(
+            "reloading owned partitions failed (%s: %s); trying again",
+            type(exc).__name__,
+            exc,
+        )
+        return False
+
+    def _pause_after_failure(self) -> None:
+        """Back off while the store or the log stays down: 0.5 s, doubling to 5 s."""
+        pause = min(FAILED_PASS_PAUSE_S * 2**self._failed_in_a_row, MAX_FAILED_PASS_PAUSE_S)
+        self._failed_in_a_row += 1
+        self.clock.sleep(pause, self.stop)
+
     def run_pass(self, reader: GroupReader) -> None:
+        if self.partitions.reload_pending and not self._reload():
+            self._pause_after_failure()
+            return
         self.subscription.resubscribe(reader)
         if self.rejoin.is_set():
             self.rejoin.clear()
@@ -92,3 +122,4 @@ class OwnerLoop:
         self.maintenance.run_due()
         self.loop_at = self.clock.monotonic()
         self.passes += 1
+        self._failed_in_a_row = 0

@@ -59,7 +59,12 @@ from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.claims import Claimed, Claims
 from pinledger.service.ownership.loop import OwnerLoop
-from pinledger.service.ownership.maintenance import ClaimTimeouts, Collector, Maintenance
+from pinledger.service.ownership.maintenance import (
+    COLLECT_LIMIT,
+    ClaimTimeouts,
+    Collector,
+    Maintenance,
+)
 from pinledger.service.ownership.membership import Membership, MembersThread, member_id_of
 from pinledger.service.ownership.partitions import Owned, Partitions
 from pinledger.service.ownership.subscription import Subscription
@@ -219,6 +224,6 @@ class Owner:
         """Append timeouts for claims not renewed within the claim timeout."""
         return self.timeouts.run(now)
 
-    def collect(self, now: int, limit: int = 5000) -> int:
+    def collect(self, now: int, limit: int = COLLECT_LIMIT) -> int:
         """Append Collected for finished jobs past their TTL in owned partitions."""
         return self.collector.run(now, limit)

@@ -40,12 +40,13 @@ from pinledger.ledger.log import (
     Log,
     LogError,
     LogRecord,
+    PartitionKey,
     catalog_topic,
     queue_of_topic,
 )
-from pinledger.ledger.state import FINISHED, Job, JobState
+from pinledger.ledger.state import FINISHED, Job
 from pinledger.projections.projector import CatalogProjector, PartitionProjector, Transition
-from pinledger.projections.store import FencedError, LedgerStore, PartitionGoneError
+from pinledger.projections.store import UNFINISHED, FencedError, LedgerStore, PartitionGoneError
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
@@ -54,7 +55,7 @@ from pinledger.service.ownership.spans import apply_spans
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, int]
+Key = PartitionKey  # (topic, partition)
 
 
 @dataclass
@@ -106,6 +107,10 @@ class Partitions:
         self.owned: dict[Key, Owned] = {}
         self.catalog: CatalogProjector | None = None
         self._news = _News()
+        # Set while a reload after a failed pass has not succeeded yet (loop.py retries).
+        self.reload_pending = False
+        # Why the last reload failed (the loop logs it).
+        self.reload_error: Exception | None = None
         self._reader: GroupReader | None = None
 
     def attach(self, reader: GroupReader) -> None:
@@ -192,12 +197,11 @@ class Partitions:
             listener=self._listener(key),
             observer=self._observer(key, queue, partition),
         )
-        unfinished = (JobState.PENDING, JobState.IN_PROGRESS)
-        projector.cache = self.store.partition_jobs(queue, partition, unfinished)
+        projector.cache = self.store.partition_jobs(queue, partition, UNFINISHED)
         buffer.load(projector.cache.values())
         owned = Owned(queue, topic, partition, projector, buffer, target=end)
         # Jobs enqueued under another owner keep their trace context here too.
-        owned.traceparents = self.store.partition_traceparents(queue, partition, unfinished)
+        owned.traceparents = self.store.partition_traceparents(queue, partition, UNFINISHED)
         with self.lock:
             self.owned[key] = owned
         self.reader.seek(topic, partition, projector.next_offset)
@@ -287,20 +291,33 @@ class Partitions:
                     owned.serving = True
                     log.info("serving %s[%d]", owned.topic, owned.partition)
 
-    def reload_all(self) -> None:
+    def reload_all(self) -> bool:
         """Forget every owned partition and adopt the current assignment again, from
-        Postgres (after a failed pass of the owner loop)."""
+        Postgres (after a failed pass of the owner loop). False when that failed too (the
+        store or the log still down): `reload_pending` stays set and the owner loop
+        tries again on its next pass, until it works; a failed reload must never leave
+        the assignment unserved until the group's next rebalance."""
+        self.reload_pending = True
         with self.lock:
             self.owned.clear()
         self.catalog = None
         if self._reader is None:
-            return
+            return False
         try:
             with self.lock:
                 self._news.assigned = list(self._reader.assignment())
             self.rebalance()
-        except Exception:
-            log.exception("reloading owned partitions failed; retrying on the next rebalance")
+        except Exception as exc:
+            # Nothing adopted half way is kept: the next try starts from scratch.
+            with self.lock:
+                self.owned.clear()
+            self.catalog = None
+            self.reload_error = exc
+            return False
+        self.reload_pending = False
+        self.reload_error = None
+        log.info("reloaded %d owned partition(s)", len(self.owned))
+        return True
 
     # -- what other threads read (under the lock) --------------------------------------
 

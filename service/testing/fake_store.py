@@ -28,6 +28,7 @@ from pinledger.projections.store import (
     ScanKey,
     StateCount,
     StoreError,
+    StoreUnavailableError,
     TableDiff,
     TimelineRow,
     catalog_fenced,
@@ -84,7 +85,9 @@ class FakeStore:
     def _run(self, what: str, action: Callable[[], T]) -> T:
         with self._lock:
             if self._failure is not None:
-                raise StoreError(f"Postgres is unreachable ({what}, fake): {self._failure}")
+                raise StoreUnavailableError(
+                    f"Postgres is unreachable ({what}, fake): {self._failure}"
+                )
             return action()
 
     # -- lifecycle ----------------------------------------------------------------------

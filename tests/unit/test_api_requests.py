@@ -14,7 +14,13 @@ from pinledger.idl import pinlater
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.log import LogError
 from pinledger.ledger.state import JobState
-from pinledger.projections.pg.store import InvalidRegexError, QueueRow, ScanKey, StoreError
+from pinledger.projections.store import (
+    InvalidRegexError,
+    QueueRow,
+    ScanKey,
+    StoreError,
+    StoreUnavailableError,
+)
 from pinledger.service.api import continuation, requests
 from pinledger.service.api.handler import Handler
 from pinledger.service.config import Config
@@ -167,6 +173,11 @@ BAD_REQUESTS: list[tuple[str, Callable[[Handler], object], int]] = [
     ("continuation not ours", lambda h: _scan(h, continuation="bogus"), E.CONTINUATION_INVALID),
     ("continuation of two parts", lambda h: _scan(h, continuation="1.2"), E.CONTINUATION_INVALID),
     ("continuation negative", lambda h: _scan(h, continuation="1.-1.3"), E.CONTINUATION_INVALID),
+    (
+        "continuation past a bigint",
+        lambda h: _scan(h, continuation="9223372036854775808.0.0"),
+        E.CONTINUATION_INVALID,
+    ),
     ("no request", lambda h: h.enqueueJobs(_ctx(), None), E.UNKNOWN),
     ("job without a body", lambda h: _enqueue(h, "mail", _job(body=None)), E.UNKNOWN),
     ("attempts 0", lambda h: _enqueue(h, "mail", _job(numAttemptsAllowed=0)), E.UNKNOWN),
@@ -252,12 +263,14 @@ def test_no_admin_password_configured_refuses_every_delete() -> None:
 
 def test_postgres_failing_is_a_shard_error_and_a_bug_an_internal_one() -> None:
     store = _Store()
-    store.count_error = StoreError("Postgres is unreachable")
+    store.count_error = StoreUnavailableError("Postgres is unreachable")
     assert _code(_count, _handler(store)) == E.SHARD_CONNECTION_FAILED
-    store.count_error = RuntimeError("a bug")
-    with pytest.raises(TApplicationException) as raised:
-        _count(_handler(store))
-    assert raised.value.type == TApplicationException.INTERNAL_ERROR
+    # A refusal that would fail again the same way is not "try again elsewhere".
+    for bug in (StoreError("Postgres refused counting: NumericValueOutOfRange"), RuntimeError()):
+        store.count_error = bug
+        with pytest.raises(TApplicationException) as raised:
+            _count(_handler(store))
+        assert raised.value.type == TApplicationException.INTERNAL_ERROR
 
 
 # -- parsing and the IDL's defaults ------------------------------------------------------

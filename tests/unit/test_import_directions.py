@@ -160,3 +160,36 @@ def test_nothing_in_the_runtime_imports_the_testing_place(runtime: str) -> None:
         and any(name.startswith("service.testing") for name in _imports(path))
     ]
     assert offenders == []
+
+
+# Third-party drivers, each confined to the rooms that are its edge: the Kafka client to
+# the Kafka adapter, the Postgres driver to the Postgres adapter, the Thrift library to
+# the wire (the IDL, the API room, the server and the client library).
+DRIVERS: dict[str, set[str]] = {
+    "kafka": {"ledger.kafka"},
+    "psycopg": {"projections.pg"},
+    "psycopg_pool": {"projections.pg"},
+    "thriftpy2": {"idl", "service.api", "service.server", "service.testing", "client"},
+}
+
+
+def _third_party(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+    return names
+
+
+def test_each_driver_is_imported_only_at_its_edge() -> None:
+    wrong = []
+    for path in _sources():
+        module = _module_name(path)
+        room = _room(module)
+        for driver in _third_party(path) & set(DRIVERS):
+            if room not in DRIVERS[driver]:
+                wrong.append(f"{module} imports {driver}")
+    assert wrong == []

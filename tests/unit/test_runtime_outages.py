@@ -40,14 +40,6 @@ def _serves_again(rt: Runtime, node: Node, pending: Sequence[str] = ()) -> None:
     assert {node.lookup(d).jobState for d in jobs} == {pinlater.PinLaterJobState.IN_PROGRESS}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="does not recover: after the failed pass, Partitions.reload_all clears what it "
-    "owns and re-adopts the assignment from the store while the store is still down; "
-    "rebalance() has consumed the news before store.offsets raises, so once the store is "
-    "back the owner loop runs on owning nothing (no partition, no catalog) until the next "
-    "group rebalance, and no watchdog check notices (the group still assigns it them)",
-)
 def test_the_owner_resumes_after_the_store_was_down() -> None:
     with Runtime() as rt:
         node = _serving(rt)
@@ -61,14 +53,6 @@ def test_the_owner_resumes_after_the_store_was_down() -> None:
         assert node.owner.alive
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="does not recover: after the failed pass, Partitions.reload_all re-adopts the "
-    "assignment while the log is still down; the first partition's seek raises after it "
-    "was recorded as owned, so the rest of the assignment (the queue's other partition "
-    "and the catalog) is never adopted, and nothing retries once the log is back: they "
-    "stay unserved until the next group rebalance",
-)
 def test_the_owner_resumes_after_the_log_was_down() -> None:
     with Runtime() as rt:
         node = _serving(rt)
