@@ -1,5 +1,9 @@
 """The read barrier: reads wait (bounded by read_wait_s) until the projection holds
-what the caller's descriptors, or this server's own appends, put in the log."""
+what they need: a lookup, the records its descriptors name; a count or a scan, the whole
+log of the queue as it was when the call came in; and every call, what this server
+appended. A read the projection cannot serve in time fails with ProjectionBehindError (the
+partition's owner is gone, moving or far behind): it never answers from tables nobody
+is advancing as if they were current."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import logging
 from pinledger.ledger.log import PartitionKey
 from pinledger.projections.store import QueueRow
 from pinledger.service.api.core import Api
+from pinledger.service.api.errors import ProjectionBehindError
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +47,20 @@ def wait_projected(api: Api, keys: dict[Partition, int]) -> None:
                 for k, o in needed.items()
             }
             needed = {k: o for k, o in needed.items() if o >= 0}
-        if not needed or api.clock.monotonic() >= deadline:
-            if needed:
-                log.info("read served before the projection reached %s", needed)
+        if not needed:
             return
+        if api.clock.monotonic() >= deadline:
+            behind = {k: (reached.get(k, 0), o) for k, o in needed.items()}
+            log.info("read refused: the projection did not reach %s", needed)
+            raise ProjectionBehindError(behind, api.config.read_wait_s)
         api.clock.sleep(pause)
         pause = min(pause * 2, _MAX_PAUSE_S)
 
 
 def settle(api: Api, queue: QueueRow) -> None:
-    """Counts, scans and bulk actions see this server's own writes to the queue."""
+    """Counts, scans and bulk actions see every record in the queue's log as of the
+    call (one request for the end offsets), this server's own writes included."""
     topic = api.writer.topic(queue.name)
-    wait_projected(api, {(topic, p): -1 for p in range(queue.partitions)})
+    keys = [(topic, p) for p in range(queue.partitions)]
+    ends = api.writer.log.end_offsets(keys)
+    wait_projected(api, {key: ends.get(key, 0) - 1 for key in keys})

@@ -26,6 +26,21 @@ ErrorCode = pinlater.ErrorCode
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class ProjectionBehindError(Exception):
+    """The projection did not reach what a read needs within the read wait."""
+
+    def __init__(self, behind: dict[tuple[str, int], tuple[int, int]], wait_s: float) -> None:
+        where = ", ".join(
+            f"{topic}[{partition}] at offset {reached}, needs {needed + 1}"
+            for (topic, partition), (reached, needed) in sorted(behind.items())
+        )
+        super().__init__(
+            f"the projection is behind the log ({where}) after {wait_s:g} s "
+            "(PINLEDGER_READ_WAIT_S): the partition's owner is gone, moving or catching "
+            "up; retry in a few seconds"
+        )
+
+
 def pinlater_error(code: int, message: str) -> Exception:
     """A PinLaterException (thriftpy2 builds the class at run time, hence Exception)."""
     exc: Exception = pinlater.PinLaterException(errorCode=code, message=message)
@@ -71,6 +86,9 @@ def rpc(method: F) -> F:
         except InvalidRegexError as exc:
             code = "regex"
             raise pinlater_error(ErrorCode.UNKNOWN, str(exc)) from None
+        except ProjectionBehindError as exc:
+            code = "behind"
+            raise pinlater_error(ErrorCode.SHARD_CONNECTION_FAILED, str(exc)) from None
         except (LogError, StoreUnavailableError) as exc:
             # Down, not wrong: the client may try again (on another server too).
             code = "shard"

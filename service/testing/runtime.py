@@ -225,6 +225,12 @@ class Node:
         found = self.runtime.call_waiting(lambda: self.handler.lookupJobs(CALLER, request))
         return found.get(descriptor)
 
+    def count(self, queue: str, state: int = pinlater.PinLaterJobState.PENDING) -> int:
+        """getJobCount of a state (due jobs; after `settle`, as `lookup`)."""
+        request = pinlater.PinLaterGetJobCountRequest(queueName=queue, jobState=state)
+        count: int = self.runtime.call_waiting(lambda: self.handler.getJobCount(CALLER, request))
+        return count
+
     def history(self, descriptor: str) -> Any:
         """The PinLaterJobHistory of a job (after `settle`, as `lookup`)."""
         request = pinlater.PinLaterJobHistoryRequest(jobDescriptor=descriptor)

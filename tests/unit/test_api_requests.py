@@ -28,6 +28,7 @@ from pinledger.service.observability.metrics import Metrics
 from pinledger.service.password import hash_password
 from pinledger.service.queue_config import QueueSettings
 from pinledger.service.testing.clock import FakeClock
+from pinledger.service.testing.fake_log import FakeLog
 
 p = pinlater
 E = pinlater.ErrorCode
@@ -52,7 +53,7 @@ class _Queues:
 
 class _Writer:
     def __init__(self) -> None:
-        self.log = None
+        self.log = FakeLog()  # no topics: a count needs nothing projected
         self.appended: dict[tuple[str, int], int] = {}
 
     def topic(self, name: str) -> str:
