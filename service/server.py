@@ -27,6 +27,7 @@ from pinledger.service.api.ratelimit import QueueRateLimits
 from pinledger.service.config import Config
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.admin_http import AdminHttpServer
+from pinledger.service.observability.health import HealthMonitor, Loop
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.owner import Owner
 from pinledger.service.queue_config import QueueConfig, QueueConfigWatcher
@@ -84,7 +85,30 @@ class Server:
             lambda: self.queue_config.current,
             self.peers,
         )
-        self.admin = AdminHttpServer(config.host, config.admin_port, self.metrics, self.health)
+        self.health = HealthMonitor(
+            probes={
+                # A round trip to a broker (the catalog's end offset) and to Postgres.
+                "kafka": lambda: self.kafka.end_offsets([(catalog_topic(config.topic_prefix), 0)]),
+                "postgres": self.store.queues,
+            },
+            loops={
+                "owner": Loop(lambda: self.owner.alive, lambda: self.owner.loop.turned_at),
+                "members": Loop(
+                    lambda: self.owner.members_thread_alive,
+                    lambda: self.owner.members_progressed_at,
+                ),
+                "queue-directory": Loop(lambda: self.queues.alive, lambda: self.queues.turned_at),
+            },
+            metrics=self.metrics,
+        )
+        self.admin = AdminHttpServer(
+            config.host,
+            config.admin_port,
+            self.metrics,
+            self.health.liveness,
+            self.health.readiness,
+            self.health.progress,
+        )
         self._socket = TServerSocket(host=config.host, port=config.port, client_timeout=None)
         self._thrift = ThriftServer(
             TProcessor(pinlater.PinLater, self.handler),
@@ -112,17 +136,6 @@ class Server:
         self.rate_limits.configure(self.queue_config.current.rates(), live)
         log.info("%d live server(s) share the partitions and rate limits", live)
 
-    def health(self) -> dict[str, str]:
-        checks = {
-            "owner": "ok" if self.owner.alive else "owner thread stopped",
-            "postgres": "ok",
-        }
-        try:
-            self.store.queues()
-        except Exception as exc:
-            checks["postgres"] = f"unreachable: {exc}"
-        return checks
-
     def start(self) -> None:
         threading.stack_size(_THREAD_STACK_BYTES)
         # Listen first: /health answering means the Thrift port takes connections.
@@ -130,6 +143,7 @@ class Server:
         self.owner.start()
         self.queues.start()
         self.queue_config.start()
+        self.health.start()
         self.admin.start()
         threading.Thread(
             target=self._thrift.serve_forever, name="thrift-accept", daemon=True
@@ -158,6 +172,7 @@ class Server:
         self.queues.stop()
         self.queue_config.stop()
         self.admin.stop()
+        self.health.stop()
         self.peers.close()
         self.kafka.close()
         self.store.close()

@@ -31,6 +31,9 @@ class QueueDirectory:
         self.on_change: Callable[[set[str]], None] = lambda _: None
         self._queues: dict[str, QueueRow] = {}
         self._read_at = 0.0
+        # When the refresh loop last finished a round, worked or not (liveness).
+        self.turned_at = clock.monotonic()
+        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._refresh_s = refresh_s
@@ -46,11 +49,17 @@ class QueueDirectory:
                     self.refresh()
                 except Exception as exc:
                     log.warning("cannot refresh the queue list: %s", exc)
+                self.turned_at = self.clock.monotonic()
 
-        threading.Thread(target=loop, name="queue-directory", daemon=True).start()
+        self._thread = threading.Thread(target=loop, name="queue-directory", daemon=True)
+        self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def refresh(self) -> None:
         rows = {row.name: row for row in self.store.queues()}

@@ -2,8 +2,11 @@
 
 GET /metrics    Prometheus text exposition 0.0.4
 GET /stats.txt  the same numbers in Ostrich's plain-text layout
-GET /health     {"status": "ok"|"failing", "checks": {...}}: 200 when every check is
-                "ok", else 503, so a load balancer can act on the status code alone
+GET /health     liveness: {"status": "ok"|"failing", "checks": {...}, "progress": {...}}:
+                200 when every check is "ok", else 503 naming what is wrong; the
+                background loops (observability/health.py)
+GET /ready      readiness, the same shape: the loops and every dependency (Kafka,
+                Postgres); 503 while one is down, so a load balancer acts on the code
 """
 
 from __future__ import annotations
@@ -21,15 +24,25 @@ from pinledger.service.observability.metrics import Metrics
 log = logging.getLogger(__name__)
 
 Health = Callable[[], Mapping[str, str]]
+Progress = Callable[[], Mapping[str, float]]
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a scraper holding a connection must not block shutdown
 
-    def __init__(self, address: tuple[str, int], metrics: Metrics, health: Health) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        metrics: Metrics,
+        health: Health,
+        ready: Health,
+        progress: Progress,
+    ) -> None:
         super().__init__(address, _Handler)
         self.metrics = metrics
         self.health = health
+        self.ready = ready
+        self.progress = progress
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -43,11 +56,13 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/stats.txt":
             self._reply(200, "text/plain; charset=utf-8", server.metrics.stats_txt())
         elif path == "/health":
-            self._health(server.health)
+            self._health(server.health, server.progress)
+        elif path == "/ready":
+            self._health(server.ready, server.progress)
         else:
             self._reply(404, "text/plain; charset=utf-8", f"no such page: {path}\n")
 
-    def _health(self, health: Health) -> None:
+    def _health(self, health: Health, progress: Progress) -> None:
         body: dict[str, Any]
         try:
             checks = dict(health())
@@ -57,6 +72,9 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             ok = all(v == "ok" for v in checks.values())
             body = {"status": "ok" if ok else "failing", "checks": checks}
+            seconds = dict(progress())
+            if seconds:
+                body["progress"] = seconds
         code = 200 if body["status"] == "ok" else 503
         self._reply(code, "application/json", json.dumps(body, sort_keys=True) + "\n")
 
@@ -78,8 +96,16 @@ class AdminHttpServer:
     """Binds in __init__, so a taken port fails at construction and `port` is known
     (port 0 picks a free one) before start."""
 
-    def __init__(self, host: str, port: int, metrics: Metrics, health: Health) -> None:
-        self._server = _Server((host, port), metrics, health)
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        metrics: Metrics,
+        health: Health,
+        ready: Health | None = None,
+        progress: Progress = dict,
+    ) -> None:
+        self._server = _Server((host, port), metrics, health, ready or health, progress)
         self._thread: threading.Thread | None = None
 
     @property

@@ -13,6 +13,13 @@ The catalogue (what the server records; labels in braces):
     pinledger_owned_partitions                         gauge      partitions this server owns
     pinledger_projection_lag_records{topic,partition}  gauge      records the projection is
                                                                   behind the log
+    pinledger_dependency_up{dependency}                gauge      Kafka / Postgres answered
+                                                                  the last health probe
+    pinledger_loop_lag_seconds{loop}                   gauge      since a background loop
+                                                                  last turned
+    pinledger_connections_open                         gauge      Thrift connections served
+    pinledger_connections_closed_total{reason}         counter    client, idle, oversized,
+                                                                  garbage, refused
     pinledger_ledger_jobs_total{queue,outcome}         counter    what the ledger applied
     pinledger_ledger_rejected_total{queue,action}      counter    events it rejected
     pinledger_ledger_queue_wait_seconds{queue}         histogram  due -> claim
@@ -118,6 +125,10 @@ class Metrics:
     def snapshot_counter(self, name: str, **labels: str) -> float:
         with self._lock:
             return self._counters.get((name, _labels(labels)), 0.0)
+
+    def snapshot_gauge(self, name: str, **labels: str) -> float | None:
+        with self._lock:
+            return self._gauges.get((name, _labels(labels)))
 
     def prometheus(self) -> str:
         """Text exposition format 0.0.4."""

@@ -57,6 +57,10 @@ class OwnerLoop:
         # (what a test on a fake clock, where loop_at stands still, waits on).
         self.loop_at = clock.monotonic()
         self.passes = 0
+        # When the loop last began a round, whether the round then worked or not: the
+        # liveness endpoint's progress (a dependency that is down is readiness's
+        # business, not a reason to restart the process).
+        self.turned_at = clock.monotonic()
         self._failed_in_a_row = 0
         self._failed_passes = RateLimitedLog(log, burst=3, window_s=60.0, clock=clock)
         # How long an idle poll waits (real time, in the broker); a test on fakes makes
@@ -74,6 +78,7 @@ class OwnerLoop:
         reader = self._reader
         assert reader is not None
         while not self.stop.is_set():
+            self.turned_at = self.clock.monotonic()
             try:
                 self.run_pass(reader)
             except Exception as exc:

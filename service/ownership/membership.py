@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 from pinledger.ledger.clock import Clock
 from pinledger.ledger.log import GroupMember, Log, LogError
+from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.ownership.partitions import Key, Partitions
 
 log = logging.getLogger(__name__)
@@ -104,8 +105,16 @@ class MembersThread:
         self._tick = tick
         self._stop = stop
         self._clock = clock
+        # When the last tick finished, failed or not (the health endpoints' progress).
+        self.last_tick_at = clock.monotonic()
+        self._failures = RateLimitedLog(log, burst=3, window_s=60.0, clock=clock)
         self.thread = threading.Thread(target=self._run, name="owner-members", daemon=True)
 
     def _run(self) -> None:
         while not self._clock.sleep(MEMBERS_EVERY_S, self._stop):
-            self._tick()
+            try:
+                self._tick()
+            except Exception as exc:
+                # The thread must outlive any error of Kafka's: the next tick retries.
+                self._failures.warning("members tick failed: %s: %s", type(exc).__name__, exc)
+            self.last_tick_at = self._clock.monotonic()

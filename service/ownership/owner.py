@@ -195,6 +195,15 @@ class Owner:
         except LogError as exc:
             log.warning("cannot check which topics were deleted: %s", exc)
 
+    @property
+    def members_thread_alive(self) -> bool:
+        return self._members_thread.thread.is_alive()
+
+    @property
+    def members_progressed_at(self) -> float:
+        """Monotonic time the members thread last finished a tick."""
+        return self._members_thread.last_tick_at
+
     def serves_all(self, queue: str, partitions: int) -> bool:
         """Whether every partition of `queue` is owned by a live server, and those this
         server owns are serving: what a new queue needs before its jobs can be served."""

@@ -279,6 +279,11 @@ def test_admin_port_serves_health_metrics_and_stats(names: Names, tmp_path: Path
     with serving(names, tmp_path) as (server, client):
         status, body = http_get(server.admin_port, "/health")
         assert status == 200 and json.loads(body)["status"] == "ok"
+        assert set(json.loads(body)["progress"]) == {"owner", "members", "queue-directory"}
+        status, body = http_get(server.admin_port, "/ready")
+        ready = json.loads(body)
+        assert status == 200 and ready["status"] == "ok", ready
+        assert ready["checks"]["kafka"] == ready["checks"]["postgres"] == "ok"
 
         queue = new_queue(client)
         enqueue(client, queue, job(), job(), job())
@@ -287,6 +292,8 @@ def test_admin_port_serves_health_metrics_and_stats(names: Names, tmp_path: Path
         lines = prometheus.splitlines()
         assert any(line.startswith('pinledger_rpc_total{method="enqueueJobs"} ') for line in lines)
         assert f'pinledger_jobs_total{{action="enqueue",queue="{queue}"}} 3' in lines
+        assert 'pinledger_dependency_up{dependency="postgres"} 1' in lines
+        assert any(line.startswith('pinledger_loop_lag_seconds{loop="owner"} ') for line in lines)
 
         status, stats = http_get(server.admin_port, "/stats.txt")
         assert status == 200 and "enqueueJobs" in stats

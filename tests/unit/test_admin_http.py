@@ -83,6 +83,31 @@ def test_health_that_raises(get: Get, checks: dict[str, Any]) -> None:
     assert "pool exhausted" in json.loads(body)["error"]
 
 
+def test_ready_and_progress() -> None:
+    def ready() -> Mapping[str, str]:
+        return {"kafka": "down: LogError: cannot reach Kafka", "loop:owner": "ok"}
+
+    server = AdminHttpServer(
+        "127.0.0.1", 0, Metrics(), lambda: {"loop:owner": "ok"}, ready, lambda: {"owner": 0.25}
+    )
+    server.start()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/health", timeout=5) as r:
+            assert r.status == 200
+            assert json.loads(r.read())["progress"] == {"owner": 0.25}
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{server.port}/ready", timeout=5)
+            raise AssertionError("/ready answered 200 with Kafka down")
+        except urllib.error.HTTPError as e:
+            with e:
+                assert e.code == 503
+                body = json.loads(e.read())
+        assert body["status"] == "failing"
+        assert body["checks"]["kafka"].startswith("down: LogError")
+    finally:
+        server.stop()
+
+
 def test_unknown_path(get: Get) -> None:
     assert get("/nope")[0] == 404
 
