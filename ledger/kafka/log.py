@@ -5,6 +5,8 @@ into the same produce requests); readers and group members are their own consume
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -12,7 +14,14 @@ from typing import Any
 
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
-from kafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from kafka.errors import (
+    InvalidTopicError,
+    KafkaError,
+    MessageSizeTooLargeError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+)
 
 from pinledger.ledger.kafka import patches
 from pinledger.ledger.kafka.errors import log_error, translated
@@ -29,6 +38,26 @@ from pinledger.ledger.log import (
     TopicState,
 )
 
+log = logging.getLogger(__name__)
+
+# Errors about one record or topic, which a new producer would meet again.
+_RECORD_ERRORS = (
+    MessageSizeTooLargeError,
+    UnknownTopicOrPartitionError,
+    TopicAuthorizationFailedError,
+    InvalidTopicError,
+)
+# A producer is replaced at most this often.
+_REPLACE_EVERY_S = 5.0
+_CLOSE_TIMEOUT_S = 5.0
+
+
+def _close_quietly(producer: KafkaProducer) -> None:
+    try:
+        producer.close(timeout=_CLOSE_TIMEOUT_S)
+    except Exception as exc:  # it could not deliver; that is why it is being replaced
+        log.debug("closing the replaced producer: %s", exc)
+
 
 class KafkaLog:
     """Implements ledger.log.Log."""
@@ -36,30 +65,62 @@ class KafkaLog:
     def __init__(self, settings: KafkaSettings) -> None:
         patches.check_kafka_python()
         self._settings = settings
+        self._producer_lock = threading.Lock()
+        self._replaced_at = float("-inf")
         with translated(f"cannot reach Kafka at {settings.bootstrap}", settings.bootstrap):
-            self._producer = KafkaProducer(
-                bootstrap_servers=settings.bootstrap,
-                client_id=settings.client_id,
-                acks="all",
-                enable_idempotence=True,
-                linger_ms=settings.linger_ms,
-                batch_size=settings.batch_size,
-                max_request_size=MAX_RECORD_BYTES,
-                request_timeout_ms=settings.request_timeout_ms,
-                # An append to a topic that does not exist (a queue deleted through
-                # another server a moment ago) fails after this, instead of 60 s.
-                max_block_ms=10_000,
-                # No longer than `append` waits for an answer (2 x request timeout):
-                # kafka-python's I/O thread spins while it holds an undeliverable record.
-                delivery_timeout_ms=settings.request_timeout_ms * 2,
-                # A queue is a topic only createQueue makes: a send (or a metadata
-                # request) for a deleted queue must not bring its topic back on a broker
-                # with auto.create.topics.enable (Kafka's default).
-                allow_auto_create_topics=False,
-            )
+            self._producer = self._new_producer()
             self._admin = KafkaAdminClient(
                 bootstrap_servers=settings.bootstrap, client_id=f"{settings.client_id}-admin"
             )
+
+    def _new_producer(self) -> KafkaProducer:
+        settings = self._settings
+        return KafkaProducer(
+            bootstrap_servers=settings.bootstrap,
+            client_id=settings.client_id,
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=settings.linger_ms,
+            batch_size=settings.batch_size,
+            max_request_size=MAX_RECORD_BYTES,
+            request_timeout_ms=settings.request_timeout_ms,
+            # An append to a topic that does not exist (a queue deleted through
+            # another server a moment ago) fails after this, instead of 60 s.
+            max_block_ms=10_000,
+            # No longer than `append` waits for an answer (2 x request timeout):
+            # kafka-python's I/O thread spins while it holds an undeliverable record.
+            delivery_timeout_ms=settings.request_timeout_ms * 2,
+            # A queue is a topic only createQueue makes: a send (or a metadata
+            # request) for a deleted queue must not bring its topic back on a broker
+            # with auto.create.topics.enable (Kafka's default).
+            allow_auto_create_topics=False,
+        )
+
+    def _replace_producer(self, reason: Exception) -> None:
+        """Start over with a new producer after one could not deliver (the broker was
+        down past the delivery timeout): kafka-python's idempotent producer does not
+        recover from expired batches by itself, and every later append timed out even
+        once Kafka was back. At most once per _REPLACE_EVERY_S; the old one is closed
+        in the background, so no caller waits on its undeliverable records."""
+        with self._producer_lock:
+            now = time.monotonic()
+            if now - self._replaced_at < _REPLACE_EVERY_S:
+                return
+            self._replaced_at = now
+            try:
+                fresh = self._new_producer()
+            except KafkaError as exc:  # Kafka still down: the next failure tries again
+                log.warning("cannot replace the Kafka producer yet: %s", exc)
+                return
+            old, self._producer = self._producer, fresh
+        log.warning(
+            "replaced the Kafka producer after it failed to deliver (%s: %s)",
+            type(reason).__name__,
+            reason,
+        )
+        threading.Thread(
+            target=_close_quietly, args=(old,), name="producer-close", daemon=True
+        ).start()
 
     @property
     def bootstrap(self) -> str:
@@ -157,14 +218,19 @@ class KafkaLog:
         # No flush(): the producer sends when batches fill or linger passes, and
         # concurrent callers share those requests; waiting on our own futures suffices.
         timeout = self._settings.request_timeout_ms / 1000 * 2
-        with self._translated(f"append to Kafka at {self.bootstrap} failed"):
+        producer = self._producer
+        try:
             futures = [
-                self._producer.send(
-                    a.topic, value=a.value, partition=a.partition, headers=a.headers
-                )
+                producer.send(a.topic, value=a.value, partition=a.partition, headers=a.headers)
                 for a in appends
             ]
             return [f.get(timeout=timeout).offset for f in futures]
+        except KafkaError as exc:
+            if not isinstance(exc, _RECORD_ERRORS):
+                self._replace_producer(exc)
+            raise log_error(
+                exc, f"append to Kafka at {self.bootstrap} failed", self.bootstrap
+            ) from exc
 
     def end_offset(self, topic: str, partition: int) -> int:
         ends = self.end_offsets([(topic, partition)])
@@ -222,7 +288,9 @@ class KafkaLog:
 
     def close(self) -> None:
         with self._translated("cannot close the Kafka clients"):
-            self._producer.close()
+            # Bounded: records Kafka cannot take (it is down) must not hold up a
+            # shutdown (SIGTERM once took over 20 s).
+            self._producer.close(timeout=_CLOSE_TIMEOUT_S)
             self._admin.close()
 
 

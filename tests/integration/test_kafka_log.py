@@ -12,7 +12,7 @@ import time
 import pytest
 
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
-from pinledger.ledger.log import Append, queue_topic
+from pinledger.ledger.log import Append, LogError, queue_topic
 
 
 def test_a_deleted_topic_is_not_asked_about_again(
@@ -139,3 +139,36 @@ def test_a_group_member_polling_briefly_gets_each_new_topic(kafka: KafkaLog, pre
             assert topic in owned, f"{topic} was not assigned within 15 s"
     finally:
         reader.close()
+
+
+class _WedgedProducer:
+    """A producer in the state kafka-python's idempotent producer is left in after its
+    batches expired while the broker was down: every send times out."""
+
+    def __init__(self) -> None:
+        self.closed = threading.Event()
+
+    def send(self, *_: object, **__: object) -> None:
+        from kafka.errors import KafkaTimeoutError  # noqa: PLC0415 (only this fake)
+
+        raise KafkaTimeoutError("Batch for TopicPartition expired: 30000 ms has passed")
+
+    def close(self, timeout: float | None = None) -> None:
+        self.closed.set()
+
+
+def test_a_producer_that_cannot_deliver_is_replaced(kafka: KafkaLog, prefix: str) -> None:
+    own = KafkaLog(KafkaSettings(bootstrap=kafka.bootstrap, client_id="replace-test"))
+    try:
+        topic = queue_topic(prefix, "wedged")
+        own.create_topic(topic, 1)
+        [first] = own.append([Append(topic, 0, b"before")])
+        wedged = _WedgedProducer()
+        own._producer = wedged
+        with pytest.raises(LogError, match="KafkaTimeoutError"):
+            own.append([Append(topic, 0, b"lost to the outage")])
+        # The next append goes through a new producer, without a restart.
+        assert own.append([Append(topic, 0, b"after")]) == [first + 1]
+        assert wedged.closed.wait(10), "the replaced producer was never closed"
+    finally:
+        own.close()
