@@ -163,3 +163,19 @@ def dequeue_until(
 
     wait_for(more, timeout, pause=0.1)
     return got
+
+
+def run_pinledger(
+    *args: str, timeout: float = 120, **settings: str
+) -> subprocess.CompletedProcess[str]:
+    """`pinledger <args>` from the checkout, with `settings` (PINLEDGER_... variables)
+    over the environment; its output captured as text, its exit status not checked."""
+    return subprocess.run(
+        [sys.executable, "-m", "pinledger", *args],
+        cwd=ROOT,
+        env={**os.environ, **settings},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -4,9 +4,7 @@ three-broker rules are unit-tested in tests/unit/test_durability.py)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import uuid
 
 from kafka import KafkaAdminClient
@@ -14,20 +12,11 @@ from kafka import KafkaAdminClient
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import TopicPolicy, catalog_topic, queue_topic
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.service.testing.servers import ROOT
+from pinledger.service.testing.servers import run_pinledger
 
 
 def _doctor(prefix: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PINLEDGER_TOPIC_PREFIX=prefix)
-    return subprocess.run(
-        [sys.executable, "-m", "pinledger", "doctor", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_pinledger("doctor", *args, PINLEDGER_TOPIC_PREFIX=prefix)
 
 
 def test_topics_keep_the_ledger_forever_by_default(kafka: KafkaLog, prefix: str) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from typing import Any
 
@@ -14,7 +13,13 @@ import pytest
 
 from pinledger.idl import pinlater as p
 from pinledger.ledger.descriptor import parse
-from pinledger.service.testing.servers import ROOT, ServerProcess, context, dequeue_until, wait_for
+from pinledger.service.testing.servers import (
+    ServerProcess,
+    context,
+    dequeue_until,
+    run_pinledger,
+    wait_for,
+)
 from tests.integration.test_api import ack, count, enqueue, job
 
 pytestmark = pytest.mark.integration
@@ -50,16 +55,11 @@ def dry_run(client: Any, queue: str) -> dict[str, bytes]:
 
 
 def _replay(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.update(PINLEDGER_TOPIC_PREFIX=server.prefix, PINLEDGER_SCHEMA=server.schema)
-    return subprocess.run(
-        [sys.executable, "-m", "pinledger", "replay", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    return run_pinledger(
+        "replay",
+        *args,
+        PINLEDGER_TOPIC_PREFIX=server.prefix,
+        PINLEDGER_SCHEMA=server.schema,
     )
 
 
