@@ -58,6 +58,10 @@ class Owners(Protocol):
     def dequeue(
         self, queue: str, limit: int, now: int, actor: Actor, coverage: float = 1.0
     ) -> Sequence[ClaimedJob]: ...
+    @property
+    def unavailable(self) -> str | None:
+        """Why this server's partitions are not served now, or None."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

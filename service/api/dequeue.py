@@ -49,6 +49,14 @@ def dequeue_jobs(api: Api, caller: Caller | None, request: DequeueRequest) -> An
         api.owner, api.peers, convert.dequeue_response(claimed, queue.name), caller, request
     )
     jobs = convert.dequeued_count(response)
+    unavailable = api.owner.unavailable
+    if jobs == 0 and unavailable is not None:
+        # Not "no jobs": this server's partitions are not being served right now.
+        raise pinlater_error(
+            pinlater.ErrorCode.SHARD_CONNECTION_FAILED,
+            f"this server cannot serve its partitions of {queue.name!r} now ({unavailable}); "
+            "it reloads them by itself once that is back: retry, or dequeue elsewhere",
+        )
     api.rate_limits.charge(queue.name, jobs)
     api.metrics.count("pinledger_jobs_total", jobs, queue=queue.name, action="dequeue")
     return response

@@ -196,6 +196,15 @@ class Owner:
             log.warning("cannot check which topics were deleted: %s", exc)
 
     @property
+    def unavailable(self) -> str | None:
+        """Why this server's partitions are not served now (the store or the log failed
+        and the reload has not worked yet), or None."""
+        if not self.partitions.reload_pending:
+            return None
+        exc = self.partitions.reload_error
+        return "reloading its partitions" if exc is None else f"{type(exc).__name__}: {exc}"
+
+    @property
     def members_thread_alive(self) -> bool:
         return self._members_thread.thread.is_alive()
 

@@ -47,6 +47,11 @@ def test_the_owner_resumes_after_the_store_was_down() -> None:
         [during] = node.enqueue("mail", job(b"during"))  # the log takes it
         wait_until(lambda: node.serving() == [], "the owner to notice the store is down")
         assert node.owner.alive
+        # A dequeue meanwhile says why it gets nothing, instead of an empty answer.
+        with pytest.raises(pinlater.PinLaterException) as raised:
+            node.dequeue("mail", 1)
+        assert raised.value.errorCode == pinlater.ErrorCode.SHARD_CONNECTION_FAILED
+        assert "Postgres is unreachable" in raised.value.message
 
         rt.store.recover()
         _serves_again(rt, node, pending=[during])
