@@ -664,8 +664,9 @@ cluster_brokers() {  # bootstrap
     python3 - "$1" <<'PY' 2>/dev/null
 import sys
 from kafka import KafkaAdminClient
+# 5 s at most per check (bootstrap waits 30 s by default), so waits keep to their limit.
 admin = KafkaAdminClient(bootstrap_servers=sys.argv[1].split(","), request_timeout_ms=5000,
-                         client_id="pinledger-stack-check")
+                         bootstrap_timeout_ms=5000, client_id="pinledger-stack-check")
 try:
     brokers = admin.describe_cluster()["brokers"]
 finally:
@@ -719,7 +720,7 @@ cluster_wait() {  # bootstrap [node...]
         if (( SECONDS >= deadline )); then
             (( $# )) || die "the Kafka cluster at PINLEDGER_KAFKA_CLUSTER=$bootstrap did not list ${#CLUSTER_NODES[@]} brokers within ${TIMEOUT}s (it lists: ${listed:-none}).
         Check its brokers run, or unset PINLEDGER_KAFKA_CLUSTER to let this script run its own."
-            cluster_fail "broker(s) ${missing[*]} did not join the cluster within ${TIMEOUT}s (metadata lists: ${listed:-none})" "${missing[@]}"
+            cluster_fail "broker(s) ${missing[*]} did not join the cluster within ${TIMEOUT}s (metadata lists: ${listed:-none}; brokers running: $(cluster_running_ids))" "${missing[@]}"
         fi
         sleep 1
     done
@@ -738,6 +739,7 @@ cluster_fail() {  # message node...
 [stack] What to do: read the log(s) above; 'bash stack/stack.sh cluster status' shows each broker.
 [stack]   a broker joins only while 2 of the 3 controllers run: start the others too
 [stack]   ports taken:  ss -ltnp | grep -E ':19[1-3]9[23]\\b'
+[stack]   JVM flags or memory: PINLEDGER_KAFKA_CLUSTER_HEAP (now '$CLUSTER_HEAP')
 [stack]   storage formatted for another cluster id: bash stack/stack.sh cluster down && rm -rf '$CLUSTER_DIR'
 [stack]   (that deletes the cluster's topics) and run 'cluster up' again.
 EOF
@@ -803,6 +805,14 @@ cluster_down() {
     for n in "${CLUSTER_NODES[@]}"; do
         rm -f "$(cluster_node_dir "$n")/kafka.pid"
     done
+}
+
+cluster_running_ids() {
+    local n ids=()
+    for n in "${CLUSTER_NODES[@]}"; do
+        if cluster_node_pid "$n" >/dev/null; then ids+=("$n"); fi
+    done
+    printf '%s' "${ids[*]:-none}"
 }
 
 cluster_running_count() {
