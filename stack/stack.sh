@@ -12,6 +12,17 @@
 #   eval "$(bash stack/stack.sh up)"
 # sets PINLEDGER_KAFKA and PINLEDGER_PG_DSN in the calling shell.
 #
+# A three-broker KRaft cluster (for the chaos tests) runs beside the single node, on
+# 127.0.0.1:19192,19292,19392 (controllers 19193,19293,19393):
+#   bash stack/stack.sh cluster up       start it (idempotent), print the export line
+#                                        of PINLEDGER_KAFKA_CLUSTER
+#   bash stack/stack.sh cluster down     stop it (`down` stops it too)
+#   bash stack/stack.sh cluster status   running/stopped for each broker
+#   bash stack/stack.sh cluster kill N   SIGKILL broker N (1..3): a crash
+#   bash stack/stack.sh cluster start N  start broker N and wait until it is back
+#   bash stack/stack.sh cluster env      print the export line only
+# PINLEDGER_KAFKA_BROKERS=3 makes `up`, `down`, `status` and `env` cover the cluster too.
+#
 # If PINLEDGER_KAFKA and/or PINLEDGER_PG_DSN are already set to another address than
 # the one this script serves, that server is yours: `up` only checks that it
 # answers, and `down` leaves it alone. (Set to this script's own address, e.g. after
@@ -48,10 +59,30 @@ PG_DB=pinledger
 OWN_PG_DSN=postgresql://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/$PG_DB
 OWN_KAFKA=$KAFKA_HOST:$KAFKA_PORT
 
+# The three-broker cluster for the chaos tests (`cluster ...`), beside the single node.
+# Node N listens on 19N92 (controller 19N93); each has its own directory with data,
+# config, pid file and logs.
+CLUSTER_DIR=$CACHE/cluster
+CLUSTER_ID_FILE=$CLUSTER_DIR/cluster.id
+CLUSTER_NODES=(1 2 3)
+# Three JVMs on a small machine: less than the single node each.
+CLUSTER_HEAP=${PINLEDGER_KAFKA_CLUSTER_HEAP:--Xmx384m -Xms128m}
+CLUSTER_BOOTSTRAP= CLUSTER_VOTERS=
+for n in "${CLUSTER_NODES[@]}"; do
+    CLUSTER_BOOTSTRAP+=${CLUSTER_BOOTSTRAP:+,}$KAFKA_HOST:$((KAFKA_PORT + 100 * n))
+    CLUSTER_VOTERS+=${CLUSTER_VOTERS:+,}$n@$KAFKA_HOST:$((KAFKA_CONTROLLER_PORT + 100 * n))
+done
+OWN_KAFKA_CLUSTER=$CLUSTER_BOOTSTRAP
+# 1 (the default): `up` starts the single node only; 3: the cluster as well.
+KAFKA_BROKERS=${PINLEDGER_KAFKA_BROKERS:-1}
+
 TIMEOUT=${PINLEDGER_STACK_TIMEOUT:-120}
 
 # The user runs their own server when the variable names another address.
 external_kafka() { [[ -n ${PINLEDGER_KAFKA:-} && $PINLEDGER_KAFKA != "$OWN_KAFKA" ]]; }
+external_kafka_cluster() {
+    [[ -n ${PINLEDGER_KAFKA_CLUSTER:-} && $PINLEDGER_KAFKA_CLUSTER != "$OWN_KAFKA_CLUSTER" ]]
+}
 external_pg() { [[ -n ${PINLEDGER_PG_DSN:-} && $PINLEDGER_PG_DSN != "$OWN_PG_DSN" ]]; }
 
 say() { printf '[stack] %s\n' "$*" >&2; }
@@ -258,11 +289,12 @@ pg_status() {
 # --------------------------------------------------------------------- Kafka ----
 
 # JVM options shared by the broker and StorageTool, so both log to the same file.
-kafka_jvm_opts() {
+# The cluster's nodes pass their own heap and log directory.
+kafka_jvm_opts() {  # [heap flags] [log dir]
     local heap
-    read -ra heap <<<"$KAFKA_HEAP"
+    read -ra heap <<<"${1:-$KAFKA_HEAP}"
     KAFKA_JVM=("${heap[@]}" -XX:+UseG1GC -Djava.awt.headless=true
-        -Dkafka.logs.dir="$CACHE"
+        -Dkafka.logs.dir="${2:-$CACHE}"
         -Dlog4j2.configurationFile="$STACK_DIR/kafka/log4j2.properties"
         -cp "$KAFKA_LIBS/*")
 }
@@ -305,9 +337,13 @@ kafka_ensure_libs() {
 }
 
 kafka_pid() {
+    kafka_pid_from "$KAFKA_PID"
+}
+
+kafka_pid_from() {  # pid file: prints the pid if that broker runs
     local pid
-    [[ -f $KAFKA_PID ]] || return 1
-    pid=$(<"$KAFKA_PID")
+    [[ -f $1 ]] || return 1
+    pid=$(<"$1")
     # The pid could have been reused by an unrelated process after a reboot.
     [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null &&
         grep -qa 'kafka\.Kafka' "/proc/$pid/cmdline" 2>/dev/null || return 1
@@ -476,11 +512,379 @@ kafka_status() {
     fi
 }
 
+# ------------------------------------------------------------- Kafka cluster ----
+# Three KRaft nodes, each broker and controller, with a static quorum of the three.
+# Started, killed and restarted one by one by the chaos tests; the single node above
+# is not involved.
+
+# Per run: where this start began in each node's logs (failure reports show only what
+# this start wrote), and which nodes it started.
+CLUSTER_OUT_START=() CLUSTER_LOG_START=() CLUSTER_STARTED=()
+CLUSTER_PREPARED=0
+
+cluster_node_dir() { printf '%s/node-%s' "$CLUSTER_DIR" "$1"; }
+cluster_port() { printf '%s' $((KAFKA_PORT + 100 * $1)); }
+cluster_controller_port() { printf '%s' $((KAFKA_CONTROLLER_PORT + 100 * $1)); }
+cluster_node_pid() { kafka_pid_from "$(cluster_node_dir "$1")/kafka.pid"; }
+
+cluster_check_node() {  # N command
+    [[ ${1:-} =~ ^[0-9]+$ ]] && (( $1 >= 1 && $1 <= ${#CLUSTER_NODES[@]} )) ||
+        die "which broker? usage: cluster $2 N, N in 1..${#CLUSTER_NODES[@]} (got '${1:-}')"
+}
+
+cluster_check_ours() {  # command
+    ! external_kafka_cluster ||
+        die "PINLEDGER_KAFKA_CLUSTER=$PINLEDGER_KAFKA_CLUSTER is not this script's cluster:
+        'cluster $1' works on its own brokers only ($OWN_KAFKA_CLUSTER). Unset the variable."
+}
+
+# Tools, jars and the cluster id, once per run and only when a node must start.
+cluster_prepare() {
+    (( CLUSTER_PREPARED )) && return 0
+    mkdir -p "$CLUSTER_DIR"
+    kafka_ensure_tools
+    kafka_ensure_libs
+    cluster_ensure_id
+    CLUSTER_PREPARED=1
+}
+
+# All three nodes must be formatted with the same id: generated once and kept.
+cluster_ensure_id() {
+    local n meta id=
+    if [[ ! -s $CLUSTER_ID_FILE ]]; then
+        # The id file is gone but nodes were formatted: keep their id, or a node
+        # formatted now could never join them.
+        for n in "${CLUSTER_NODES[@]}"; do
+            meta=$(cluster_node_dir "$n")/data/meta.properties
+            if [[ -f $meta ]]; then
+                id=$(sed -n 's/^cluster\.id=//p' "$meta")
+                [[ -n $id ]] && break
+            fi
+        done
+        if [[ -z $id ]]; then
+            kafka_jvm_opts "$CLUSTER_HEAP" "$CLUSTER_DIR"
+            id=$(java "${KAFKA_JVM[@]}" kafka.tools.StorageTool random-uuid)
+        fi
+        printf '%s\n' "$id" >"$CLUSTER_ID_FILE"
+    fi
+    CLUSTER_ID=$(<"$CLUSTER_ID_FILE")
+}
+
+# server.properties with every key that cluster.properties or the node sets commented
+# out (and the single node's controller.quorum.bootstrap.servers), then those lines:
+# each key once, so the file says what the broker runs with.
+cluster_write_config() {  # N
+    local n=$1 dir
+    dir=$(cluster_node_dir "$n")
+    mkdir -p "$dir/data"
+    cat >"$dir/node.properties" <<EOF
+node.id=$n
+listeners=PLAINTEXT://$KAFKA_HOST:$(cluster_port "$n"),CONTROLLER://$KAFKA_HOST:$(cluster_controller_port "$n")
+advertised.listeners=PLAINTEXT://$KAFKA_HOST:$(cluster_port "$n")
+controller.quorum.voters=$CLUSTER_VOTERS
+log.dirs=$dir/data
+EOF
+    {
+        printf '# Generated by stack/stack.sh for cluster node %s from stack/kafka/server.properties,\n' "$n"
+        printf '# stack/kafka/cluster.properties and the node'"'"'s own settings. Do not edit.\n\n'
+        awk '
+            function key_of(line) {
+                if (line ~ /^[[:space:]]*([#!]|$)/) return ""
+                sub(/^[[:space:]]+/, "", line)
+                sub(/[[:space:]]*[=:].*/, "", line)
+                return line
+            }
+            BEGIN { removed["controller.quorum.bootstrap.servers"] = 1 }
+            # Every file but the last (the template) holds overrides.
+            FILENAME != ARGV[ARGC - 1] { k = key_of($0); if (k != "") drop[k] = 1; next }
+            { k = key_of($0) }
+            k in removed { print "# (removed for the cluster) " $0; next }
+            k in drop { print "# (set below for the cluster) " $0; next }
+            { print }
+        ' "$STACK_DIR/kafka/cluster.properties" "$dir/node.properties" \
+            "$STACK_DIR/kafka/server.properties"
+        printf '\n# ---- from stack/kafka/cluster.properties\n'
+        cat "$STACK_DIR/kafka/cluster.properties"
+        printf '\n# ---- node %s (stack/stack.sh)\n' "$n"
+        cat "$dir/node.properties"
+    } >"$dir/server.properties"
+}
+
+cluster_format_once() {  # N
+    local n=$1 dir have
+    dir=$(cluster_node_dir "$n")
+    if [[ -f $dir/data/meta.properties ]]; then
+        have=$(sed -n 's/^cluster\.id=//p' "$dir/data/meta.properties")
+        [[ $have == "$CLUSTER_ID" ]] && return 0
+        die "broker $n's storage ($dir/data) belongs to cluster '$have', not '$CLUSTER_ID' ($CLUSTER_ID_FILE).
+        Start the cluster over (deletes its topics): bash stack/stack.sh cluster down && rm -rf '$CLUSTER_DIR'"
+    fi
+    say "formatting broker $n's storage in $dir/data (cluster id $CLUSTER_ID)"
+    # No --standalone: the quorum is static (controller.quorum.voters).
+    java "${KAFKA_JVM[@]}" kafka.tools.StorageTool format \
+        -t "$CLUSTER_ID" -c "$dir/server.properties" >&2 ||
+        die "formatting broker $n's storage failed (see above; log: $dir/kafka.log)"
+}
+
+# Starts broker N unless it runs; cluster_wait waits for it.
+cluster_start_node() {  # N
+    local n=$1 dir pid port cport
+    dir=$(cluster_node_dir "$n")
+    port=$(cluster_port "$n")
+    cport=$(cluster_controller_port "$n")
+    if pid=$(cluster_node_pid "$n"); then
+        say "broker $n already running (pid $pid) on $KAFKA_HOST:$port"
+        return 0
+    fi
+    rm -f "$dir/kafka.pid"
+    if port_open "$KAFKA_HOST" "$port" || port_open "$KAFKA_HOST" "$cport"; then
+        die "port $port or $cport (cluster broker $n) is already in use by a process this script did not start.
+        See: ss -ltnp | grep -E ':(${port}|${cport})\\b'"
+    fi
+    cluster_prepare
+    mkdir -p "$dir"
+    kafka_jvm_opts "$CLUSTER_HEAP" "$dir"
+    cluster_write_config "$n"
+    cluster_format_once "$n"
+    say "starting cluster broker $n on $KAFKA_HOST:$port (controller $KAFKA_HOST:$cport)"
+    printf '=== %s stack.sh: starting Kafka %s cluster node %s\n' \
+        "$(date -u +%FT%TZ)" "$KAFKA_VERSION" "$n" >>"$dir/kafka.out"
+    CLUSTER_OUT_START[n]=$(stat -c %s "$dir/kafka.out")
+    CLUSTER_LOG_START[n]=$(stat -c %s "$dir/kafka.log" 2>/dev/null || echo 0)
+    # setsid: as for the single node, the broker outlives the shell that started it.
+    nohup setsid java "${KAFKA_JVM[@]}" kafka.Kafka "$dir/server.properties" \
+        >>"$dir/kafka.out" 2>&1 </dev/null &
+    printf '%s\n' "$!" >"$dir/kafka.pid"
+    CLUSTER_STARTED+=("$n")
+}
+
+# The ids of the brokers a metadata request lists (registered and not fenced), on one
+# line; fails when no broker answers.
+cluster_brokers() {  # bootstrap
+    python3 - "$1" <<'PY' 2>/dev/null
+import sys
+from kafka import KafkaAdminClient
+# 5 s at most per check (bootstrap waits 30 s by default), so waits keep to their limit.
+admin = KafkaAdminClient(bootstrap_servers=sys.argv[1].split(","), request_timeout_ms=5000,
+                         bootstrap_timeout_ms=5000, client_id="pinledger-stack-check")
+try:
+    brokers = admin.describe_cluster()["brokers"]
+finally:
+    admin.close()
+print(" ".join(sorted(str(b["broker_id"]) for b in brokers if not b.get("is_fenced"))))
+PY
+}
+
+# A node started by this run logs this once it is registered and unfenced. Metadata
+# alone is not enough after a crash: it lists the dead incarnation until the
+# controller's session timeout (9 s) fences it.
+cluster_node_started() {  # N
+    local log from=${CLUSTER_LOG_START[$1]:-0}
+    log=$(cluster_node_dir "$1")/kafka.log
+    [[ -f $log ]] || return 1
+    (( $(stat -c %s "$log") >= from )) || from=0
+    # Process substitution, not a pipe: see kafka_logged_started.
+    grep -q 'Kafka Server started' < <(tail -c +"$((from + 1))" "$log")
+}
+
+# Until a metadata request lists each of these brokers (our own cluster), or three
+# brokers (a cluster named by PINLEDGER_KAFKA_CLUSTER), and the ones this run started
+# say they started. A node of ours that is not running fails at once, with its log.
+cluster_wait() {  # bootstrap [node...]
+    local bootstrap=$1 listed= n ids missing deadline=$((SECONDS + TIMEOUT))
+    shift
+    missing=("$@")
+    python3 -c 'import kafka' 2>/dev/null ||
+        die "checking the cluster needs kafka-python: pip install -e . (or pip install kafka-python)"
+    while :; do
+        for n in "$@"; do
+            cluster_node_pid "$n" >/dev/null || cluster_fail "cluster broker $n is not running (exited during startup?)" "$n"
+        done
+        if listed=$(cluster_brokers "$bootstrap"); then
+            missing=()
+            for n in "$@"; do
+                if [[ " $listed " != *" $n "* ]] ||
+                    { [[ " ${CLUSTER_STARTED[*]} " == *" $n "* ]] && ! cluster_node_started "$n"; }; then
+                    missing+=("$n")
+                fi
+            done
+            if (( $# == 0 )); then
+                read -ra ids <<<"$listed"
+                (( ${#ids[@]} >= ${#CLUSTER_NODES[@]} )) && break
+            elif (( ${#missing[@]} == 0 )); then
+                break
+            fi
+        else
+            listed="(no broker answered)"
+        fi
+        if (( SECONDS >= deadline )); then
+            (( $# )) || die "the Kafka cluster at PINLEDGER_KAFKA_CLUSTER=$bootstrap did not list ${#CLUSTER_NODES[@]} brokers within ${TIMEOUT}s (it lists: ${listed:-none}).
+        Check its brokers run, or unset PINLEDGER_KAFKA_CLUSTER to let this script run its own."
+            cluster_fail "broker(s) ${missing[*]} did not join the cluster within ${TIMEOUT}s (metadata lists: ${listed:-none}; brokers running: $(cluster_running_ids))" "${missing[@]}"
+        fi
+        sleep 1
+    done
+}
+
+cluster_fail() {  # message node...
+    printf '[stack] ERROR: %s\n' "$1" >&2
+    shift
+    local n dir
+    for n in "$@"; do
+        dir=$(cluster_node_dir "$n")
+        kafka_tail_since "$dir/kafka.out" "${CLUSTER_OUT_START[n]:-0}"
+        kafka_tail_since "$dir/kafka.log" "${CLUSTER_LOG_START[n]:-0}"
+    done
+    cat >&2 <<EOF
+[stack] What to do: read the log(s) above; 'bash stack/stack.sh cluster status' shows each broker.
+[stack]   a broker joins only while 2 of the 3 controllers run: start the others too
+[stack]   ports taken:  ss -ltnp | grep -E ':19[1-3]9[23]\\b'
+[stack]   JVM flags or memory: PINLEDGER_KAFKA_CLUSTER_HEAP (now '$CLUSTER_HEAP')
+[stack]   storage formatted for another cluster id: bash stack/stack.sh cluster down && rm -rf '$CLUSTER_DIR'
+[stack]   (that deletes the cluster's topics) and run 'cluster up' again.
+EOF
+    exit 1
+}
+
+cluster_up() {
+    local n
+    for n in "${CLUSTER_NODES[@]}"; do
+        cluster_start_node "$n"
+    done
+    (( ${#CLUSTER_STARTED[@]} == 0 )) || say "waiting for the ${#CLUSTER_NODES[@]} brokers to form the cluster"
+    cluster_wait "$OWN_KAFKA_CLUSTER" "${CLUSTER_NODES[@]}"
+    say "Kafka cluster is up: $OWN_KAFKA_CLUSTER (data and logs in $CLUSTER_DIR/node-N)"
+}
+
+cluster_start() {  # N
+    cluster_start_node "$1"
+    cluster_wait "$OWN_KAFKA_CLUSTER" "$1"
+    say "broker $1 is in the cluster"
+}
+
+# SIGKILL: a crash, no controlled shutdown.
+cluster_kill() {  # N
+    local n=$1 pid deadline=$((SECONDS + 10))
+    if ! pid=$(cluster_node_pid "$n"); then
+        say "cluster broker $n is not running"
+        return 0
+    fi
+    say "killing cluster broker $n (pid $pid) with SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    # Until the process is gone or a zombie: its ports are free then. (Its cmdline
+    # empties before its sockets close, so kafka_pid_from says "stopped" too soon.)
+    while kill -0 "$pid" 2>/dev/null && [[ $(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null) != Z ]]; do
+        (( SECONDS < deadline )) || die "cluster broker $n (pid $pid) still runs 10s after SIGKILL"
+        sleep 0.1
+    done
+    rm -f "$(cluster_node_dir "$n")/kafka.pid"
+}
+
+# All at once: stopped one by one, the last two would each wait for a quorum that
+# is going away.
+cluster_down() {
+    local n pid pids=() deadline=$((SECONDS + 60))
+    for n in "${CLUSTER_NODES[@]}"; do
+        if pid=$(cluster_node_pid "$n"); then
+            say "stopping cluster broker $n (pid $pid)"
+            kill -TERM "$pid"
+            pids[n]=$pid
+        fi
+    done
+    (( ${#pids[@]} )) || say "Kafka cluster not running"
+    for n in "${!pids[@]}"; do
+        while kill -0 "${pids[n]}" 2>/dev/null && cluster_node_pid "$n" >/dev/null; do
+            if (( SECONDS >= deadline )); then
+                say "cluster broker $n did not stop within 60s: killing it"
+                kill -KILL "${pids[n]}" 2>/dev/null || true
+                break
+            fi
+            sleep 0.5
+        done
+    done
+    for n in "${CLUSTER_NODES[@]}"; do
+        rm -f "$(cluster_node_dir "$n")/kafka.pid"
+    done
+}
+
+cluster_running_ids() {
+    local n ids=()
+    for n in "${CLUSTER_NODES[@]}"; do
+        if cluster_node_pid "$n" >/dev/null; then ids+=("$n"); fi
+    done
+    printf '%s' "${ids[*]:-none}"
+}
+
+cluster_running_count() {
+    local n count=0
+    for n in "${CLUSTER_NODES[@]}"; do
+        cluster_node_pid "$n" >/dev/null && count=$((count + 1))
+    done
+    printf '%s' "$count"
+}
+
+cluster_status() {
+    local n pid rc=0
+    for n in "${CLUSTER_NODES[@]}"; do
+        if pid=$(cluster_node_pid "$n"); then
+            echo "kafka cluster broker $n: running (pid $pid, $KAFKA_HOST:$(cluster_port "$n"), $(cluster_node_dir "$n"))"
+        else
+            echo "kafka cluster broker $n: stopped"
+            rc=1
+        fi
+    done
+    return $rc
+}
+
+print_cluster_env() {
+    local value=${PINLEDGER_KAFKA_CLUSTER:-$OWN_KAFKA_CLUSTER}
+    # %q would escape the commas, which need none: keep the line readable.
+    if [[ $value =~ ^[A-Za-z0-9.:,_-]+$ ]]; then
+        printf 'export PINLEDGER_KAFKA_CLUSTER=%s\n' "$value"
+    else
+        printf 'export PINLEDGER_KAFKA_CLUSTER=%q\n' "$value"
+    fi
+}
+
+cmd_cluster() {
+    local what=${1:-}
+    shift || true
+    case $what in
+        up)
+            if external_kafka_cluster; then
+                say "PINLEDGER_KAFKA_CLUSTER is set: not starting a cluster, checking it answers"
+                cluster_wait "$PINLEDGER_KAFKA_CLUSTER"
+            else
+                cluster_up
+            fi
+            print_cluster_env
+            ;;
+        down)
+            if external_kafka_cluster; then
+                say "PINLEDGER_KAFKA_CLUSTER=$PINLEDGER_KAFKA_CLUSTER is not ours: leaving it alone"
+            else
+                cluster_down
+            fi
+            ;;
+        status) cluster_status ;;
+        kill) cluster_check_node "${1:-}" kill; cluster_check_ours kill; cluster_kill "$1" ;;
+        start) cluster_check_node "${1:-}" start; cluster_check_ours start; cluster_start "$1" ;;
+        env) print_cluster_env ;;
+        *) usage ;;
+    esac
+}
+
 # ------------------------------------------------------------------ commands ----
 
 print_env() {
     printf 'export PINLEDGER_KAFKA=%q\n' "${PINLEDGER_KAFKA:-$OWN_KAFKA}"
     printf 'export PINLEDGER_PG_DSN=%q\n' "${PINLEDGER_PG_DSN:-$OWN_PG_DSN}"
+    if (( KAFKA_BROKERS == 3 )); then print_cluster_env; fi
+}
+
+check_brokers_setting() {
+    [[ $KAFKA_BROKERS == 1 || $KAFKA_BROKERS == 3 ]] ||
+        die "PINLEDGER_KAFKA_BROKERS=$KAFKA_BROKERS: use 1 (the single node only) or 3 (the cluster too)"
 }
 
 cmd_up() {
@@ -497,12 +901,26 @@ cmd_up() {
     else
         kafka_up
     fi
+    if (( KAFKA_BROKERS == 3 )); then
+        if external_kafka_cluster; then
+            say "PINLEDGER_KAFKA_CLUSTER is set: not starting a cluster, checking it answers"
+            cluster_wait "$PINLEDGER_KAFKA_CLUSTER"
+        else
+            cluster_up
+        fi
+    fi
     say "stack is up. Logs: bash stack/stack.sh logs"
     say "set these in your shell with: eval \"\$(bash stack/stack.sh env)\""
     print_env
 }
 
 cmd_down() {
+    # The cluster too when it runs: it holds three JVMs' memory.
+    if external_kafka_cluster; then
+        (( KAFKA_BROKERS == 1 )) || say "PINLEDGER_KAFKA_CLUSTER is not ours: leaving it alone"
+    elif (( KAFKA_BROKERS == 3 || $(cluster_running_count) > 0 )); then
+        cluster_down
+    fi
     if external_kafka; then
         say "PINLEDGER_KAFKA=$PINLEDGER_KAFKA is not ours: leaving it alone"
     else
@@ -519,6 +937,12 @@ cmd_status() {
     local rc=0
     pg_status || rc=1
     kafka_status || rc=1
+    # The cluster counts only when asked for; otherwise it is shown if it runs.
+    if (( KAFKA_BROKERS == 3 )); then
+        cluster_status || rc=1
+    elif (( $(cluster_running_count) > 0 )); then
+        cluster_status || true
+    fi
     external_pg && echo "(PINLEDGER_PG_DSN is set: the app uses $PINLEDGER_PG_DSN)"
     external_kafka && echo "(PINLEDGER_KAFKA is set: the app uses $PINLEDGER_KAFKA)"
     return $rc
@@ -536,15 +960,17 @@ cmd_logs() {
 }
 
 usage() {
-    sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
+check_brokers_setting
 case ${1:-} in
     up) cmd_up ;;
     down) cmd_down ;;
     status) cmd_status ;;
     logs) shift; cmd_logs "$@" ;;
     env) print_env ;;
+    cluster) shift; cmd_cluster "$@" ;;
     *) usage ;;
 esac
