@@ -96,13 +96,28 @@ class ThriftServer:
                 self._noise.warning("accepting a connection failed: %s", exc)
                 self._closed.wait(0.1)
                 continue
-            if self._slots.acquire(blocking=False):
-                self._start(self._serve, client, "thrift-conn")
-            elif self._refusers.acquire(blocking=False):
-                self._start(self._refuse, client, "thrift-refuse")
-            else:
-                self._count_closed("refused")
+            try:
+                self._dispatch(client)
+            except Exception as exc:  # e.g. no thread could be started: keep accepting
+                self._noise.warning("cannot serve a connection: %s: %s", type(exc).__name__, exc)
                 _close(client)
+
+    def _dispatch(self, client: TSocket) -> None:
+        if self._slots.acquire(blocking=False):
+            try:
+                self._start(self._serve, client, "thrift-conn")
+            except BaseException:
+                self._slots.release()
+                raise
+        elif self._refusers.acquire(blocking=False):
+            try:
+                self._start(self._refuse, client, "thrift-refuse")
+            except BaseException:
+                self._refusers.release()
+                raise
+        else:
+            self._count_closed("refused")
+            _close(client)
 
     def close(self) -> None:
         self._closed.set()
