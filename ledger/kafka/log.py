@@ -17,6 +17,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
 from kafka.errors import (
     InvalidTopicError,
     KafkaError,
+    KafkaTimeoutError,
     MessageSizeTooLargeError,
     TopicAlreadyExistsError,
     TopicAuthorizationFailedError,
@@ -47,8 +48,9 @@ _RECORD_ERRORS = (
     TopicAuthorizationFailedError,
     InvalidTopicError,
 )
-# A producer is replaced at most this often.
-_REPLACE_EVERY_S = 5.0
+# Building a replacement producer is retried with this backoff while Kafka is down.
+_REPLACE_FIRST_PAUSE_S = 0.5
+_REPLACE_MAX_PAUSE_S = 5.0
 _CLOSE_TIMEOUT_S = 5.0
 
 
@@ -66,7 +68,8 @@ class KafkaLog:
         patches.check_kafka_python()
         self._settings = settings
         self._producer_lock = threading.Lock()
-        self._replaced_at = float("-inf")
+        self._replacing = False
+        self._closed = threading.Event()
         with translated(f"cannot reach Kafka at {settings.bootstrap}", settings.bootstrap):
             self._producer = self._new_producer()
             self._admin = KafkaAdminClient(
@@ -100,27 +103,40 @@ class KafkaLog:
         """Start over with a new producer after one could not deliver (the broker was
         down past the delivery timeout): kafka-python's idempotent producer does not
         recover from expired batches by itself, and every later append timed out even
-        once Kafka was back. At most once per _REPLACE_EVERY_S; the old one is closed
-        in the background, so no caller waits on its undeliverable records."""
+        once Kafka was back. The new producer is built on a thread of its own, retried
+        with backoff until Kafka answers (building one blocks while no broker does), so
+        no caller waits on it and the swap happens as soon as Kafka is back; the old
+        producer is closed there too."""
         with self._producer_lock:
-            now = time.monotonic()
-            if now - self._replaced_at < _REPLACE_EVERY_S:
+            if self._replacing or self._closed.is_set():
                 return
-            self._replaced_at = now
-            try:
-                fresh = self._new_producer()
-            except KafkaError as exc:  # Kafka still down: the next failure tries again
-                log.warning("cannot replace the Kafka producer yet: %s", exc)
-                return
-            old, self._producer = self._producer, fresh
+            self._replacing = True
         log.warning(
-            "replaced the Kafka producer after it failed to deliver (%s: %s)",
+            "the Kafka producer failed to deliver (%s: %s); replacing it",
             type(reason).__name__,
             reason,
         )
-        threading.Thread(
-            target=_close_quietly, args=(old,), name="producer-close", daemon=True
-        ).start()
+        threading.Thread(target=self._replace, name="producer-replace", daemon=True).start()
+
+    def _replace(self) -> None:
+        pause = _REPLACE_FIRST_PAUSE_S
+        try:
+            while not self._closed.is_set():
+                try:
+                    fresh = self._new_producer()
+                except Exception as exc:  # no broker answers yet
+                    log.info("cannot build a new Kafka producer yet (%s); retrying", exc)
+                    self._closed.wait(pause)
+                    pause = min(pause * 2, _REPLACE_MAX_PAUSE_S)
+                    continue
+                with self._producer_lock:
+                    old, self._producer = self._producer, fresh
+                log.warning("replaced the Kafka producer")
+                _close_quietly(old)
+                return
+        finally:
+            with self._producer_lock:
+                self._replacing = False
 
     @property
     def bootstrap(self) -> str:
@@ -217,14 +233,23 @@ class KafkaLog:
     def append(self, appends: Sequence[Append]) -> list[int]:
         # No flush(): the producer sends when batches fill or linger passes, and
         # concurrent callers share those requests; waiting on our own futures suffices.
-        timeout = self._settings.request_timeout_ms / 1000 * 2
-        producer = self._producer
+        with self._producer_lock:
+            producer, replacing = self._producer, self._replacing
+        if replacing:
+            # The producer could not deliver and no broker has answered since: fail at
+            # once rather than make every caller wait out the delivery timeout again.
+            raise log_error(
+                KafkaTimeoutError("no broker has answered since the last failed delivery"),
+                f"append to Kafka at {self.bootstrap} failed (reconnecting)",
+                self.bootstrap,
+            )
+        deadline = time.monotonic() + self._settings.request_timeout_ms / 1000 * 2
         try:
             futures = [
                 producer.send(a.topic, value=a.value, partition=a.partition, headers=a.headers)
                 for a in appends
             ]
-            return [f.get(timeout=timeout).offset for f in futures]
+            return [f.get(timeout=max(0.001, deadline - time.monotonic())).offset for f in futures]
         except KafkaError as exc:
             if not isinstance(exc, _RECORD_ERRORS):
                 self._replace_producer(exc)
@@ -287,6 +312,7 @@ class KafkaLog:
         return members
 
     def close(self) -> None:
+        self._closed.set()
         with self._translated("cannot close the Kafka clients"):
             # Bounded: records Kafka cannot take (it is down) must not hold up a
             # shutdown (SIGTERM once took over 20 s).

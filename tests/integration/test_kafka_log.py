@@ -167,8 +167,19 @@ def test_a_producer_that_cannot_deliver_is_replaced(kafka: KafkaLog, prefix: str
         own._producer = wedged
         with pytest.raises(LogError, match="KafkaTimeoutError"):
             own.append([Append(topic, 0, b"lost to the outage")])
-        # The next append goes through a new producer, without a restart.
-        assert own.append([Append(topic, 0, b"after")]) == [first + 1]
+        # A new producer is built in the background; until it is in, appends fail at
+        # once instead of waiting out another delivery timeout. Then they go through,
+        # without a restart.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                offsets = own.append([Append(topic, 0, b"after")])
+                break
+            except LogError as exc:
+                assert "reconnecting" in str(exc), exc
+                assert time.monotonic() < deadline, "the producer was never replaced"
+                time.sleep(0.05)
+        assert offsets == [first + 1]
         assert wedged.closed.wait(10), "the replaced producer was never closed"
     finally:
         own.close()
