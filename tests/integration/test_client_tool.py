@@ -15,21 +15,20 @@ from collections.abc import Iterator
 import pytest
 
 from pinledger.client import Job, PinLaterClient
-from pinledger.service.testing.servers import ROOT, ServerProcess, free_port, wait_for
+from pinledger.service.testing.servers import (
+    ROOT,
+    ServerProcess,
+    free_port,
+    run_pinledger,
+    wait_for,
+)
 from tests.integration.conftest import ADMIN_PASSWORD
 
 pytestmark = pytest.mark.integration
 
 
 def tool(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pinledger", "client", "--port", str(server.port), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_pinledger("client", "--port", str(server.port), *args)
 
 
 def ok(server: ServerProcess, *args: str) -> str:

@@ -9,9 +9,7 @@ import dataclasses
 import gzip
 import http.server
 import json
-import os
 import subprocess
-import sys
 import threading
 import urllib.request
 import uuid
@@ -45,6 +43,7 @@ from pinledger.service.testing.servers import (
     ServerProcess,
     context,
     free_port,
+    run_pinledger,
     running,
     wait_for,
 )
@@ -356,16 +355,12 @@ def receiver() -> Iterator[_Receiver]:
 
 
 def _pinledger(server: Server, receiver: _Receiver, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_SERVICE_NAME="pinledger-test")
-    return subprocess.run(
-        [sys.executable, "-m", "pinledger", *args, "--server", f"127.0.0.1:{server.config.port}"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    return run_pinledger(
+        *args,
+        "--server",
+        f"127.0.0.1:{server.config.port}",
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
+        OTEL_SERVICE_NAME="pinledger-test",
     )
 
 
