@@ -22,6 +22,7 @@ import kafka
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.coordinator.consumer import ConsumerCoordinator
 from kafka.errors import UnknownTopicOrPartitionError
+from kafka.net.inet import KafkaNetSocket
 from kafka.producer.record_accumulator import RecordAccumulator
 
 from pinledger.ledger.log import LogError
@@ -58,6 +59,7 @@ def check_kafka_python() -> None:
             (ConsumerCoordinator, "poll"),
             (RecordAccumulator, "_tp_lock"),
             (RecordAccumulator, "deallocate"),
+            (KafkaNetSocket, "sock_connect"),
         )
         if not hasattr(cls, name)
     ]
@@ -67,6 +69,30 @@ def check_kafka_python() -> None:
             "workarounds use (ledger/kafka/patches.py): reinstall kafka-python "
             f"{', '.join(sorted(TESTED_KAFKA_PYTHON))}."
         )
+    close_failed_connects()
+
+
+def close_failed_connects() -> None:
+    """Close the socket of a failed connect. kafka-python 3.0.12 opens a socket per
+    connection attempt and, when the connect fails (a broker down: refused, reset,
+    timed out), raises with the socket still open, leaving it to the garbage
+    collector: one file descriptor per retry per down broker until a collection, and
+    a ResourceWarning each. Wrapped once per process (idempotent)."""
+    original = KafkaNetSocket.sock_connect
+    if getattr(original, "_pinledger_closes_on_failure", False):
+        return
+
+    async def sock_connect(
+        self: KafkaNetSocket, net: Any, sock: Any, sockaddr: Any, timeout_at: Any = None
+    ) -> Any:
+        try:
+            return await original(self, net, sock, sockaddr, timeout_at=timeout_at)
+        except BaseException:
+            sock.close()
+            raise
+
+    sock_connect._pinledger_closes_on_failure = True  # type: ignore[attr-defined]
+    KafkaNetSocket.sock_connect = sock_connect
 
 
 def poll_group(consumer: KafkaConsumer, max_records: int, timeout_ms: int) -> dict[Any, Any]:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import select
+import socket
+
 import kafka
 import pytest
-from kafka.errors import KafkaTimeoutError, UnknownTopicOrPartitionError
+from kafka.errors import KafkaConnectionError, KafkaTimeoutError, UnknownTopicOrPartitionError
+from kafka.net.inet import KafkaNetSocket
 
 from pinledger.ledger.kafka import TESTED_KAFKA_PYTHON, patches
 from pinledger.ledger.kafka.errors import log_error, translated
@@ -29,6 +34,29 @@ def test_an_untested_kafka_python_is_refused_naming_both_versions(
         assert all(version in message for version in TESTED_KAFKA_PYTHON)
     finally:
         patches.check_kafka_python.cache_clear()
+
+
+class _WaitingNet:
+    """What kafka-python's sock_connect awaits while a connect is in progress."""
+
+    async def wait_write(self, sock: socket.socket, timeout_at: float | None = None) -> None:
+        select.select([], [sock], [], 2)
+
+
+def test_a_failed_broker_connect_closes_its_socket() -> None:
+    # Nothing listens on a port just freed: the connect is refused.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = probe.getsockname()
+    patches.check_kafka_python()
+    sock = socket.socket()
+    sock.setblocking(False)
+    try:
+        with pytest.raises(KafkaConnectionError):
+            asyncio.run(KafkaNetSocket().sock_connect(_WaitingNet(), sock, address))
+        assert sock.fileno() == -1, "kafka-python left the failed connect's socket open"
+    finally:
+        sock.close()
 
 
 def test_a_kafka_error_becomes_a_log_error_saying_what_to_check() -> None:
