@@ -18,10 +18,13 @@
 #                                        of PINLEDGER_KAFKA_CLUSTER
 #   bash stack/stack.sh cluster down     stop it (`down` stops it too)
 #   bash stack/stack.sh cluster status   running/stopped for each broker
-#   bash stack/stack.sh cluster kill N   SIGKILL broker N (1..3): a crash
-#   bash stack/stack.sh cluster start N  start broker N and wait until it is back
+#   bash stack/stack.sh cluster kill N.. SIGKILL broker(s) N (1..3): a crash
+#   bash stack/stack.sh cluster start N.. start broker(s) N, wait until they are back
 #   bash stack/stack.sh cluster env      print the export line only
 # PINLEDGER_KAFKA_BROKERS=3 makes `up`, `down`, `status` and `env` cover the cluster too.
+#
+#   bash stack/stack.sh pg kill          crash the stack's PostgreSQL (immediate stop)
+#   bash stack/stack.sh pg start         start it again and wait until it answers
 #
 # If PINLEDGER_KAFKA and/or PINLEDGER_PG_DSN are already set to another address than
 # the one this script serves, that server is yours: `up` only checks that it
@@ -527,9 +530,14 @@ cluster_port() { printf '%s' $((KAFKA_PORT + 100 * $1)); }
 cluster_controller_port() { printf '%s' $((KAFKA_CONTROLLER_PORT + 100 * $1)); }
 cluster_node_pid() { kafka_pid_from "$(cluster_node_dir "$1")/kafka.pid"; }
 
-cluster_check_node() {  # N command
-    [[ ${1:-} =~ ^[0-9]+$ ]] && (( $1 >= 1 && $1 <= ${#CLUSTER_NODES[@]} )) ||
-        die "which broker? usage: cluster $2 N, N in 1..${#CLUSTER_NODES[@]} (got '${1:-}')"
+cluster_check_nodes() {  # command N...
+    local what=$1 n
+    shift
+    (( $# )) || die "which broker? usage: cluster $what N..., N in 1..${#CLUSTER_NODES[@]}"
+    for n in "$@"; do
+        [[ $n =~ ^[0-9]+$ ]] && (( n >= 1 && n <= ${#CLUSTER_NODES[@]} )) ||
+            die "which broker? usage: cluster $what N..., N in 1..${#CLUSTER_NODES[@]} (got '$n')"
+    done
 }
 
 cluster_check_ours() {  # command
@@ -756,10 +764,15 @@ cluster_up() {
     say "Kafka cluster is up: $OWN_KAFKA_CLUSTER (data and logs in $CLUSTER_DIR/node-N)"
 }
 
-cluster_start() {  # N
-    cluster_start_node "$1"
-    cluster_wait "$OWN_KAFKA_CLUSTER" "$1"
-    say "broker $1 is in the cluster"
+# Several at once when all of them are down: a broker joins only while 2 of the 3
+# controllers run, so each waits for the others.
+cluster_start() {  # N...
+    local n
+    for n in "$@"; do
+        cluster_start_node "$n"
+    done
+    cluster_wait "$OWN_KAFKA_CLUSTER" "$@"
+    say "broker(s) $* in the cluster"
 }
 
 # SIGKILL: a crash, no controlled shutdown.
@@ -847,7 +860,7 @@ print_cluster_env() {
 }
 
 cmd_cluster() {
-    local what=${1:-}
+    local what=${1:-} n
     shift || true
     case $what in
         up)
@@ -867,8 +880,11 @@ cmd_cluster() {
             fi
             ;;
         status) cluster_status ;;
-        kill) cluster_check_node "${1:-}" kill; cluster_check_ours kill; cluster_kill "$1" ;;
-        start) cluster_check_node "${1:-}" start; cluster_check_ours start; cluster_start "$1" ;;
+        kill)
+            cluster_check_nodes kill "$@"; cluster_check_ours kill
+            for n in "$@"; do cluster_kill "$n"; done
+            ;;
+        start) cluster_check_nodes start "$@"; cluster_check_ours start; cluster_start "$@" ;;
         env) print_cluster_env ;;
         *) usage ;;
     esac
@@ -948,6 +964,29 @@ cmd_status() {
     return $rc
 }
 
+# `pg kill`: an immediate shutdown, the nearest to a crash that leaves no stray
+# process: every server process stops at once, open connections break, nothing is
+# checkpointed, and the next start recovers from the WAL. `pg start` brings it back.
+cmd_pg() {
+    local what=${1:-} ver
+    if external_pg; then
+        die "PINLEDGER_PG_DSN=$PINLEDGER_PG_DSN is not ours: 'pg $what' acts only on this script's PostgreSQL"
+    fi
+    case $what in
+        kill)
+            ver=$(pg_cluster_version)
+            if [[ -n $ver ]] && pg_cluster_running "$ver"; then
+                say "killing PostgreSQL $ver/$PG_CLUSTER (immediate shutdown)"
+                as_root pg_ctlcluster --skip-systemctl-redirect "$ver" "$PG_CLUSTER" stop -m immediate >&2
+            else
+                say "PostgreSQL cluster '$PG_CLUSTER' not running"
+            fi
+            ;;
+        start) pg_up ;;
+        *) usage ;;
+    esac
+}
+
 cmd_logs() {
     local follow=() ver pglog files=()
     [[ ${1:-} == -f ]] && follow=(-f)
@@ -960,7 +999,7 @@ cmd_logs() {
 }
 
 usage() {
-    sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -972,5 +1011,6 @@ case ${1:-} in
     logs) shift; cmd_logs "$@" ;;
     env) print_env ;;
     cluster) shift; cmd_cluster "$@" ;;
+    pg) shift; cmd_pg "$@" ;;
     *) usage ;;
 esac
