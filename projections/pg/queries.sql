@@ -334,3 +334,14 @@ ALTER TABLE job_events DETACH PARTITION {partition} FINALIZE;
 
 -- name: drop_history_table
 DROP TABLE IF EXISTS {partition};
+
+-- name: relation_bytes
+-- Bytes on disk of a table with its indexes and TOAST, summed over its partitions
+-- (a partitioned table has none of its own): bench/storage.py's bytes per job.
+SELECT coalesce((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree(t)),
+                pg_total_relation_size(t))::bigint
+FROM (SELECT %(table)s::regclass AS t) AS named;
+
+-- name: vacuum_table
+-- As autovacuum would have by then: the dead versions of updated rows reclaimed.
+VACUUM (ANALYZE) {table};
