@@ -9,11 +9,9 @@ at a second implementation drifting apart.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from pinledger.ledger import codec
 from pinledger.ledger.events import (
@@ -26,7 +24,8 @@ from pinledger.ledger.events import (
 )
 from pinledger.ledger.log import Log, LogRecord, Position, Reader, catalog_topic, queue_topic
 from pinledger.ledger.state import FINISHED, Job, Stamp, Verdict, event_local_id, evolve
-from pinledger.projections.store import EventRow, PartitionBatch, ProjectorStore, QueueRow
+from pinledger.projections.store import PartitionBatch, ProjectorStore, QueueRow
+from pinledger.projections.timeline_rows import timeline_row
 
 log = logging.getLogger(__name__)
 
@@ -46,30 +45,6 @@ class Bound:
 
 
 UNBOUNDED = Bound()
-
-
-# dataclasses.fields() per event cost ~8% of a replay (py-spy, docs/performance.md).
-_DETAIL_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _detail_fields(event: JobEvent) -> tuple[str, ...]:
-    names = _DETAIL_FIELDS.get(type(event))
-    if names is None:
-        names = tuple(f.name for f in dataclasses.fields(event) if f.name != "local_id")
-        _DETAIL_FIELDS[type(event)] = names
-    return names
-
-
-def _detail(event: JobEvent) -> dict[str, Any]:
-    """The event's own fields for the timeline; bodies are summarised by their size."""
-    detail: dict[str, Any] = {}
-    for name in _detail_fields(event):
-        value = getattr(event, name)
-        if isinstance(value, bytes):
-            detail[f"{name}_bytes"] = len(value)
-        elif value is not None:
-            detail[name] = value
-    return detail
 
 
 # Told, after each committed batch, every job the batch touched (None = removed) and the
@@ -220,26 +195,17 @@ class PartitionProjector:
                     )
                 if isinstance(event, Enqueued) and verdict.applied and traceparent:
                     batch.traceparents[local_id] = traceparent
-                claim = getattr(event, "claim", None) or (prior.claim if prior else None)
                 batch.events.append(
-                    EventRow(
-                        local_id=local_id,
-                        offset=record.offset,
-                        idx=idx,
-                        type=codec.tag_of(event),
-                        at=envelope.at,
-                        source=envelope.actor.source,
-                        request_id=envelope.actor.request_id,
-                        server=envelope.actor.server,
-                        claim=claim,
-                        applied=verdict.applied,
-                        verdict=str(verdict),
-                        state_after=None if after is None else int(after.state),
-                        attempts_remaining_after=None
-                        if after is None
-                        else after.attempts_remaining,
-                        detail=_detail(event),
-                        traceparent=traceparent,
+                    timeline_row(
+                        local_id,
+                        record.offset,
+                        idx,
+                        envelope,
+                        event,
+                        prior,
+                        after,
+                        verdict,
+                        traceparent,
                     )
                 )
         return before, working

@@ -13,7 +13,9 @@ Two sides use the store, and each sees only its own protocol:
 - `ReadStore`, the readers: the RPC handler (lookups, counts, scans, bulk selections,
   a job's history), `pinledger replay --as-of`, the operator's commands.
 
-`StoreAdmin` is the lifecycle (migrate, close, drop) and the replay's diff of two
+`HistoryStore` is the timeline's time partitions (projections/history_partitions.py):
+created ahead of need, dropped whole by the history retention. `StoreAdmin` is the
+lifecycle (migrate, close, drop) and the replay's diff of two
 schemas. `LedgerStore` is all of them: what `projections/pg` implements on Postgres and
 `service/testing/fake_store.py` in memory; `tests/contract/` runs one suite on both.
 
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from pinledger.ledger.state import Job, JobState
+from pinledger.projections.history_partitions import HistoryPartition
 
 # -- errors -----------------------------------------------------------------------------
 
@@ -339,6 +342,27 @@ class ReadStore(Protocol):
         ...
 
 
+class HistoryStore(Protocol):
+    """The timeline's day partitions. `commit_partition_batch` creates the partitions
+    its events need itself, so an event at any time is written whatever was created
+    ahead; these are for the history maintenance (and tests)."""
+
+    def history_partitions(self) -> list[HistoryPartition]:
+        """The partitions of the timeline, oldest first."""
+        ...
+
+    def ensure_history_partitions(self, from_ms: int, to_ms: int) -> int:
+        """Make sure a partition holds every event time in [from_ms, to_ms); the
+        number of partitions created."""
+        ...
+
+    def drop_history_before(self, cutoff: int) -> int:
+        """Drop the partitions whose whole range is older than `cutoff` (ms), with
+        every timeline row in them (whole partitions, never row by row); the number
+        dropped. The jobs' current rows are not touched."""
+        ...
+
+
 class StoreAdmin(Protocol):
     """A store's lifecycle and the replay's comparison of two schemas."""
 
@@ -371,5 +395,5 @@ class StoreAdmin(Protocol):
         ...
 
 
-class LedgerStore(ProjectorStore, ReadStore, StoreAdmin, Protocol):
+class LedgerStore(ProjectorStore, ReadStore, HistoryStore, StoreAdmin, Protocol):
     """Everything: what an adapter implements."""

@@ -20,6 +20,8 @@
 | SUCCEEDED_TTL_S                   | 86400 (24 h)                                          |
 | FAILED_TTL_S                      | 604800 (168 h)                                        |
 | GC_INTERVAL_S                     | 60                                                    |
+| HISTORY_RETENTION_DAYS            | 0: keep timeline rows (job_events) forever            |
+| HISTORY_SCAN_RECORDS              | 100000 (most records read for a history from the log) |
 | READ_WAIT_S                       | 5 (how long a read waits for read-your-writes)        |
 | QUEUE_CONFIG                      | none: no rate limits, no draining partitions          |
 | ADMIN_PASSWORD_SHA256             | none: deleteQueue is always refused                   |
@@ -78,6 +80,10 @@ class Config:
     succeeded_ttl_s: float = 24 * 3600.0
     failed_ttl_s: float = 168 * 3600.0
     gc_interval_s: float = 60.0
+    # Timeline rows (job_events) older than this are dropped, a whole day partition at
+    # a time; a history whose rows are gone is read from the log (0: keep forever).
+    history_retention_days: float = 0.0
+    history_scan_records: int = 100_000
     read_wait_s: float = 5.0
     queue_config: str = ""
     admin_password_sha256: str = ""
@@ -139,7 +145,14 @@ def _read_file(path: Path) -> dict[str, Any]:
 
 # Settings that must be at least 1 (0 would make the server unusable), and ports.
 _AT_LEAST_ONE = frozenset(
-    {"partitions", "max_priority", "session_timeout_ms", "max_connections", "max_frame_bytes"}
+    {
+        "partitions",
+        "max_priority",
+        "session_timeout_ms",
+        "max_connections",
+        "max_frame_bytes",
+        "history_scan_records",
+    }
 )
 _PORTS = frozenset({"port", "admin_port"})
 

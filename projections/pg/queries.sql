@@ -287,3 +287,61 @@ JOIN pg_class t ON t.oid = c.conrelid
 JOIN pg_namespace n ON n.oid = t.relnamespace
 WHERE n.nspname = current_schema() AND t.relname <> 'schema_migrations'
 ORDER BY 1, 2;
+
+-- name: history_partitions
+-- The partitions of job_events (one per UTC day, projections/history_partitions.py)
+-- with their bounds as Postgres prints them, and whether a detach of it was left
+-- unfinished (a DETACH ... CONCURRENTLY interrupted: it must be finalized).
+SELECT c.relname, pg_get_expr(c.relpartbound, c.oid), i.inhdetachpending
+FROM pg_inherits i
+JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'job_events'::regclass
+ORDER BY 1;
+
+-- name: detached_history_tables
+-- Day tables of job_events that are no longer its partitions: detached by a drop that
+-- stopped before its DROP TABLE.
+SELECT c.relname
+FROM pg_class c
+WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
+  AND NOT c.relispartition AND c.relname LIKE 'job\_events\_p%'
+ORDER BY 1;
+
+-- name: lock_history_partitions
+-- Creating partitions takes turns between the processes sharing a schema.
+SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.job_events partitions'));
+
+-- name: history_lock_timeout
+-- DDL on job_events waits at most this long for a lock, then fails (and is retried)
+-- rather than queue every reader and writer of the timeline behind it.
+SET LOCAL lock_timeout = '5s';
+
+-- name: create_history_table
+-- A day's partition is created outside the table and then attached: ATTACH takes a
+-- SHARE UPDATE EXCLUSIVE lock on job_events, which concurrent reads and inserts do not
+-- wait for, where CREATE TABLE ... PARTITION OF would take an ACCESS EXCLUSIVE one.
+CREATE TABLE IF NOT EXISTS {partition} (LIKE job_events INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
+
+-- name: attach_history_partition
+ALTER TABLE job_events ATTACH PARTITION {partition} FOR VALUES FROM ({start}) TO ({end});
+
+-- name: detach_history_partition
+-- Outside a transaction: readers and writers of job_events keep going meanwhile.
+ALTER TABLE job_events DETACH PARTITION {partition} CONCURRENTLY;
+
+-- name: finalize_history_detach
+ALTER TABLE job_events DETACH PARTITION {partition} FINALIZE;
+
+-- name: drop_history_table
+DROP TABLE IF EXISTS {partition};
+
+-- name: relation_bytes
+-- Bytes on disk of a table with its indexes and TOAST, summed over its partitions
+-- (a partitioned table has none of its own): bench/storage.py's bytes per job.
+SELECT coalesce((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree(t)),
+                pg_total_relation_size(t))::bigint
+FROM (SELECT %(table)s::regclass AS t) AS named;
+
+-- name: vacuum_table
+-- As autovacuum would have by then: the dead versions of updated rows reclaimed.
+VACUUM (ANALYZE) {table};

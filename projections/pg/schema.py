@@ -37,7 +37,14 @@ def describe(store: PgConnection) -> SchemaShape:
     with store.connection("describing the schema") as conn:
         columns = [tuple(row) for row in conn.execute(query("describe_columns"))]
         indexes = [
-            (table, name, definition.replace(f" ON {store.schema}.", " ON "))
+            (
+                table,
+                name,
+                # ON ONLY: the index of a partitioned table (job_events).
+                definition.replace(f" ON {store.schema}.", " ON ").replace(
+                    f" ON ONLY {store.schema}.", " ON ONLY "
+                ),
+            )
             for table, name, definition in conn.execute(query("describe_indexes"))
         ]
         constraints = [tuple(row) for row in conn.execute(query("describe_constraints"))]

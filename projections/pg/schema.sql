@@ -46,6 +46,10 @@ CREATE INDEX jobs_by_state ON jobs (queue, state, priority, run_after);
 CREATE INDEX jobs_finished ON jobs (queue, partition, state, updated_at) WHERE state >= 2;
 
 -- The per-job timeline: one row per event that named the job, applied or rejected.
+-- Partitioned by range on `at`, one partition per UTC day (job_events_pYYYYMMDD),
+-- created by the store before the day's first event is written and dropped whole by
+-- the history retention (projections/history_partitions.py; docs/decisions/
+-- 0013-history-partitions.md). No DEFAULT partition.
 CREATE TABLE job_events (
     queue               text     NOT NULL,
     partition           integer  NOT NULL,
@@ -67,14 +71,15 @@ CREATE TABLE job_events (
     attempts_remaining_after integer,
     detail              jsonb    NOT NULL,
     traceparent         text,
-    PRIMARY KEY (queue, partition, local_id, "offset", idx),
+    -- `at` is in the key because Postgres wants the partition key in every unique index.
+    PRIMARY KEY (queue, partition, local_id, "offset", idx, at),
     CONSTRAINT job_event_type CHECK
         (type IN ('enq', 'clm', 'ok', 'fail', 'ckpt', 'tmo', 'rtry', 'del', 'gc')),
     CONSTRAINT state_after_known CHECK (state_after BETWEEN 0 AND 3),
     CONSTRAINT job_after_together CHECK
         ((state_after IS NULL) = (attempts_remaining_after IS NULL)),
     CONSTRAINT applied_iff_verdict CHECK (applied = (verdict = 'applied'))
-);
+) PARTITION BY RANGE (at);
 
 -- How far each partition (and the catalog, partition 0 of its topic) has been
 -- projected: written in the same transaction as the rows it covers, and moved only by

@@ -11,11 +11,12 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from pinledger.ledger.state import Job
-from pinledger.projections.pg.connection import PgConnection
+from pinledger.projections.pg.history import PgHistory, missing_partition
 from pinledger.projections.pg.sql import query
 from pinledger.projections.store import (
     PartitionBatch,
     QueueRow,
+    StoreError,
     catalog_fenced,
     check_forward,
     fenced,
@@ -28,7 +29,7 @@ from pinledger.projections.store import (
 ONE_STATEMENT_UPSERTS = 1000
 
 
-class PgWrites(PgConnection):
+class PgWrites(PgHistory):
     def offset(self, topic: str, partition: int) -> int:
         """Next offset to project for a partition (0 when never projected)."""
         with self.connection("reading an offset") as conn:
@@ -41,6 +42,21 @@ class PgWrites(PgConnection):
 
     def commit_partition_batch(self, batch: PartitionBatch) -> None:
         check_forward(batch.topic, batch.partition, batch.expected_offset, batch.next_offset)
+        # The day partitions of the batch's events exist before they are written: an
+        # event time outside every partition never fails the projector.
+        self.ensure_history_for(row.at for row in batch.events)
+        try:
+            self._commit_batch(batch)
+        except StoreError as exc:
+            if not missing_partition(exc):
+                raise
+            # A partition this process had seen was dropped since (history retention):
+            # create it again and commit once more.
+            self.forget_history_partitions()
+            self.ensure_history_for(row.at for row in batch.events)
+            self._commit_batch(batch)
+
+    def _commit_batch(self, batch: PartitionBatch) -> None:
         where = f"committing {batch.topic}[{batch.partition}]"
         with self.connection(where, transaction=True) as conn:
             cur = conn.execute(

@@ -9,12 +9,14 @@ from pinledger.ledger.commands import check_priority
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import JobState
 from pinledger.projections.history import build_history
+from pinledger.projections.log_history import HistoryGoneError, HistoryScanLimitError, job_rows
 from pinledger.projections.store import JobFilter, QueueRow, ScanKey
 from pinledger.service.api import convert
 from pinledger.service.api import history as history_thrift
 from pinledger.service.api.barrier import Partition, settle, wait_projected
 from pinledger.service.api.continuation import CONTINUATION_END, continuation_after
 from pinledger.service.api.core import Api, check_job, check_jobs, load_queue
+from pinledger.service.api.errors import ErrorCode, pinlater_error
 from pinledger.service.api.requests import CountRequest, HistoryRequest, LookupRequest, ScanRequest
 
 # getJobCount answers an i32.
@@ -64,6 +66,12 @@ def get_job_history(api: Api, request: HistoryRequest) -> Any:
     check_job(queue, parsed)
     wait_projected(api, {(api.writer.topic(queue.name), parsed.partition): parsed.offset})
     rows = api.store.job_events(queue.name, parsed.partition, parsed.local_id)
+    try:
+        # Rows the history retention dropped are read from the log instead.
+        topic = api.writer.topic(queue.name)
+        rows = job_rows(rows, api.writer.log, topic, parsed, api.config.history_scan_records)
+    except (HistoryGoneError, HistoryScanLimitError) as exc:
+        raise pinlater_error(ErrorCode.UNKNOWN, str(exc)) from exc
     return history_thrift.to_thrift(build_history(parsed, rows, request.at_offset))
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from pinledger.ledger.state import FINISHED, Job, JobState
+from pinledger.projections.history_partitions import HistoryPartition
 from pinledger.projections.pg.sql import migrations
 from pinledger.projections.store import (
     DueJob,
@@ -35,6 +36,7 @@ from pinledger.projections.store import (
     check_forward,
     fenced,
 )
+from pinledger.service.testing.fake_history import FakeHistoryPartitions
 from pinledger.service.testing.fake_rows import (
     EventKey,
     JobKey,
@@ -71,6 +73,7 @@ class FakeStore:
         self._jobs: dict[JobKey, tuple[Job, str | None]] = {}
         self._events: dict[EventKey, EventRow] = {}
         self._offsets: dict[tuple[str, int], int] = {}
+        self._history = FakeHistoryPartitions()
 
     # -- failure injection --------------------------------------------------------------
 
@@ -110,6 +113,7 @@ class FakeStore:
             self._jobs.clear()
             self._events.clear()
             self._offsets.clear()
+            self._history = FakeHistoryPartitions()
 
     # -- the projector's side ------------------------------------------------------------
 
@@ -179,6 +183,7 @@ class FakeStore:
         for job in batch.upserts:
             check_job(job)
         self._offsets[key] = batch.next_offset
+        self._history.ensure_for(batch.events)
         self._events.update(events)
         for local_id in batch.removals:
             self._jobs.pop((batch.queue, batch.partition, local_id), None)
@@ -218,6 +223,22 @@ class FakeStore:
                         self._offsets.setdefault((queue_topic, partition), 0)
 
         self._run(f"committing catalog {topic}", run)
+
+    # -- the timeline's day partitions -----------------------------------------------
+
+    def history_partitions(self) -> list[HistoryPartition]:
+        return self._run("listing the history partitions", self._history.listed)
+
+    def ensure_history_partitions(self, from_ms: int, to_ms: int) -> int:
+        return self._run(
+            "creating history partitions", lambda: self._history.ensure_between(from_ms, to_ms)
+        )
+
+    def drop_history_before(self, cutoff: int) -> int:
+        return self._run(
+            "dropping history partitions",
+            lambda: self._history.drop_before(cutoff, self._events),
+        )
 
     def expired(
         self, queue: str, partition: int, succeeded_before: int, failed_before: int, limit: int

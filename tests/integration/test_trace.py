@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -274,3 +275,39 @@ def test_cli_says_what_is_wrong(traced: tuple[ServerProcess, str, str]) -> None:
     assert missing.returncode == 2 and "QUEUE_NOT_FOUND" in missing.stderr
     unknown = _cli(server, f"{queue}:s0:p1:999999000")
     assert unknown.returncode == 1 and "no history" in unknown.stdout
+
+
+def test_a_history_whose_rows_were_dropped_is_read_from_the_log(
+    traced: tuple[ServerProcess, str, str], config: Config
+) -> None:
+    server, queue, d = traced
+    job_d = parse(d)
+    before = _history(server, d)
+    before_json = json.loads(_cli(server, d, "--json").stdout)
+    timeout_offset = before.steps[4].offset
+    before_then = _history(server, d, timeout_offset)
+
+    store = Store(config.pg_dsn, server.schema)
+    try:
+        # A cut-off three days ahead: every partition so far is past it.
+        future = int(time.time() * 1000) + 3 * 86_400_000
+        assert store.drop_history_before(future) >= 1
+        assert store.job_events(queue, job_d.partition, job_d.local_id) == []
+
+        assert _history(server, d) == before
+        assert json.loads(_cli(server, d, "--json").stdout) == before_json
+        assert _history(server, d, timeout_offset) == before_then
+
+        # The server's projector writes new events into a partition made again.
+        client = server.client()
+        try:
+            (fresh,) = enqueue(client, queue, job(b"after the drop"))
+        finally:
+            client.close()
+        fresh_d = parse(fresh)
+        # (getJobHistory waits until the server has projected the enqueue.)
+        assert [s.action for s in _history(server, fresh).steps] == ["Enqueued"]
+        rows = store.job_events(queue, fresh_d.partition, fresh_d.local_id)
+        assert [r.type for r in rows] == ["enq"]
+    finally:
+        store.close()

@@ -31,7 +31,7 @@ from pinledger.projections.history import (
     to_json,
 )
 from pinledger.projections.pg.store import EventRow
-from pinledger.projections.projector import _detail
+from pinledger.projections.timeline_rows import _detail
 from pinledger.service.api.history import from_thrift, to_thrift
 from tests.unit.strategies import histories
 

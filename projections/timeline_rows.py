@@ -1,0 +1,71 @@
+"""One timeline row (job_events) per event that named a job, as `evolve` judged it:
+written by the projector (projections/projector.py) and rebuilt, for a job whose rows
+the history retention dropped, from the log (projections/log_history.py). One
+function, so both say the same."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pinledger.ledger import codec
+from pinledger.ledger.events import Envelope, JobEvent
+from pinledger.ledger.state import Job, Verdict
+from pinledger.projections.store import EventRow
+
+# dataclasses.fields() per event cost ~8% of a replay (py-spy, docs/performance.md).
+_DETAIL_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _detail_fields(event: JobEvent) -> tuple[str, ...]:
+    names = _DETAIL_FIELDS.get(type(event))
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(event) if f.name != "local_id")
+        _DETAIL_FIELDS[type(event)] = names
+    return names
+
+
+def _detail(event: JobEvent) -> dict[str, Any]:
+    """The event's own fields for the timeline; bodies are summarised by their size."""
+    detail: dict[str, Any] = {}
+    for name in _detail_fields(event):
+        value = getattr(event, name)
+        if isinstance(value, bytes):
+            detail[f"{name}_bytes"] = len(value)
+        elif value is not None:
+            detail[name] = value
+    return detail
+
+
+def timeline_row(
+    local_id: int,
+    offset: int,
+    idx: int,
+    envelope: Envelope,
+    event: JobEvent,
+    prior: Job | None,
+    after: Job | None,
+    verdict: Verdict,
+    traceparent: str | None = None,
+) -> EventRow:
+    """The timeline row of one event as `evolve` judged it (`prior` -> `after`): what
+    the projector writes to job_events, and what a history read from the log
+    (projections/log_history.py) rebuilds, so both say the same."""
+    claim = getattr(event, "claim", None) or (prior.claim if prior else None)
+    return EventRow(
+        local_id=local_id,
+        offset=offset,
+        idx=idx,
+        type=codec.tag_of(event),
+        at=envelope.at,
+        source=envelope.actor.source,
+        request_id=envelope.actor.request_id,
+        server=envelope.actor.server,
+        claim=claim,
+        applied=verdict.applied,
+        verdict=str(verdict),
+        state_after=None if after is None else int(after.state),
+        attempts_remaining_after=None if after is None else after.attempts_remaining,
+        detail=_detail(event),
+        traceparent=traceparent,
+    )
