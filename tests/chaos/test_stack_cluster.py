@@ -2,89 +2,34 @@
 the chaos tests crash brokers of: a topic with three replicas and min ISR 2 keeps
 taking appends while one broker is down, and the broker comes back into the cluster.
 
-The test starts the cluster itself (it fails, never skips, when that cannot be done)
-and leaves it running for later tests; it deletes its own topics.
+It deletes its own topics; the cluster fixture is in conftest.py.
 """
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import subprocess
 import sys
 import time
 import uuid
-import warnings
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import Append, LogRecord, Position, TopicPolicy, queue_topic
+from tests.chaos.conftest import ROOT, stack
 
-# kafka-python 3.0.12 does not close a socket whose connect fails (net/inet.py
-# sock_connect raises with it open): every reconnect attempt to the killed broker leaves
-# one, held by the failed connection's exception, for the garbage collector, which
-# warns. Nothing of ours leaks; see `collect_leaked_sockets`.
-KAFKA_PYTHON_SOCKET_LEAK = "ignore:unclosed <socket.socket:ResourceWarning"
+pytestmark = pytest.mark.chaos
 
-pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings(KAFKA_PYTHON_SOCKET_LEAK)]
-
-ROOT = Path(__file__).resolve().parents[2]
-STACK = ROOT / "stack" / "stack.sh"
-# Bounds, not expectations: a cold start formats three nodes and starts three JVMs.
-STACK_CALL_LIMIT_S = 300
 READ_LIMIT_S = 30
-
-
-def stack(*args: str) -> str:
-    """Run stack/stack.sh; its stdout, or the test fails with its stderr."""
-    try:
-        done = subprocess.run(
-            ["bash", str(STACK), *args],
-            capture_output=True,
-            text=True,
-            timeout=STACK_CALL_LIMIT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"`stack.sh {' '.join(args)}` did not finish within {exc.timeout} s")
-    if done.returncode != 0:
-        pytest.fail(f"`stack.sh {' '.join(args)}` failed (exit {done.returncode}):\n{done.stderr}")
-    return done.stdout
-
-
-@pytest.fixture(scope="module")
-def cluster() -> str:
-    """The cluster's bootstrap list, from the export line `cluster up` prints."""
-    out = stack("cluster", "up")
-    head = "export PINLEDGER_KAFKA_CLUSTER="
-    lines = [line for line in out.splitlines() if line.startswith(head)]
-    assert lines, f"`stack.sh cluster up` printed no {head} line:\n{out}"
-    return lines[-1][len(head) :]
 
 
 def cluster_log(bootstrap: str) -> KafkaLog:
     policy = TopicPolicy(replication_factor=3, min_insync_replicas=2)
     return KafkaLog(KafkaSettings(bootstrap=bootstrap, client_id="pinledger-tests", topics=policy))
-
-
-@pytest.fixture(autouse=True)
-def collect_leaked_sockets(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
-    """Collect kafka-python's leaked sockets after the test, under this module's
-    warning filter, rather than in whatever test, or at the session's end, the
-    collector would run next. The test's logs are closed by then; what still holds the
-    sockets is pytest's captured records of kafka-python's "Connection failed: <the
-    exception>" lines (already rendered into the report), so drop those first."""
-    yield
-    for when in ("setup", "call"):
-        caplog.get_records(when).clear()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "unclosed <socket.socket", ResourceWarning)
-        gc.collect()
 
 
 @pytest.fixture

@@ -1,0 +1,56 @@
+"""Fixtures for the chaos tests: the stack's three-broker Kafka cluster, the stack
+script that crashes and restarts its servers, and the table the suite prints at the
+end (fault, jobs, lost, duplicate runs, seconds to recover).
+
+The tests start the cluster themselves (they fail, never skip, when that cannot be
+done) and leave it running for later tests. They crash the stack's own PostgreSQL
+too, so they need the stack's servers, not ones named by PINLEDGER_PG_DSN.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.report import ROWS, table
+
+ROOT = Path(__file__).resolve().parents[2]
+STACK = ROOT / "stack" / "stack.sh"
+# Bounds, not expectations: a cold start formats three nodes and starts three JVMs.
+STACK_CALL_LIMIT_S = 300
+
+
+def stack(*args: str) -> str:
+    """Run stack/stack.sh; its stdout, or the test fails with its stderr."""
+    try:
+        done = subprocess.run(
+            ["bash", str(STACK), *args],
+            capture_output=True,
+            text=True,
+            timeout=STACK_CALL_LIMIT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"`stack.sh {' '.join(args)}` did not finish within {exc.timeout} s")
+    if done.returncode != 0:
+        pytest.fail(f"`stack.sh {' '.join(args)}` failed (exit {done.returncode}):\n{done.stderr}")
+    return done.stdout
+
+
+@pytest.fixture(scope="session")
+def cluster() -> str:
+    """The cluster's bootstrap list, from the export line `cluster up` prints."""
+    out = stack("cluster", "up")
+    head = "export PINLEDGER_KAFKA_CLUSTER="
+    lines = [line for line in out.splitlines() if line.startswith(head)]
+    assert lines, f"`stack.sh cluster up` printed no {head} line:\n{out}"
+    return lines[-1][len(head) :]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if ROWS:
+        terminalreporter.section("chaos: one fault at a time, two servers under load")
+        for line in table(ROWS):
+            terminalreporter.write_line(line)
