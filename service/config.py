@@ -23,6 +23,7 @@
 | HISTORY_RETENTION_DAYS            | 0: keep timeline rows (job_events) forever            |
 | HISTORY_SCAN_RECORDS              | 100000 (most records read for a history from the log) |
 | READ_WAIT_S                       | 5 (how long a read waits for read-your-writes)        |
+| APPEND_TIMEOUT_S                  | 15 (longest wait for Kafka to take an append)         |
 | QUEUE_CONFIG                      | none: no rate limits, no draining partitions          |
 | ADMIN_PASSWORD_SHA256             | none: deleteQueue is always refused                   |
 | ADMIN_SALT                        | empty                                                 |
@@ -85,6 +86,7 @@ class Config:
     history_retention_days: float = 0.0
     history_scan_records: int = 100_000
     read_wait_s: float = 5.0
+    append_timeout_s: float = 15.0
     queue_config: str = ""
     admin_password_sha256: str = ""
     admin_salt: str = ""
@@ -152,6 +154,7 @@ _AT_LEAST_ONE = frozenset(
         "max_connections",
         "max_frame_bytes",
         "history_scan_records",
+        "append_timeout_s",
     }
 )
 _PORTS = frozenset({"port", "admin_port"})

@@ -49,7 +49,10 @@ class Server:
         self.store.migrate()
         self.kafka = KafkaLog(
             KafkaSettings(
-                bootstrap=config.kafka, client_id=config.server_id, topics=config.topic_policy()
+                bootstrap=config.kafka,
+                client_id=config.server_id,
+                topics=config.topic_policy(),
+                append_timeout_ms=round(config.append_timeout_s * 1000),
             )
         )
         self.writer = LedgerWriter(self.kafka, config.topic_prefix)

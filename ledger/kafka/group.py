@@ -60,7 +60,7 @@ class KafkaGroupReader:
         self._group = group
         with translated(f"cannot join consumer group {group}", self._bootstrap):
             self._consumer = KafkaConsumer(
-                bootstrap_servers=settings.bootstrap,
+                **settings.connection(),
                 client_id=member_id,
                 group_id=group,
                 enable_auto_commit=False,
@@ -126,7 +126,7 @@ class KafkaSubscriber:
         self._group = group
         with translated(f"cannot join consumer group {group}", self._bootstrap):
             self._consumer = KafkaConsumer(
-                bootstrap_servers=settings.bootstrap,
+                **settings.connection(),
                 client_id=f"{settings.client_id}-{group}",
                 group_id=group,
                 enable_auto_commit=False,

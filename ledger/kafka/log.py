@@ -15,6 +15,7 @@ from typing import Any
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
 from kafka.errors import (
+    GroupIdNotFoundError,
     InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
@@ -73,26 +74,28 @@ class KafkaLog:
         with translated(f"cannot reach Kafka at {settings.bootstrap}", settings.bootstrap):
             self._producer = self._new_producer()
             self._admin = KafkaAdminClient(
-                bootstrap_servers=settings.bootstrap, client_id=f"{settings.client_id}-admin"
+                **settings.connection(), client_id=f"{settings.client_id}-admin"
             )
 
     def _new_producer(self) -> KafkaProducer:
         settings = self._settings
         return KafkaProducer(
-            bootstrap_servers=settings.bootstrap,
+            **settings.connection(),
             client_id=settings.client_id,
             acks="all",
             enable_idempotence=True,
             linger_ms=settings.linger_ms,
             batch_size=settings.batch_size,
             max_request_size=MAX_RECORD_BYTES,
-            request_timeout_ms=settings.request_timeout_ms,
+            # Below the delivery timeout (kafka-python requires it), leaving time for
+            # a retry within it.
+            request_timeout_ms=min(settings.request_timeout_ms, settings.append_timeout_ms // 2),
             # An append to a topic that does not exist (a queue deleted through
             # another server a moment ago) fails after this, instead of 60 s.
-            max_block_ms=10_000,
-            # No longer than `append` waits for an answer (2 x request timeout):
-            # kafka-python's I/O thread spins while it holds an undeliverable record.
-            delivery_timeout_ms=settings.request_timeout_ms * 2,
+            max_block_ms=settings.append_timeout_ms,
+            # No longer than `append` waits for an answer: kafka-python's I/O thread
+            # spins while it holds an undeliverable record.
+            delivery_timeout_ms=settings.append_timeout_ms,
             # A queue is a topic only createQueue makes: a send (or a metadata
             # request) for a deleted queue must not bring its topic back on a broker
             # with auto.create.topics.enable (Kafka's default).
@@ -243,7 +246,7 @@ class KafkaLog:
                 f"append to Kafka at {self.bootstrap} failed (reconnecting)",
                 self.bootstrap,
             )
-        deadline = time.monotonic() + self._settings.request_timeout_ms / 1000 * 2
+        deadline = time.monotonic() + self._settings.append_timeout_ms / 1000
         try:
             futures = [
                 producer.send(a.topic, value=a.value, partition=a.partition, headers=a.headers)
@@ -298,6 +301,17 @@ class KafkaLog:
         with self._translated(f"cannot describe consumer group {group}"):
             described = self._admin.describe_groups([group])
         info = described.get(group, {}) if isinstance(described, dict) else {}
+        error = str(info.get("error") or "")
+        if GroupIdNotFoundError.__name__ in error:
+            return []  # no member has ever joined (kafka-python gives the error as text)
+        if error:
+            # Not "no members": the broker asked could not say (often NotCoordinator
+            # after the brokers restarted). Ask the right one next time.
+            patches.forget_group_coordinator(self._admin, group)
+            raise LogError(
+                f"cannot describe consumer group {group}: {error} "
+                "(looking its coordinator up again)"
+            )
         members = []
         for member in info.get("members") or []:
             assignment = member.get("member_assignment") or {}

@@ -19,11 +19,13 @@ import logging
 from typing import Any
 
 import kafka
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.cluster import ClusterMetadata
 from kafka.coordinator.consumer import ConsumerCoordinator
 from kafka.errors import UnknownTopicOrPartitionError
 from kafka.net.inet import KafkaNetSocket
 from kafka.producer.record_accumulator import RecordAccumulator
+from kafka.protocol.metadata import CoordinatorType
 
 from pinledger.ledger.log import LogError
 
@@ -59,6 +61,7 @@ def check_kafka_python() -> None:
             (ConsumerCoordinator, "poll"),
             (RecordAccumulator, "_tp_lock"),
             (RecordAccumulator, "deallocate"),
+            (ClusterMetadata, "get_coordinator"),
             (KafkaNetSocket, "sock_connect"),
         )
         if not hasattr(cls, name)
@@ -126,6 +129,18 @@ def request_rejoin(consumer: KafkaConsumer) -> None:
     """Make the consumer's next poll rejoin its group. There is no public call for this
     in kafka-python 3; `request_rejoin` is the coordinator's own (it only sets a flag)."""
     consumer._coordinator.request_rejoin()
+
+
+def forget_group_coordinator(admin: KafkaAdminClient, group: str) -> None:
+    """Make the admin client look up the group's coordinator again on its next call.
+    kafka-python 3.0.12 caches a group's coordinator for the life of the client and
+    never drops it: after the brokers restart, the coordinator has usually moved, and
+    every describe of the group answers NotCoordinator from then on (measured: the
+    whole cluster restarted, 15 tries over 30 s, all NotCoordinator), so the owners saw
+    a group without members and asked for rebalance after rebalance."""
+    cluster = admin._manager.cluster
+    with cluster._lock:
+        cluster._coordinators.pop((CoordinatorType.GROUP, group), None)
 
 
 def producer_topics(producer: KafkaProducer) -> set[str]:

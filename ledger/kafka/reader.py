@@ -41,7 +41,7 @@ class KafkaReader:
         self._bootstrap = settings.bootstrap
         with translated("cannot start a reader", settings.bootstrap):
             self._consumer = KafkaConsumer(
-                bootstrap_servers=settings.bootstrap,
+                **settings.connection(),
                 client_id=f"{settings.client_id}-reader",
                 group_id=None,
                 enable_auto_commit=False,

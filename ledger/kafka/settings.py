@@ -20,6 +20,23 @@ class KafkaSettings:
     linger_ms: int = 0
     batch_size: int = 256 * 1024
     request_timeout_ms: int = 15_000
+    # The longest an append waits for Kafka's acknowledgement (every replica in sync,
+    # acks=all) before the call fails; a record may still land after it (the caller
+    # sees "may or may not have been applied", as with any lost answer). Longer than
+    # a broker crash stalls appends to the partitions it led: Kafka fences a silent
+    # broker after broker.session.timeout.ms (9 s by default) and elects new leaders.
+    append_timeout_ms: int = 15_000
+    # kafka-python backs off reconnecting to a broker that keeps refusing, up to 30 s
+    # by default: a client would then go on waiting that long after the broker is
+    # back. Java's default is 1 s.
+    reconnect_backoff_max_ms: int = 1_000
     client_id: str = "pinledger"
     # How created topics are replicated and how long they keep records.
     topics: TopicPolicy = field(default_factory=TopicPolicy)
+
+    def connection(self) -> dict[str, object]:
+        """What every kafka-python client of the adapter is built with."""
+        return {
+            "bootstrap_servers": self.bootstrap,
+            "reconnect_backoff_max_ms": self.reconnect_backoff_max_ms,
+        }

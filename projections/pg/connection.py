@@ -21,6 +21,18 @@ _SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 _START_IT = "Start it with `make stack-up`, or point PINLEDGER_PG_DSN at your server."
 
+# While Postgres is down: a call waits this long for a connection, then fails saying
+# Postgres is unreachable; a connect that gets no answer (a host gone) gives up after
+# CONNECT_TIMEOUT_S.
+POOL_WAIT_S = 5.0
+CONNECT_TIMEOUT_S = 5
+# psycopg_pool retries a failed connect with a doubling delay until this much time has
+# passed: left at its default (5 min), the delay had grown to 8-16 s by the end of a
+# 20 s outage, and the pool went on failing that long after Postgres was back. Past
+# it the pool gives up, and the next call that needs a connection starts a new
+# attempt at once, so a short give-up bounds the delay instead.
+RECONNECT_GIVE_UP_S = 4.0
+
 
 def check_schema_name(schema: str) -> str:
     if not _SCHEMA_RE.fullmatch(schema):
@@ -62,7 +74,12 @@ class PgConnection:
             dsn,
             min_size=1,
             max_size=max_size,
-            kwargs={"options": f"-c search_path={self.schema}"},
+            kwargs={
+                "options": f"-c search_path={self.schema}",
+                "connect_timeout": CONNECT_TIMEOUT_S,
+            },
+            timeout=POOL_WAIT_S,
+            reconnect_timeout=RECONNECT_GIVE_UP_S,
             open=True,
             name=f"pinledger-{self.schema}",
         )

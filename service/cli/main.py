@@ -37,7 +37,10 @@ def _store(config: Config, schema: str | None = None) -> Store:
 def _log(config: Config) -> KafkaLog:
     return KafkaLog(
         KafkaSettings(
-            bootstrap=config.kafka, client_id=config.server_id, topics=config.topic_policy()
+            bootstrap=config.kafka,
+            client_id=config.server_id,
+            topics=config.topic_policy(),
+            append_timeout_ms=round(config.append_timeout_s * 1000),
         )
     )
 

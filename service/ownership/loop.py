@@ -33,7 +33,7 @@ POLL_RECORDS = 2000
 POLL_TIMEOUT_MS = 200
 # How long the loop waits after a failed pass before the next one.
 FAILED_PASS_PAUSE_S = 0.5
-MAX_FAILED_PASS_PAUSE_S = 5.0
+MAX_FAILED_PASS_PAUSE_S = 2.0
 
 
 class OwnerLoop:
