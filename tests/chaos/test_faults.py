@@ -47,6 +47,8 @@ WARM_LIMIT_S = 90
 RECOVERY_LIMIT_S = 120
 DRAIN_LIMIT_S = 180
 QUEUE = "chaos"
+# How long all of Kafka stays down: 60 s in CI; set it to 300 to try a 5-minute outage.
+KAFKA_DOWN_S = float(os.environ.get("PINLEDGER_CHAOS_KAFKA_DOWN_S", "60"))
 
 
 @dataclass
@@ -250,14 +252,14 @@ def test_one_broker_killed(stage: Stage) -> None:
     )
 
 
-def test_all_of_kafka_killed_for_60_s(stage: Stage) -> None:
+def test_all_of_kafka_killed(stage: Stage) -> None:
     check(
         survive(
             stage,
             Fault(
-                "all three brokers killed for 60 s",
+                f"all three brokers killed for {KAFKA_DOWN_S:.0f} s",
                 inject=run_stack("cluster", "kill", "1", "2", "3"),
-                hold_s=60,
+                hold_s=KAFKA_DOWN_S,
                 repair=run_stack("cluster", "start", "1", "2", "3"),
                 measured_from="repair",
             ),
