@@ -23,6 +23,7 @@
 | HISTORY_RETENTION_DAYS            | 0: keep timeline rows (job_events) forever            |
 | HISTORY_SCAN_RECORDS              | 100000 (most records read for a history from the log) |
 | READ_WAIT_S                       | 5 (how long a read waits for read-your-writes)        |
+| READY_WINDOW                      | 3000 (ready jobs held in memory per owned partition)  |
 | QUEUE_CONFIG                      | none: no rate limits, no draining partitions          |
 | ADMIN_PASSWORD_SHA256             | none: deleteQueue is always refused                   |
 | ADMIN_SALT                        | empty                                                 |
@@ -85,6 +86,9 @@ class Config:
     history_retention_days: float = 0.0
     history_scan_records: int = 100_000
     read_wait_s: float = 5.0
+    # Ready jobs (with bodies) an owner holds per partition, all priorities together;
+    # the rest wait in Postgres (docs/decisions/0014-ready-window.md).
+    ready_window: int = 3000
     queue_config: str = ""
     admin_password_sha256: str = ""
     admin_salt: str = ""
@@ -152,6 +156,7 @@ _AT_LEAST_ONE = frozenset(
         "max_connections",
         "max_frame_bytes",
         "history_scan_records",
+        "ready_window",
     }
 )
 _PORTS = frozenset({"port", "admin_port"})

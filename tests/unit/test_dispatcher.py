@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -87,24 +86,6 @@ def test_take_merges_partitions_in_priority_order() -> None:
     second = buffer_with(pending(20, priority=1, run_after=NOW - 50), pending(21, priority=3))
     taken = take([first, second], NOW, 10)
     assert [(index, job.local_id) for index, job in taken] == [(1, 20), (0, 11), (0, 10), (1, 21)]
-
-
-def test_expired_claims_are_reported_once_until_renewed() -> None:
-    claimed = make_job(JobState.IN_PROGRESS, local_id=5, touched_at=NOW - 700_000)
-    buffer = buffer_with(claimed)
-    assert [j.local_id for j in buffer.expired_claims(NOW, 600_000)] == [5]
-    assert buffer.expired_claims(NOW, 600_000) == []  # already on its way to the log
-    renewed = replace(claimed, touched_at=NOW)
-    buffer.update({5: renewed})
-    assert buffer.expired_claims(NOW + 600_000, 600_000) == [renewed]
-
-
-def test_forgotten_timeouts_are_reported_again() -> None:
-    claimed = make_job(JobState.IN_PROGRESS, local_id=5, touched_at=NOW - 700_000)
-    buffer = buffer_with(claimed)
-    expired = buffer.expired_claims(NOW, 600_000)
-    buffer.forget_timeouts(expired)
-    assert buffer.expired_claims(NOW, 600_000) == expired
 
 
 def test_dry_run_shows_due_jobs_without_reserving() -> None:
