@@ -36,7 +36,7 @@ from pinledger.projections.store import READY_START
 
 # Jobs per partition held ready, all priorities together (PINLEDGER_READY_WINDOW).
 DEFAULT_WINDOW = 3000
-# A priority's window is refilled once fewer than this share of its capacity is left.
+# A priority's window is refilled once no more than this share of its capacity is left.
 LOW_WATER = 0.5
 
 Key = tuple[int, int]  # (run_after, local_id): dequeue order within a priority
@@ -115,7 +115,7 @@ class ReadyBuffer:
         return [
             (priority, lane.bound, self.lane_capacity - len(lane.keys))
             for priority, lane in sorted(self._lanes.items())
-            if lane.bound is not None and len(lane.keys) < self.lane_capacity * LOW_WATER
+            if lane.bound is not None and len(lane.keys) <= self.lane_capacity * LOW_WATER
         ]
 
     def fill(self, priority: int, after: Key, jobs: Sequence[Job], room: int) -> bool:
@@ -168,11 +168,16 @@ class ReadyBuffer:
 
     def best(self, now: int) -> tuple[int, int, int] | None:
         """(priority, run_after, local_id) of the job a dequeue should take next from
-        this partition, or None when no job is due."""
+        this partition, or None when no job is due. A priority whose window ran empty
+        while Postgres may hold more of it stops the search: a lower priority must not
+        go ahead of jobs not yet read (the next refill brings them)."""
         for priority in sorted(self._lanes):
-            keys = self._lanes[priority].keys
+            lane = self._lanes[priority]
+            keys = lane.keys
             if keys and keys[0][0] <= now:
                 return priority, keys[0][0], keys[0][1]
+            if not keys and lane.bound is not None:
+                return None
         return None
 
     def reserve(self, local_id: int) -> Job:
@@ -193,10 +198,13 @@ class ReadyBuffer:
         """The jobs a dequeue would take, without taking them (dryRun)."""
         found: list[Job] = []
         for priority in sorted(self._lanes):
-            for run_after, local_id in self._lanes[priority].keys:
+            lane = self._lanes[priority]
+            for run_after, local_id in lane.keys:
                 if run_after > now or len(found) >= limit:
                     break
                 found.append(self.jobs[local_id])
+            if not lane.keys and lane.bound is not None:
+                break  # as `best`: nothing below a priority not yet read
         return found[:limit]
 
     def holds(self, local_id: int) -> bool:
