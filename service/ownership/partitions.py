@@ -247,6 +247,10 @@ class Partitions:
         batches, so Postgres holds exactly what the buffers were told)."""
         for owned in list(self.owned.values()):
             self._refill(owned)
+        with self.lock:
+            held = sum(len(o.buffer) for o in self.owned.values())
+        # What the ready windows hold: bounded by the window, whatever the backlog.
+        self.metrics.set_gauge("pinledger_ready_jobs_held", float(held))
 
     def _refill(self, owned: Owned) -> None:
         with self.lock:
