@@ -8,6 +8,7 @@ the log must equal the live projection (docs/decisions/0014-ready-window.md)."""
 from __future__ import annotations
 
 import contextlib
+import sys
 import tempfile
 import time
 import uuid
@@ -30,6 +31,15 @@ PER_CALL = 1000
 # to notice the killed server (the figure reported is from the kill, timeout included).
 SESSION_TIMEOUT_MS = 6000
 LATENCY_SAMPLES = 1000
+
+
+class Figures(list[tuple[str, str]]):
+    """The figures, each also printed (stderr) as soon as it is measured: a long run
+    interrupted late still leaves what it measured."""
+
+    def append(self, figure: tuple[str, str]) -> None:
+        super().append(figure)
+        print(f"\n= {figure[0]}: {figure[1]}", file=sys.stderr, flush=True)
 
 
 def rss_mib(server: ServerProcess) -> float:
@@ -200,10 +210,13 @@ def run(
     }
     first = ServerProcess(prefix=f"bench{tag}.", schema=f"bench_{tag}", settings=settings)
     second = ServerProcess(prefix=first.prefix, schema=first.schema, settings=settings)
-    out: list[tuple[str, str]] = [
-        ("jobs", f"{jobs:,} of {len(BODY)} B, {partitions} partitions, {threads} client threads"),
-        ("window (PINLEDGER_READY_WINDOW)", f"{Config().ready_window} per partition (default)"),
-    ]
+    out = Figures()
+    out.append(
+        ("jobs", f"{jobs:,} of {len(BODY)} B, {partitions} partitions, {threads} client threads")
+    )
+    out.append(
+        ("window (PINLEDGER_READY_WINDOW)", f"{Config().ready_window} per partition (default)")
+    )
     peak = [0.0]
     try:
         with tempfile.TemporaryDirectory(prefix="pinledger-scale-") as logs:
