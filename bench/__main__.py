@@ -5,6 +5,7 @@ complete workload on PgQueuer in the same Postgres, and print one table.
     python -m bench            # the full run (a few minutes)
     python -m bench --quick    # about a minute
     python -m bench --quick --smoke   # tiny counts: does every part still run?
+    python -m bench --scale --jobs 200000   # a backlog: memory, latency, takeover (bench/scale.py)
 
 Everything it creates (topics, schemas) is removed at the end.
 """
@@ -28,6 +29,7 @@ from pathlib import Path
 import psycopg
 
 from bench import pinledger_load as load
+from bench import scale
 from bench.peer import Peer
 from bench.stats import percentile
 from bench.table import Row, render
@@ -64,13 +66,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=4, help="partitions of each queue")
     parser.add_argument("--no-peer", action="store_true", help="skip the PgQueuer side")
     parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="the scale run instead: a backlog of --jobs jobs of 512 B (bench/scale.py)",
+    )
+    parser.add_argument("--jobs", type=int, default=2_000_000, help="jobs in the --scale run")
+    parser.add_argument(
         "--profile",
         metavar="DIR",
         help="record the server with py-spy during the pinledger part (collapsed stacks)",
     )
     args = parser.parse_args(argv)
-    if args.concurrency < 1 or args.partitions < 1:
-        parser.error("--concurrency and --partitions must be at least 1")
+    if args.concurrency < 1 or args.partitions < 1 or args.jobs < 1:
+        parser.error("--concurrency, --partitions and --jobs must be at least 1")
     return args
 
 
@@ -280,6 +288,8 @@ def rows(ours: dict[str, float], peer: dict[str, float], sizes: Sizes, threads: 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.scale:
+        return scale_main(args)
     sizes = SMOKE if args.smoke else QUICK if args.quick else FULL
     config = Config.from_env()
     setup = setup_rows(args, sizes, config)
@@ -314,6 +324,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         cleanup(config, server)
     print()
     print(render(setup, rows(ours, peer, sizes, args.concurrency), "PgQueuer"), flush=True)
+    return 0
+
+
+def scale_main(args: argparse.Namespace) -> int:
+    config = Config.from_env()
+    figures = scale.run(args.jobs, args.partitions, args.concurrency, config, cleanup)
+    print()
+    width = max(len(name) for name, _ in figures)
+    for name, value in figures:
+        print(f"{name:<{width}}  {value}")
     return 0
 
 

@@ -10,8 +10,9 @@ at a second implementation drifting apart.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pinledger.ledger import codec
 from pinledger.ledger.events import (
@@ -72,9 +73,43 @@ class Transition:
 Observer = Callable[[Sequence[Transition]], None]
 
 
+class JobCache(Protocol):
+    """Jobs a projector finds in memory instead of reading them from the store. What it
+    holds is the cache's choice; each must be the job as the projection last applied
+    it (the store has the rest, read in one query per batch)."""
+
+    def lookup(self, ids: Iterable[int]) -> dict[int, Job]:
+        """The cached jobs among `ids`."""
+        ...
+
+    def absorb(self, jobs: Mapping[int, Job | None]) -> None:
+        """Jobs after a committed batch (None: removed)."""
+        ...
+
+
+class UnfinishedJobs:
+    """Keeps every unfinished job the projector has seen: a replay's cache (a partition
+    owner keeps a bounded window instead, service/ownership/partitions.py)."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[int, Job] = {}
+
+    def lookup(self, ids: Iterable[int]) -> dict[int, Job]:
+        jobs = self.jobs
+        return {i: jobs[i] for i in ids if i in jobs}
+
+    def absorb(self, jobs: Mapping[int, Job | None]) -> None:
+        for local_id, job in jobs.items():
+            if job is None or job.state in FINISHED:
+                self.jobs.pop(local_id, None)
+            else:
+                self.jobs[local_id] = job
+
+
 class PartitionProjector:
-    """Projects one partition of one queue. Jobs that are not finished stay cached in
-    memory; others are loaded from the projection when an event names them."""
+    """Projects one partition of one queue. The jobs its `cache` holds are read from
+    memory; others are loaded from the projection when an event names them (by default
+    every unfinished job stays cached)."""
 
     def __init__(
         self,
@@ -85,6 +120,7 @@ class PartitionProjector:
         bound: Bound = UNBOUNDED,
         listener: Listener | None = None,
         observer: Observer | None = None,
+        cache: JobCache | None = None,
     ) -> None:
         self.store = store
         self.listener = listener
@@ -96,7 +132,7 @@ class PartitionProjector:
         self.bound = bound
         self.next_offset = store.offset(topic, partition)
         self.done = False
-        self.cache: dict[int, Job] = {}
+        self.cache: JobCache = UnfinishedJobs() if cache is None else cache
 
     def apply(self, records: Sequence[LogRecord]) -> int:
         """Project records of this partition (in offset order); returns how many events
@@ -122,11 +158,7 @@ class PartitionProjector:
                 batch.upserts.append(job)
         self.store.commit_partition_batch(batch)
         self.next_offset = batch.next_offset
-        for local_id, job in working.items():
-            if job is None or job.state in FINISHED:
-                self.cache.pop(local_id, None)
-            else:
-                self.cache[local_id] = job
+        self.cache.absorb(working)
         if self.observer is not None:
             # Before the listener: what observers keep per job (an owner's trace
             # contexts) is in place before the ready buffer can hand the job out.
@@ -160,15 +192,19 @@ class PartitionProjector:
     ) -> tuple[dict[int, Job | None], dict[int, Job | None]]:
         """Apply every event through `evolve`, recording the timeline rows in `batch`.
         Returns each touched job before and after the batch."""
-        wanted = {
+        named = {
             event.local_id
             for _, envelope in fresh
             for event in envelope.events
             if not isinstance(event, Enqueued | QueueCreated | QueueDeleted)
-        } - self.cache.keys()
+        }
+        # One cache lookup and at most one store read per batch. An Enqueued's id is
+        # new (it comes from its own record's offset): neither has it.
+        cached = self.cache.lookup(named)
         before: dict[int, Job | None] = dict(
-            self.store.load_jobs(self.queue, self.partition, wanted)
+            self.store.load_jobs(self.queue, self.partition, named - cached.keys())
         )
+        before.update(cached)
         working: dict[int, Job | None] = {}
         for record, envelope in fresh:
             stamp = Stamp(envelope.at, envelope.actor)
@@ -184,7 +220,7 @@ class PartitionProjector:
                     continue
                 local_id = event_local_id(event, record.offset, idx)
                 if local_id not in working:
-                    before.setdefault(local_id, self.cache.get(local_id))
+                    before.setdefault(local_id, None)
                     working[local_id] = before[local_id]
                 prior = working[local_id]
                 after, verdict = evolve(prior, event, stamp, local_id)

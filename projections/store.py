@@ -173,6 +173,17 @@ class StateCount(NamedTuple):
     jobs: int
 
 
+class HeldJob(NamedTuple):
+    """A job an owner reads to hold in memory, with its enqueue's trace context."""
+
+    job: Job
+    traceparent: str | None
+
+
+# Before every (run_after, local_id) a job can have: where a ready window starts.
+READY_START = (-(2**63), -(2**63))
+
+
 class DueJob(NamedTuple):
     """A PENDING job that is due, as a dequeue orders it."""
 
@@ -249,6 +260,21 @@ class ProjectorStore(Protocol):
         self, queue: str, partition: int, states: Iterable[JobState]
     ) -> dict[int, str]:
         """The enqueue trace context of the partition's jobs in the given states."""
+        ...
+
+    def ready_jobs(
+        self, queue: str, partition: int, priority: int, after: tuple[int, int], limit: int
+    ) -> list[HeldJob]:
+        """PENDING jobs of one priority of a partition, in dequeue order (run_after, then
+        local_id), strictly after `after` (READY_START: from the first), with bodies: what
+        an owner's ready window refills from (docs/decisions/0014-ready-window.md)."""
+        ...
+
+    def expired_claims(
+        self, queue: str, partition: int, touched_before: int, limit: int
+    ) -> list[HeldJob]:
+        """IN_PROGRESS jobs of a partition whose claim was taken or renewed at or before
+        `touched_before`, oldest first, without bodies: the claims an owner times out."""
         ...
 
     def commit_partition_batch(self, batch: PartitionBatch) -> None:

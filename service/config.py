@@ -24,6 +24,7 @@
 | HISTORY_SCAN_RECORDS              | 100000 (most records read for a history from the log) |
 | READ_WAIT_S                       | 5 (how long a read waits for read-your-writes)        |
 | APPEND_TIMEOUT_S                  | 15 (longest wait for Kafka to take an append)         |
+| READY_WINDOW                      | 3000 (ready jobs held in memory per owned partition)  |
 | QUEUE_CONFIG                      | none: no rate limits, no draining partitions          |
 | ADMIN_PASSWORD_SHA256             | none: deleteQueue is always refused                   |
 | ADMIN_SALT                        | empty                                                 |
@@ -87,6 +88,9 @@ class Config:
     history_scan_records: int = 100_000
     read_wait_s: float = 5.0
     append_timeout_s: float = 15.0
+    # Ready jobs (with bodies) an owner holds per partition, all priorities together;
+    # the rest wait in Postgres (docs/decisions/0014-ready-window.md).
+    ready_window: int = 3000
     queue_config: str = ""
     admin_password_sha256: str = ""
     admin_salt: str = ""
@@ -155,6 +159,7 @@ _AT_LEAST_ONE = frozenset(
         "max_frame_bytes",
         "history_scan_records",
         "append_timeout_s",
+        "ready_window",
     }
 )
 _PORTS = frozenset({"port", "admin_port"})

@@ -62,6 +62,33 @@ FROM jobs
 WHERE queue = %(queue)s AND partition = %(partition)s AND state = ANY(%(states)s)
   AND traceparent IS NOT NULL;
 
+-- name: ready_jobs
+-- An owner's ready window refills from here: PENDING jobs of one priority of one
+-- partition in dequeue order, after a (run_after, local_id) key, with bodies and trace
+-- contexts. The row comparison is an index condition of jobs_ready, so the cost does
+-- not depend on how many jobs wait (docs/decisions/0014-ready-window.md).
+SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, claim_source, touched_at,
+       traceparent
+FROM jobs
+WHERE queue = %(queue)s AND partition = %(partition)s AND state = 0
+  AND priority = %(priority)s
+  AND (run_after, local_id) > (%(after_run_after)s, %(after_local_id)s)
+ORDER BY run_after, local_id
+LIMIT %(limit)s;
+
+-- name: expired_claims
+-- The owner's claim timeouts: IN_PROGRESS jobs of one partition not touched since a
+-- cut-off, oldest first, through jobs_claimed; no bodies.
+SELECT local_id, priority, state, '\x'::bytea, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, claim_source, touched_at,
+       traceparent
+FROM jobs
+WHERE queue = %(queue)s AND partition = %(partition)s AND state = 1
+  AND touched_at <= %(touched_before)s
+ORDER BY touched_at, local_id
+LIMIT %(limit)s;
+
 -- name: upsert_jobs
 -- One statement for a large batch (arrays, one element per job, sent in binary: the
 -- text form of a bytea array costs ~3x more to build). A replay's batches of

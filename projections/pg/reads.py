@@ -10,7 +10,14 @@ from pinledger.ledger.state import Job, JobState
 from pinledger.projections.pg import rows
 from pinledger.projections.pg.connection import PgConnection
 from pinledger.projections.pg.sql import query
-from pinledger.projections.store import JobCount, JobFilter, JobRow, QueueRow, ScanKey
+from pinledger.projections.store import (
+    HeldJob,
+    JobCount,
+    JobFilter,
+    JobRow,
+    QueueRow,
+    ScanKey,
+)
 
 
 class PgReads(PgConnection):
@@ -55,6 +62,34 @@ class PgReads(PgConnection):
                 {"queue": queue, "partition": partition, "states": [int(s) for s in states]},
             ).fetchall()
         return {int(local_id): str(traceparent) for local_id, traceparent in found}
+
+    def ready_jobs(
+        self, queue: str, partition: int, priority: int, after: tuple[int, int], limit: int
+    ) -> list[HeldJob]:
+        params = {
+            "queue": queue,
+            "partition": partition,
+            "priority": priority,
+            "after_run_after": after[0],
+            "after_local_id": after[1],
+            "limit": limit,
+        }
+        with self.connection("refilling a ready window") as conn:
+            found = conn.execute(query("ready_jobs"), params).fetchall()
+        return [rows.held(row) for row in found]
+
+    def expired_claims(
+        self, queue: str, partition: int, touched_before: int, limit: int
+    ) -> list[HeldJob]:
+        params = {
+            "queue": queue,
+            "partition": partition,
+            "touched_before": touched_before,
+            "limit": limit,
+        }
+        with self.connection("finding expired claims") as conn:
+            found = conn.execute(query("expired_claims"), params).fetchall()
+        return [rows.held(row) for row in found]
 
     def expired(
         self, queue: str, partition: int, succeeded_before: int, failed_before: int, limit: int

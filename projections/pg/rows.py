@@ -6,7 +6,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from pinledger.ledger.state import Job, JobState
-from pinledger.projections.store import EventRow, JobRow, TimelineRow
+from pinledger.projections.store import EventRow, HeldJob, JobRow, TimelineRow
+
+
+def held(row: Sequence[Any]) -> HeldJob:
+    """A job and its trace context from the 14 columns of ready_jobs and expired_claims."""
+    return HeldJob(job(row[:13]), row[13])
 
 
 def job(row: Sequence[Any]) -> Job:

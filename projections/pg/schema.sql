@@ -44,6 +44,11 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_by_state ON jobs (queue, state, priority, run_after);
 -- Serves the owners' garbage collection: finished jobs of one partition by age.
 CREATE INDEX jobs_finished ON jobs (queue, partition, state, updated_at) WHERE state >= 2;
+-- Serves the owners' ready windows: PENDING jobs of one partition and priority in
+-- dequeue order (docs/decisions/0014-ready-window.md).
+CREATE INDEX jobs_ready ON jobs (queue, partition, priority, run_after, local_id) WHERE state = 0;
+-- Serves the owners' claim timeouts: IN_PROGRESS jobs of one partition by last touch.
+CREATE INDEX jobs_claimed ON jobs (queue, partition, touched_at) WHERE state = 1;
 
 -- The per-job timeline: one row per event that named the job, applied or rejected.
 -- Partitioned by range on `at`, one partition per UTC day (job_events_pYYYYMMDD),

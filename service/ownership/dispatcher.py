@@ -1,12 +1,25 @@
-"""The owner's in-memory ready buffers: dequeue is answered from here, not by scanning
-tables (Pacer's design).
+"""The owner's ready windows: dequeue is answered from here, not by scanning tables
+(Pacer's design), and memory does not grow with the backlog
+(docs/decisions/0014-ready-window.md).
 
-One `ReadyBuffer` per owned partition holds the partition's unfinished jobs as the
-projection last applied them, with one heap of (run_after, local_id) per priority.
-Heaps are lazy: an entry is checked against the job when it reaches the top and
-dropped when the job has moved on, so updates are O(log n) pushes and nothing is ever
-searched. A job handed to a dequeue stays *reserved* until its claim record has been
-projected (or the append failed), so two dequeues never hand out the same job.
+One `ReadyBuffer` per owned partition holds, for each priority, a *window*: the first
+PENDING jobs of that priority in dequeue order (run_after, then local_id), with their
+bodies, at most `capacity // max_priority` of them. Each priority's window is a prefix
+of the partition's PENDING jobs: every PENDING job up to its `bound` key is in it (or
+reserved by a dequeue), none after; a bound of None means the window holds them all.
+Jobs past the bound are only in Postgres: the owner refills a window running low from
+there (`wants`, then `fill`), through an index in the same order, on the owner thread
+between projected batches, never on the dequeue path. A job that becomes PENDING
+(enqueued, retried, failed with attempts left, timed out) enters when its key is within
+the bound; a window over its capacity gives up its last jobs and lowers the bound.
+
+Delayed jobs sort after the due ones of their priority, so they enter as the jobs
+ahead of them leave, and are handed out when due. IN_PROGRESS and finished jobs are not
+held: the projector reads them from Postgres when an event names them, and the claim
+timeouts read expired claims there (maintenance.py).
+
+A job handed to a dequeue stays *reserved* until its claim record has been projected
+(or the append failed), so two dequeues never hand out the same job.
 
 Pure: no I/O, no clock (callers pass `now`), no locking (the owner holds one lock
 around every call).
@@ -14,33 +27,77 @@ around every call).
 
 from __future__ import annotations
 
-import heapq
+import bisect
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from pinledger.ledger.state import FINISHED, Job, JobState
+from pinledger.ledger.state import Job, JobState
+from pinledger.projections.store import READY_START
 
-# Rebuild a heap when stale entries outnumber live ones by this factor, so a partition
-# with churn but no dequeues does not grow without bound.
-_COMPACT_FACTOR = 4
+# Jobs per partition held ready, all priorities together (PINLEDGER_READY_WINDOW).
+DEFAULT_WINDOW = 3000
+# A priority's window is refilled once no more than this share of its capacity is left.
+LOW_WATER = 0.5
+
+Key = tuple[int, int]  # (run_after, local_id): dequeue order within a priority
+
+
+def _key(job: Job) -> Key:
+    return job.run_after, job.local_id
+
+
+@dataclass(slots=True)
+class _Lane:
+    """One priority's window: its keys in order (reserved jobs left out) and its bound."""
+
+    keys: list[Key] = field(default_factory=list)
+    # Every PENDING job with a key up to this one is held (or reserved); None: all are.
+    # READY_START: none is known yet (a new owner before its first refill).
+    bound: Key | None = READY_START
+
+    def within(self, key: Key) -> bool:
+        return self.bound is None or key <= self.bound
+
+    def remove(self, key: Key) -> None:
+        at = bisect.bisect_left(self.keys, key)
+        if at < len(self.keys) and self.keys[at] == key:
+            del self.keys[at]
 
 
 class ReadyBuffer:
-    def __init__(self, max_priority: int) -> None:
+    def __init__(
+        self, max_priority: int, capacity: int = DEFAULT_WINDOW, from_store: bool = False
+    ) -> None:
+        """`from_store`: the partition's PENDING jobs are in Postgres, to be read by
+        refills (an owner adopting it); else the buffer starts knowing them all (none)."""
         self.max_priority = max_priority
+        self.lane_capacity = max(1, capacity // max(1, max_priority))
         self.jobs: dict[int, Job] = {}
         self.reserved: set[int] = set()
-        self._heaps: dict[int, list[tuple[int, int]]] = {}
-        self._in_progress: dict[int, Job] = {}
-        # Claims a timeout has been appended for, so it is not appended again while the
-        # record is on its way through the projection.
-        self._timing_out: set[tuple[int, int | None]] = set()
+        self._start: Key | None = READY_START if from_store else None
+        self._lanes: dict[int, _Lane] = {
+            p: _Lane(bound=self._start) for p in range(1, max_priority + 1)
+        }
+        # Ids that left the window without a projected change (a full window gave them
+        # up): the owner forgets their trace contexts.
+        self.evicted: list[int] = []
 
     def __len__(self) -> int:
         return len(self.jobs)
 
+    def _lane(self, priority: int) -> _Lane:
+        lane = self._lanes.get(priority)
+        if lane is None:
+            lane = self._lanes[priority] = _Lane(bound=self._start)
+        return lane
+
     def load(self, jobs: Iterable[Job]) -> None:
+        """Offer these jobs (the PENDING ones are held within the windows' bounds)."""
         for job in jobs:
-            self._put(job)
+            if job.state is JobState.PENDING:
+                self._offer(job)
+
+    # -- what the owner thread does: projected changes and refills ---------------------
 
     def update(self, touched: Mapping[int, Job | None], claimed: Iterable[int] = ()) -> None:
         """Take in what a projected batch did: jobs after the batch (None = removed or
@@ -48,102 +105,119 @@ class ReadyBuffer:
         for local_id in claimed:
             self.reserved.discard(local_id)
         for local_id, job in touched.items():
-            if job is None or job.state in FINISHED:
-                self.jobs.pop(local_id, None)
-                self._in_progress.pop(local_id, None)
-            else:
-                self._put(job)
+            self._drop(local_id)
+            if job is not None and job.state is JobState.PENDING:
+                self._offer(job)
 
-    def _put(self, job: Job) -> None:
-        old = self.jobs.get(job.local_id)
-        self.jobs[job.local_id] = job
-        if job.state is JobState.IN_PROGRESS:
-            self._in_progress[job.local_id] = job
+    def wants(self) -> list[tuple[int, Key, int]]:
+        """(priority, bound, room) of each window running low whose bound leaves jobs
+        in Postgres: what to read (after `bound`, at most `room`) and `fill` with."""
+        return [
+            (priority, lane.bound, self.lane_capacity - len(lane.keys))
+            for priority, lane in sorted(self._lanes.items())
+            if lane.bound is not None and len(lane.keys) <= self.lane_capacity * LOW_WATER
+        ]
+
+    def fill(self, priority: int, after: Key, jobs: Sequence[Job], room: int) -> bool:
+        """Add what a refill read (PENDING jobs of `priority` after `after`, at most
+        `room`, in order). Refused (False) when the bound moved since the read."""
+        lane = self._lane(priority)
+        if lane.bound != after:
+            return False
+        for job in jobs:
+            if job.local_id in self.reserved:
+                continue  # handed out already; its claim decides what comes next
+            self.jobs[job.local_id] = job
+            bisect.insort(lane.keys, _key(job))
+        lane.bound = _key(jobs[-1]) if len(jobs) >= room else None
+        self._trim(lane)
+        return True
+
+    def _offer(self, job: Job) -> None:
+        """A PENDING job: held when its key is within its window's bound."""
+        if job.local_id in self.reserved:
+            self.jobs[job.local_id] = job
             return
-        self._in_progress.pop(job.local_id, None)
-        if old is not None and old.state is JobState.PENDING and old.run_after == job.run_after:
-            return  # the heap already has this entry
-        heap = self._heaps.setdefault(job.priority, [])
-        heapq.heappush(heap, (job.run_after, job.local_id))
-        if len(heap) > _COMPACT_FACTOR * (len(self.jobs) + 16):
-            self._compact(job.priority)
+        lane = self._lane(job.priority)
+        key = _key(job)
+        if not lane.within(key):
+            return  # Postgres has it; a refill reaches it in order
+        self.jobs[job.local_id] = job
+        bisect.insort(lane.keys, key)
+        self._trim(lane)
 
-    def _compact(self, priority: int) -> None:
-        heap = [entry for entry in self._heaps[priority] if self._live(priority, entry)]
-        heapq.heapify(heap)
-        self._heaps[priority] = heap
+    def _trim(self, lane: _Lane) -> None:
+        """Give up the last jobs of a window over its capacity, lowering its bound."""
+        if len(lane.keys) <= self.lane_capacity:
+            return
+        for _, local_id in lane.keys[self.lane_capacity :]:
+            self.jobs.pop(local_id, None)
+            self.evicted.append(local_id)
+        del lane.keys[self.lane_capacity :]
+        lane.bound = lane.keys[-1]
 
-    def _live(self, priority: int, entry: tuple[int, int]) -> bool:
-        run_after, local_id = entry
+    def _drop(self, local_id: int) -> None:
         job = self.jobs.get(local_id)
-        return (
-            job is not None
-            and job.state is JobState.PENDING
-            and job.priority == priority
-            and job.run_after == run_after
-            and local_id not in self.reserved
-        )
+        if job is None:
+            return
+        if local_id not in self.reserved:
+            self._lane(job.priority).remove(_key(job))
+        del self.jobs[local_id]
+
+    # -- what dequeues do (handler threads) ------------------------------------------
 
     def best(self, now: int) -> tuple[int, int, int] | None:
         """(priority, run_after, local_id) of the job a dequeue should take next from
-        this partition, or None when no job is due."""
-        for priority in sorted(self._heaps):
-            heap = self._heaps[priority]
-            while heap and not self._live(priority, heap[0]):
-                heapq.heappop(heap)
-            if heap and heap[0][0] <= now:
-                return priority, heap[0][0], heap[0][1]
+        this partition, or None when no job is due. A priority whose window ran empty
+        while Postgres may hold more of it stops the search: a lower priority must not
+        go ahead of jobs not yet read (the next refill brings them)."""
+        for priority in sorted(self._lanes):
+            lane = self._lanes[priority]
+            keys = lane.keys
+            if keys and keys[0][0] <= now:
+                return priority, keys[0][0], keys[0][1]
+            if not keys and lane.bound is not None:
+                return None
         return None
 
     def reserve(self, local_id: int) -> Job:
+        job = self.jobs[local_id]
+        self._lane(job.priority).remove(_key(job))
         self.reserved.add(local_id)
-        return self.jobs[local_id]
+        return job
 
     def release(self, ids: Iterable[int]) -> None:
         """Undo reservations whose claim never reached the log."""
         for local_id in ids:
             self.reserved.discard(local_id)
-            job = self.jobs.get(local_id)
+            job = self.jobs.pop(local_id, None)
             if job is not None and job.state is JobState.PENDING:
-                heapq.heappush(self._heaps.setdefault(job.priority, []), (job.run_after, local_id))
+                self._offer(job)
 
     def due(self, now: int, limit: int) -> list[Job]:
         """The jobs a dequeue would take, without taking them (dryRun)."""
-        entries = sorted(
-            (priority, run_after, local_id)
-            for priority, heap in self._heaps.items()
-            for run_after, local_id in heap
-            if run_after <= now and self._live(priority, (run_after, local_id))
-        )
-        seen: set[int] = set()
-        jobs = []
-        for _, _, local_id in entries:
-            if local_id not in seen:
-                seen.add(local_id)
-                jobs.append(self.jobs[local_id])
-            if len(jobs) >= limit:
-                break
-        return jobs
+        found: list[Job] = []
+        for priority in sorted(self._lanes):
+            lane = self._lanes[priority]
+            for run_after, local_id in lane.keys:
+                if run_after > now or len(found) >= limit:
+                    break
+                found.append(self.jobs[local_id])
+            if not lane.keys and lane.bound is not None:
+                break  # as `best`: nothing below a priority not yet read
+        return found[:limit]
 
-    def expired_claims(self, now: int, claim_timeout_ms: int) -> list[Job]:
-        """IN_PROGRESS jobs whose claim was not renewed in time and whose timeout has
-        not been appended yet. Marks them as timing out."""
-        expired = [
-            job
-            for job in self._in_progress.values()
-            if job.touched_at is not None
-            and job.touched_at + claim_timeout_ms <= now
-            and (job.local_id, job.touched_at) not in self._timing_out
-        ]
-        self._timing_out = {key for key in self._timing_out if key[0] in self._in_progress} | {
-            (job.local_id, job.touched_at) for job in expired
-        }
-        return expired
+    def holds(self, local_id: int) -> bool:
+        return local_id in self.jobs
 
-    def forget_timeouts(self, jobs: Sequence[Job]) -> None:
-        """The timeout append failed: let the next round try again."""
-        for job in jobs:
-            self._timing_out.discard((job.local_id, job.touched_at))
+    def lookup(self, ids: Iterable[int]) -> dict[int, Job]:
+        """The held jobs among `ids` (the projector's cache)."""
+        jobs = self.jobs
+        return {i: jobs[i] for i in ids if i in jobs}
+
+    def take_evicted(self) -> list[int]:
+        evicted, self.evicted = self.evicted, []
+        return evicted
 
 
 def take(buffers: Sequence[ReadyBuffer], now: int, limit: int) -> list[tuple[int, Job]]:

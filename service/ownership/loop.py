@@ -2,7 +2,8 @@
 
 A pass: bring the subscription up to date, ask the group to rebalance if the watchdog
 said so, poll, act on rebalance news (adopt, drop), project the records, let caught-up
-partitions serve, run the maintenance that is due. kafka-python wants subscribe, seek
+partitions serve, refill the ready windows running low, run the maintenance that is
+due. kafka-python wants subscribe, seek
 and request_rejoin on the polling thread: they all happen here.
 
 The owner must outlive a broken batch: a pass that raises drops every owned partition
@@ -124,6 +125,7 @@ class OwnerLoop:
         self.partitions.rebalance()
         self.partitions.project(records)
         self.partitions.promote()
+        self.partitions.refill()
         self.maintenance.run_due()
         self.loop_at = self.clock.monotonic()
         self.passes += 1

@@ -8,24 +8,27 @@ clock, and only over partitions that serve (caught up, so their state is complet
   becomes a TimedOut record; the projection applies it like any other event.
 - `Collector` (River's cleaner): a finished job past its TTL becomes a Collected record.
 
-The decisions themselves are pure: `timed_out` (over the ready buffers) and
+Both read the jobs they act on from Postgres through an index (expired claims by last
+touch, finished jobs by age), a bounded number per partition per run: an owner keeps
+no IN_PROGRESS or finished job in memory (docs/decisions/0014-ready-window.md), and a
+new owner times out the claims its predecessor left. The decisions themselves are pure:
 `ledger.commands.decide_timeouts` / `decide_collect`, handed `now`.
 
-Locking: the partitions' lock is held while reading the buffers (`timed_out`), never
-across a Postgres read or an append.
+Locking: the partitions' lock is held while reading or marking an owned partition's
+`timing_out`, never across a Postgres read or an append.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Sequence
 
 from pinledger.ledger.clock import Clock
 from pinledger.ledger.commands import decide_collect, decide_timeouts
 from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.log import LogError
-from pinledger.ledger.state import Job
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.store import LedgerStore
+from pinledger.projections.store import HeldJob, LedgerStore, ProjectorStore
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.partitions import Owned, Partitions
 from pinledger.service.ownership.spans import job_span
@@ -34,6 +37,8 @@ from pinledger.service.ownership.spans import job_span
 TIMEOUT_EVERY_S = 1.0
 # At most this many finished jobs are collected per partition per run.
 COLLECT_LIMIT = 5000
+# At most this many claims are timed out per partition per run.
+TIMEOUT_LIMIT = 5000
 
 Appends = list[tuple[str, int, Sequence[Event]]]
 
@@ -53,16 +58,37 @@ class Every:
         return True
 
 
-def timed_out(parts: Iterable[Owned], now: int, timeout_ms: int) -> list[tuple[Owned, list[Job]]]:
+def timed_out(
+    store: ProjectorStore,
+    lock: threading.Lock,
+    parts: Sequence[Owned],
+    now: int,
+    timeout_ms: int,
+    limit: int = TIMEOUT_LIMIT,
+) -> list[tuple[Owned, list[HeldJob]]]:
     """The claims of serving partitions not renewed within `timeout_ms` whose timeout
-    has not been appended yet, by partition. Marks them as timing out in their buffers
-    (so the next run does not append them again). Call with the partitions' lock held."""
-    batches: list[tuple[Owned, list[Job]]] = []
+    has not been appended yet, by partition (at most `limit` each), read from the
+    store. Marks them as timing out (so the next run does not append them again); a
+    mark goes once the store no longer shows the claim expired (its timeout projected)."""
+    batches: list[tuple[Owned, list[HeldJob]]] = []
     for owned in parts:
-        if owned.serving:
-            expired = owned.buffer.expired_claims(now, timeout_ms)
-            if expired:
-                batches.append((owned, expired))
+        if not owned.serving:
+            continue
+        with lock:
+            pending = len(owned.timing_out)
+        found = store.expired_claims(
+            owned.queue, owned.partition, now - timeout_ms, limit + pending
+        )
+        shown = {(h.job.local_id, h.job.touched_at) for h in found}
+        with lock:
+            fresh = [
+                h for h in found if (h.job.local_id, h.job.touched_at) not in owned.timing_out
+            ][:limit]
+            owned.timing_out = (owned.timing_out & shown) | {
+                (h.job.local_id, h.job.touched_at) for h in fresh
+            }
+        if fresh:
+            batches.append((owned, fresh))
     return batches
 
 
@@ -92,18 +118,20 @@ class ClaimTimeouts:
     def run(self, now: int) -> int:
         """Append the timeouts due at `now`; the number of jobs timed out."""
         timeout_ms = self.timeout_ms
-        with self.partitions.lock:
-            batches = timed_out(self.partitions.owned.values(), now, timeout_ms)
+        partitions = self.partitions
+        batches = timed_out(
+            partitions.store, partitions.lock, partitions.serving(), now, timeout_ms
+        )
         appends: Appends = [
-            (owned.queue, owned.partition, decide_timeouts(jobs, now, timeout_ms))
-            for owned, jobs in batches
+            (owned.queue, owned.partition, decide_timeouts((h.job for h in held), now, timeout_ms))
+            for owned, held in batches
         ]
         if not appends:
             return 0
         with job_span(
             "pinledger timeout",
-            (owned.traceparents.get(job.local_id) for owned, jobs in batches for job in jobs),
-            {"pinledger.jobs": sum(len(jobs) for _, jobs in batches)},
+            (h.traceparent for _, held in batches for h in held),
+            {"pinledger.jobs": sum(len(held) for _, held in batches)},
             root=True,
         ) as traceparent:
             try:
@@ -111,8 +139,8 @@ class ClaimTimeouts:
             except LogError:
                 # Not appended: let the next run try these claims again.
                 with self.partitions.lock:
-                    for owned, jobs in batches:
-                        owned.buffer.forget_timeouts(jobs)
+                    for owned, held in batches:
+                        owned.timing_out -= {(h.job.local_id, h.job.touched_at) for h in held}
                 raise
         count = 0
         for queue, _, events in appends:

@@ -5,8 +5,9 @@ group assignment plays the part Helix plays in Pacer. The owner
 
 - projects its partitions into Postgres (the only projector of them while it owns
   them; the offset compare-and-set fences a stale one),
-- keeps a `ReadyBuffer` per partition and answers dequeues from memory, appending one
-  claim record per partition per dequeue and answering after the broker acknowledged,
+- keeps a `ReadyBuffer` per partition (a bounded window of its next ready jobs,
+  refilled from Postgres) and answers dequeues from memory, appending one claim record
+  per partition per dequeue and answering after the broker acknowledged,
 - appends the claim timeouts and garbage collection of its partitions.
 
 `Owner` is the facade the server and the Thrift handler use; the work is in the rooms:
@@ -109,6 +110,7 @@ class Owner:
             metrics,
             LedgerMetrics(metrics),
             on_catalog_change,
+            window=config.ready_window,
         )
         self.claims = Claims(
             config.server_id, self.clock.now_ms(), self.partitions, writer, metrics

@@ -9,7 +9,7 @@ Locking: one lock, `Partitions.lock`, guards
 
 - the ownership table (`owned`: which partitions are owned),
 - each `Owned`'s mutable state: `serving`, `target`, its `ReadyBuffer` (which does no
-  locking of its own) and its `traceparents`,
+  locking of its own), its `traceparents` and `timing_out`,
 - the rebalance news the consumer's callbacks leave for the owner thread (`_news`).
 
 Only the owner thread changes the table (adopt, drop, reload), so the owner thread may
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pinledger.ledger.events import Enqueued
@@ -44,13 +44,13 @@ from pinledger.ledger.log import (
     catalog_topic,
     queue_of_topic,
 )
-from pinledger.ledger.state import FINISHED, Job
+from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.projections.projector import CatalogProjector, PartitionProjector, Transition
-from pinledger.projections.store import UNFINISHED, FencedError, LedgerStore, PartitionGoneError
+from pinledger.projections.store import FencedError, LedgerStore, PartitionGoneError
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.ownership.dispatcher import ReadyBuffer
+from pinledger.service.ownership.dispatcher import DEFAULT_WINDOW, ReadyBuffer
 from pinledger.service.ownership.spans import apply_spans
 
 log = logging.getLogger(__name__)
@@ -70,10 +70,29 @@ class Owned:
     # The partition serves once its projection has reached this offset.
     target: int
     serving: bool = False
-    # The enqueue's W3C traceparent of each unfinished job that had one: handed to the
-    # worker with the job and linked from claim, timeout and ack spans. Only jobs
-    # enqueued while this server owned the partition (the projection has the rest).
+    # The enqueue's W3C traceparent of the jobs the buffer holds and of the jobs this
+    # owner claimed that are still IN_PROGRESS: handed to the worker with the job and
+    # linked from claim and ack spans (the projection has every job's).
     traceparents: dict[int, str] = field(default_factory=dict)
+    # (local_id, touched_at) of the claims whose timeout was appended and is on its way
+    # through the log (maintenance.py), so it is not appended twice.
+    timing_out: set[tuple[int, int | None]] = field(default_factory=set)
+
+
+class _WindowCache:
+    """The projector's cache of an owned partition: the jobs its ready buffer holds
+    (the listener keeps the buffer current, so there is nothing to absorb)."""
+
+    def __init__(self, lock: threading.Lock, buffer: ReadyBuffer) -> None:
+        self._lock = lock
+        self._buffer = buffer
+
+    def lookup(self, ids: Iterable[int]) -> dict[int, Job]:
+        with self._lock:
+            return self._buffer.lookup(ids)
+
+    def absorb(self, jobs: Mapping[int, Job | None]) -> None:
+        pass
 
 
 @dataclass
@@ -94,8 +113,11 @@ class Partitions:
         metrics: Metrics,
         ledger_metrics: LedgerMetrics,
         on_catalog_change: Callable[[], None],
+        window: int = DEFAULT_WINDOW,
     ) -> None:
         self.prefix = prefix
+        # Ready jobs held per partition, all priorities (PINLEDGER_READY_WINDOW).
+        self.window = window
         self.max_priority = max_priority
         self.store = store
         self.kafka = kafka
@@ -175,8 +197,9 @@ class Partitions:
 
     def _adopt(self, key: Key, stored: int | None, end: int) -> None:
         """Own a partition: keep the buffer when it was ours and nobody projected it
-        since (a rebalance that handed it straight back), else load it from Postgres.
-        It serves once projected up to `end`, the log's end at assignment."""
+        since (a rebalance that handed it straight back), else load a window of its
+        next ready jobs from Postgres (never the backlog). It serves once projected up
+        to `end`, the log's end at assignment."""
         topic, partition = key
         queue = queue_of_topic(self.prefix, topic)
         if queue is None:
@@ -188,7 +211,7 @@ class Partitions:
                 current.serving = current.projector.next_offset >= end
             self.reader.seek(topic, partition, current.projector.next_offset)
             return
-        buffer = ReadyBuffer(self.max_priority)
+        buffer = ReadyBuffer(self.max_priority, self.window, from_store=True)
         projector = PartitionProjector(
             self.store,
             queue,
@@ -196,17 +219,15 @@ class Partitions:
             partition,
             listener=self._listener(key),
             observer=self._observer(key, queue, partition),
+            cache=_WindowCache(self.lock, buffer),
         )
-        projector.cache = self.store.partition_jobs(queue, partition, UNFINISHED)
-        buffer.load(projector.cache.values())
         owned = Owned(queue, topic, partition, projector, buffer, target=end)
-        # Jobs enqueued under another owner keep their trace context here too.
-        owned.traceparents = self.store.partition_traceparents(queue, partition, UNFINISHED)
+        self._refill(owned)
         with self.lock:
             self.owned[key] = owned
         self.reader.seek(topic, partition, projector.next_offset)
         log.info(
-            "owning %s[%d] from offset %d (%d unfinished jobs; serving after offset %d)",
+            "owning %s[%d] from offset %d (%d ready jobs held; serving after offset %d)",
             topic,
             partition,
             projector.next_offset,
@@ -221,12 +242,44 @@ class Partitions:
             log.warning("cannot read end offsets (%s): serving what Postgres has", exc)
             return {}
 
+    def refill(self) -> None:
+        """Refill the ready windows running low (owner thread, between projected
+        batches, so Postgres holds exactly what the buffers were told)."""
+        for owned in list(self.owned.values()):
+            self._refill(owned)
+        with self.lock:
+            held = sum(len(o.buffer) for o in self.owned.values())
+        # What the ready windows hold: bounded by the window, whatever the backlog.
+        self.metrics.set_gauge("pinledger_ready_jobs_held", float(held))
+
+    def _refill(self, owned: Owned) -> None:
+        with self.lock:
+            wanted = owned.buffer.wants()
+        for priority, after, room in wanted:
+            found = self.store.ready_jobs(owned.queue, owned.partition, priority, after, room)
+            with self.lock:
+                if owned.buffer.fill(priority, after, [h.job for h in found], room):
+                    for held in found:
+                        if held.traceparent and owned.buffer.holds(held.job.local_id):
+                            owned.traceparents[held.job.local_id] = held.traceparent
+                _forget_unheld(owned, owned.buffer.take_evicted())
+
     def _listener(self, key: Key) -> Callable[[dict[int, Job | None], set[int]], None]:
         def update(touched: dict[int, Job | None], claimed: set[int]) -> None:
             with self.lock:
                 owned = self.owned.get(key)
                 if owned is not None:
                     owned.buffer.update(touched, claimed)
+                    # A PENDING job the window did not take is only in Postgres now.
+                    _forget_unheld(
+                        owned,
+                        [
+                            i
+                            for i, job in touched.items()
+                            if job is not None and job.state is JobState.PENDING
+                        ],
+                    )
+                    _forget_unheld(owned, owned.buffer.take_evicted())
 
         return update
 
@@ -335,3 +388,11 @@ class Partitions:
         """Whether each of these partitions is owned here and serving."""
         with self.lock:
             return all(key in self.owned and self.owned[key].serving for key in keys)
+
+
+def _forget_unheld(owned: Owned, ids: Iterable[int]) -> None:
+    """Drop the trace contexts of these jobs unless the buffer holds them (call with
+    the lock held)."""
+    for local_id in ids:
+        if not owned.buffer.holds(local_id):
+            owned.traceparents.pop(local_id, None)

@@ -21,6 +21,7 @@ from pinledger.projections.pg.sql import migrations
 from pinledger.projections.store import (
     DueJob,
     EventRow,
+    HeldJob,
     JobCount,
     JobFilter,
     JobRow,
@@ -162,6 +163,46 @@ class FakeStore:
                 if k[:2] == (queue, partition) and job.state in wanted and tp is not None
             },
         )
+
+    def ready_jobs(
+        self, queue: str, partition: int, priority: int, after: tuple[int, int], limit: int
+    ) -> list[HeldJob]:
+        def run() -> list[HeldJob]:
+            found = sorted(
+                (
+                    HeldJob(job, tp)
+                    for k, (job, tp) in self._jobs.items()
+                    if k[:2] == (queue, partition)
+                    and job.state is JobState.PENDING
+                    and job.priority == priority
+                    and (job.run_after, job.local_id) > after
+                ),
+                key=lambda held: (held.job.run_after, held.job.local_id),
+            )
+            return found[:limit]
+
+        return self._run("refilling a ready window", run)
+
+    def expired_claims(
+        self, queue: str, partition: int, touched_before: int, limit: int
+    ) -> list[HeldJob]:
+        def run() -> list[HeldJob]:
+            found = sorted(
+                (
+                    (job.touched_at, job.local_id, tp, job)
+                    for k, (job, tp) in self._jobs.items()
+                    if k[:2] == (queue, partition)
+                    and job.state is JobState.IN_PROGRESS
+                    and job.touched_at is not None
+                    and job.touched_at <= touched_before
+                ),
+                key=lambda found: found[:2],
+            )
+            return [
+                HeldJob(dataclasses.replace(job, body=b""), tp) for *_, tp, job in found[:limit]
+            ]
+
+        return self._run("finding expired claims", run)
 
     def commit_partition_batch(self, batch: PartitionBatch) -> None:
         self._run(f"committing {batch.topic}[{batch.partition}]", lambda: self._commit(batch))

@@ -23,6 +23,7 @@ from pinledger.ledger.log import LogRecord, catalog_topic, queue_topic
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.projector import CatalogProjector, PartitionProjector
 from pinledger.projections.store import (
+    READY_START,
     UNFINISHED,
     DueJob,
     EventRow,
@@ -224,6 +225,45 @@ def test_summaries_and_the_queue_as_of_a_moment(store: LedgerStore) -> None:
         DueJob(1, 1, 3, T0),
     ]
     assert store.due_in_dequeue_order("mail", T0 + 30, 1) == [DueJob(0, 3, 1, T0 - 10)]
+
+
+def test_a_ready_window_refills_in_dequeue_order_after_a_key(store: LedgerStore) -> None:
+    _mail(store)
+    first = store.ready_jobs("mail", 0, 1, READY_START, 10)
+    assert [(h.job.local_id, h.job.run_after, h.traceparent) for h in first] == [
+        (3, T0 - 10, TP),
+        (2, T0 + 60_000, TP),
+    ]
+    assert first[1].job.body == b"gamma\x00\xff"
+    assert [h.job.local_id for h in store.ready_jobs("mail", 0, 1, READY_START, 1)] == [3]
+    after = (T0 - 10, 3)
+    assert [h.job.local_id for h in store.ready_jobs("mail", 0, 1, after, 10)] == [2]
+    assert store.ready_jobs("mail", 0, 1, (T0 + 60_000, 2), 10) == []
+    assert [h.job.local_id for h in store.ready_jobs("mail", 0, 2, READY_START, 10)] == [1]
+    [other] = store.ready_jobs("mail", 1, 1, READY_START, 10)
+    assert (other.job.local_id, other.job.body, other.traceparent) == (0, b"alpha2", None)
+    assert store.ready_jobs("other", 0, 1, READY_START, 10) == []
+
+
+def test_expired_claims_are_the_in_progress_jobs_touched_before_a_time(
+    store: LedgerStore,
+) -> None:
+    topic = _mail(store)
+    log = FakeLog(topic, 1)
+    log.append(T0, WORKER, _enqueued(b"alpha2", 1, T0), _enqueued(b"epsilon", 3, T0))
+    log.append(T0 + 5, WORKER, Claimed(1, "c2"))
+    log.append(T0 + 7, WORKER, Claimed(0, "c3"))
+    projector = PartitionProjector(store, "mail", topic, 1)
+    assert projector.apply(log.records) == 2  # the first record was projected already
+    found = store.expired_claims("mail", 1, T0 + 7, 10)
+    assert [(h.job.local_id, h.job.claim, h.job.touched_at, h.job.body) for h in found] == [
+        (1, "c2", T0 + 5, b""),
+        (0, "c3", T0 + 7, b""),
+    ]
+    assert [h.job.local_id for h in store.expired_claims("mail", 1, T0 + 6, 10)] == [1]
+    assert [h.job.local_id for h in store.expired_claims("mail", 1, T0 + 7, 1)] == [1]
+    assert store.expired_claims("mail", 1, T0 + 4, 10) == []
+    assert store.expired_claims("mail", 0, T0 + 100, 10) == []  # job 0 there was acked
 
 
 def test_an_owner_loads_the_unfinished_jobs_of_its_partition(store: LedgerStore) -> None:

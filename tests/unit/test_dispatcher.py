@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -89,24 +88,6 @@ def test_take_merges_partitions_in_priority_order() -> None:
     assert [(index, job.local_id) for index, job in taken] == [(1, 20), (0, 11), (0, 10), (1, 21)]
 
 
-def test_expired_claims_are_reported_once_until_renewed() -> None:
-    claimed = make_job(JobState.IN_PROGRESS, local_id=5, touched_at=NOW - 700_000)
-    buffer = buffer_with(claimed)
-    assert [j.local_id for j in buffer.expired_claims(NOW, 600_000)] == [5]
-    assert buffer.expired_claims(NOW, 600_000) == []  # already on its way to the log
-    renewed = replace(claimed, touched_at=NOW)
-    buffer.update({5: renewed})
-    assert buffer.expired_claims(NOW + 600_000, 600_000) == [renewed]
-
-
-def test_forgotten_timeouts_are_reported_again() -> None:
-    claimed = make_job(JobState.IN_PROGRESS, local_id=5, touched_at=NOW - 700_000)
-    buffer = buffer_with(claimed)
-    expired = buffer.expired_claims(NOW, 600_000)
-    buffer.forget_timeouts(expired)
-    assert buffer.expired_claims(NOW, 600_000) == expired
-
-
 def test_dry_run_shows_due_jobs_without_reserving() -> None:
     buffer = buffer_with(pending(1, priority=2), pending(2), pending(3, run_after=NOW + 5))
     assert [j.local_id for j in buffer.due(NOW, 10)] == [2, 1]
@@ -155,3 +136,95 @@ def test_takes_never_repeat_a_job_and_follow_the_order(
     assert set(taken) <= due
     if sum(limits) >= len(due):
         assert set(taken) == due
+
+
+# -- the window: a bounded prefix of Postgres's PENDING jobs ------------------------------
+
+
+class _Projection:
+    """The partition's PENDING jobs as Postgres holds them, and the refills an owner
+    reads from there (what ready_jobs answers)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[int, Job] = {}
+
+    def refill(self, buffer: ReadyBuffer) -> None:
+        for priority, after, room in buffer.wants():
+            found = sorted(
+                (j for j in self.pending.values() if j.priority == priority),
+                key=lambda j: (j.run_after, j.local_id),
+            )
+            found = [j for j in found if (j.run_after, j.local_id) > after][:room]
+            assert buffer.fill(priority, after, found, room)
+
+    def next_due(self, now: int) -> int | None:
+        due = [(j.priority, j.run_after, j.local_id) for j in self.pending.values()]
+        due = [key for key in due if key[1] <= now]
+        return min(due)[2] if due else None
+
+
+def _claim(projection: _Projection, buffer: ReadyBuffer, job: Job) -> None:
+    """The claim of a taken job projected."""
+    del projection.pending[job.local_id]
+    claimed = make_job(JobState.IN_PROGRESS, local_id=job.local_id, priority=job.priority)
+    buffer.update({job.local_id: claimed}, claimed={job.local_id})
+
+
+window_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("enqueue"), st.integers(1, 3), st.integers(-5, 5)),
+        st.tuples(st.just("take"), st.integers(1, 4), st.integers(-5, 5)),
+        st.tuples(st.just("release"), st.integers(1, 4), st.integers(-5, 5)),
+        st.tuples(st.just("retry"), st.integers(1, 3), st.integers(-5, 5)),
+    ),
+    max_size=60,
+)
+
+
+@given(window_ops, st.integers(3, 9))
+def test_a_window_serves_the_backlog_in_order_within_its_capacity(
+    ops: list[tuple[str, int, int]], capacity: int
+) -> None:
+    projection = _Projection()
+    # Some jobs were there before the owner: only in Postgres.
+    for local_id in range(8):
+        projection.pending[local_id] = pending(local_id, 1 + local_id % 3, NOW + local_id % 4 - 2)
+    buffer = ReadyBuffer(max_priority=3, capacity=capacity, from_store=True)
+    next_id = 100
+    claimed: list[Job] = []
+    for op, a, b in ops:
+        projection.refill(buffer)
+        if op == "enqueue" or (op == "retry" and not claimed):
+            job = pending(next_id, a, NOW + b)
+            next_id += 1
+            projection.pending[job.local_id] = job
+            buffer.update({job.local_id: job})
+        elif op == "retry":
+            # A claimed job failed with attempts left: PENDING again, later.
+            back = pending(claimed.pop().local_id, a, NOW + b)
+            projection.pending[back.local_id] = back
+            buffer.update({back.local_id: back})
+        else:
+            for _ in range(a):
+                expected = projection.next_due(NOW)
+                taken = take([buffer], NOW, 1)
+                # The window hands out exactly what a scan of Postgres would.
+                assert [job.local_id for _, job in taken] == (
+                    [] if expected is None else [expected]
+                )
+                if not taken:
+                    break
+                if op == "release":
+                    buffer.release([taken[0][1].local_id])
+                else:
+                    _claim(projection, buffer, taken[0][1])
+                    claimed.append(taken[0][1])
+                projection.refill(buffer)
+        # Memory: never more ready jobs than the capacity, whatever the backlog.
+        assert len(buffer) <= capacity
+    # Draining: everything due comes out, in order.
+    while (expected := projection.next_due(NOW)) is not None:
+        projection.refill(buffer)
+        [(_, job)] = take([buffer], NOW, 1)
+        assert job.local_id == expected
+        _claim(projection, buffer, job)

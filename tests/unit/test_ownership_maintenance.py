@@ -1,10 +1,13 @@
 """The owner's maintenance, appended as events: which claims have timed out and which
 finished jobs are due for garbage collection at a given time, and when each service
-runs. Driven by a FakeClock and in-memory stand-ins for the writer and the store."""
+runs. Driven by a FakeClock and in-memory stand-ins for the writer and the store; the
+claims an owner times out are read from the store (a FakeStore holding them)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import cast
 
 import pytest
@@ -13,7 +16,7 @@ from pinledger.ledger.events import Actor, Collected, TimedOut
 from pinledger.ledger.log import LogError
 from pinledger.ledger.state import Job, JobState
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.store import LedgerStore
+from pinledger.projections.store import LedgerStore, PartitionBatch
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.maintenance import (
     ClaimTimeouts,
@@ -25,7 +28,8 @@ from pinledger.service.ownership.maintenance import (
 )
 from pinledger.service.ownership.partitions import Owned
 from pinledger.service.testing.clock import FakeClock
-from tests.unit.factories import make_job
+from pinledger.service.testing.fake_store import FakeStore
+from tests.unit.factories import NOW, make_job
 from tests.unit.ownership_fixtures import RecordingWriter, make_owned, make_partitions
 
 TIMEOUT_S = 60.0
@@ -55,6 +59,23 @@ def _owned(partition: int, jobs: Sequence[Job], serving: bool = True) -> Owned:
     return make_owned(partition, jobs, serving=serving)  # maintenance never projects
 
 
+def _seed(store: FakeStore, partition: int, jobs: Sequence[Job]) -> None:
+    """Jobs of partition `partition` of queue mail, as its projection holds them."""
+    topic = "p.q.mail"
+    start = store.offset(topic, partition)
+    store.commit_partition_batch(
+        PartitionBatch("mail", topic, partition, start, start + 1, upserts=list(jobs))
+    )
+
+
+def _timed_out(
+    store: FakeStore, parts: Sequence[Owned], now: int, timeout_ms: int
+) -> list[tuple[Owned, list[int]]]:
+    """timed_out, as (partition, ids of the jobs timed out)."""
+    found = timed_out(store, threading.Lock(), parts, now, timeout_ms)
+    return [(owned, [h.job.local_id for h in held]) for owned, held in found]
+
+
 def _claimed(local_id: int, touched_at: int) -> Job:
     return make_job(
         JobState.IN_PROGRESS, local_id=local_id, touched_at=touched_at, updated_at=touched_at
@@ -81,32 +102,49 @@ def test_claims_not_renewed_within_the_timeout_time_out_once() -> None:
     timeout_ms = int(TIMEOUT_S * 1000)
     fresh = _claimed(1, touched_at=now - timeout_ms + 1)
     stale = _claimed(2, touched_at=now - timeout_ms)
-    owned = _owned(0, [fresh, stale])
-    assert [(o, [j.local_id for j in jobs]) for o, jobs in timed_out([owned], now, timeout_ms)] == [
-        (owned, [2])
-    ]
+    store = FakeStore()
+    _seed(store, 0, [fresh, stale])
+    owned = _owned(0, [])
+    assert _timed_out(store, [owned], now, timeout_ms) == [(owned, [2])]
     # Its timeout is on its way through the log: not appended a second time.
-    assert timed_out([owned], now, timeout_ms) == []
+    assert _timed_out(store, [owned], now, timeout_ms) == []
     clock.advance(0.001)
-    assert [
-        j.local_id for _, jobs in timed_out([owned], clock.now_ms(), timeout_ms) for j in jobs
-    ] == [1]
+    assert [ids for _, ids in _timed_out(store, [owned], clock.now_ms(), timeout_ms)] == [[1]]
+
+
+def test_a_renewed_claim_times_out_again_from_its_renewal() -> None:
+    # (moved from the ready buffer's tests: the claims are read from the store now)
+    claimed = make_job(JobState.IN_PROGRESS, local_id=5, touched_at=NOW - 700_000)
+    store = FakeStore()
+    _seed(store, 0, [claimed])
+    owned = _owned(0, [])
+    assert _timed_out(store, [owned], NOW, 600_000) == [(owned, [5])]
+    assert _timed_out(store, [owned], NOW, 600_000) == []  # already on its way to the log
+    renewed = replace(claimed, touched_at=NOW)
+    _seed(store, 0, [renewed])
+    assert _timed_out(store, [owned], NOW + 600_000, 600_000) == [(owned, [5])]
 
 
 def test_partitions_still_catching_up_are_left_alone() -> None:
     now = FakeClock().now_ms()
-    owned = _owned(0, [_claimed(1, touched_at=now - 10 * 60_000)], serving=False)
-    assert timed_out([owned], now, 60_000) == []
+    store = FakeStore()
+    _seed(store, 0, [_claimed(1, touched_at=now - 10 * 60_000)])
+    owned = _owned(0, [], serving=False)
+    assert _timed_out(store, [owned], now, 60_000) == []
 
 
 def test_claim_timeouts_are_appended_and_retried_when_the_append_failed() -> None:
     clock = FakeClock()
     now = clock.now_ms()
     writer = RecordingWriter()
-    owned = _owned(3, [_claimed(1, touched_at=now - 61_000), _claimed(2, touched_at=now)])
-    timeouts = ClaimTimeouts(
-        make_partitions(owned), cast(LedgerWriter, writer), Metrics(), OWNER, TIMEOUT_S
+    owned = _owned(3, [])
+    partitions = make_partitions(owned)
+    _seed(
+        cast(FakeStore, partitions.store),
+        3,
+        [_claimed(1, touched_at=now - 61_000), _claimed(2, touched_at=now)],
     )
+    timeouts = ClaimTimeouts(partitions, cast(LedgerWriter, writer), Metrics(), OWNER, TIMEOUT_S)
     writer.failing = True
     with pytest.raises(LogError):
         timeouts.run(now)
@@ -118,6 +156,17 @@ def test_claim_timeouts_are_appended_and_retried_when_the_append_failed() -> Non
     event = writer.appended[0][2][0]
     assert isinstance(event, TimedOut) and event.local_id == 1
     assert timeouts.run(now) == 0  # not twice
+
+
+def test_at_most_a_limit_of_claims_time_out_per_run_and_the_rest_next() -> None:
+    store = FakeStore()
+    _seed(store, 0, [_claimed(i, touched_at=NOW - 700_000 + i) for i in range(5)])
+    owned = _owned(0, [])
+    lock = threading.Lock()
+    first = timed_out(store, lock, [owned], NOW, 600_000, limit=3)
+    assert [[h.job.local_id for h in held] for _, held in first] == [[0, 1, 2]]
+    second = timed_out(store, lock, [owned], NOW, 600_000, limit=3)
+    assert [[h.job.local_id for h in held] for _, held in second] == [[3, 4]]
 
 
 def test_finished_jobs_past_their_ttl_are_collected() -> None:
