@@ -10,6 +10,7 @@ from pinledger.ledger import descriptor
 from pinledger.ledger.state import JobState
 from pinledger.projections.store import JobRow, JobSearch
 from pinledger.service.api import admin
+from pinledger.service.api.barrier import settle
 from pinledger.service.api.core import load_queue
 from pinledger.service.api.requests import Caller
 from pinledger.service.dashboard import paging
@@ -60,6 +61,7 @@ def overview(backend: Backend, queue_name: str, priority: str, user: str | None,
     if not queue_name:
         return form
     queue = load_queue(api, queue_name)
+    settle(api, queue)
     p = int(priority) if priority else None
     rows = api.store.find_jobs(JobSearch(queue.name, JobState.FAILED, p), None, GROUPED)
     groups = group_failures(rows)

@@ -9,6 +9,7 @@ from pinledger.ledger.state import JobState
 from pinledger.projections.history import JobHistory, build_history
 from pinledger.projections.log_history import job_rows
 from pinledger.projections.store import JobSearch
+from pinledger.service.api.barrier import settle
 from pinledger.service.api.core import check_job, load_queue
 from pinledger.service.dashboard import paging, svg, timeline
 from pinledger.service.dashboard.backend import Backend
@@ -46,6 +47,7 @@ def finder(backend: Backend, args: dict[str, str]) -> str:
     if not queue_name:
         return form
     queue = load_queue(api, queue_name)
+    settle(api, queue)  # as scanJobs: the page shows everything in the log as of now
     search = JobSearch(
         queue=queue.name,
         state=JobState[state_name],

@@ -7,6 +7,7 @@ from pinledger.ledger.log import queue_topic
 from pinledger.ledger.state import JobState
 from pinledger.ledger.times import parse_ms
 from pinledger.projections.store import QueueRow
+from pinledger.service.api.barrier import settle
 from pinledger.service.api.core import load_queue
 from pinledger.service.dashboard.backend import Backend
 from pinledger.service.dashboard.render import duration, esc, table, url, when
@@ -53,6 +54,7 @@ def _rate(limit: float | None) -> str:
 def queue_detail(backend: Backend, name: str) -> str:
     api = backend.api
     queue = load_queue(api, name)
+    settle(api, queue)  # as getJobCount: counts of everything in the log as of now
     now = api.clock.now_ms()
     return "".join(
         [
