@@ -266,6 +266,7 @@ class DashboardServer:
         self.config = config
         self.metrics = Metrics()
         self.store = Store(config.pg_dsn, config.schema, max_size=4)
+        self.store.migrate()  # as a server does: it may be the first to use the schema
         self.kafka = KafkaLog(
             KafkaSettings(
                 bootstrap=config.kafka,
