@@ -193,6 +193,27 @@ class DueJob(NamedTuple):
     run_after: int
 
 
+@dataclass(frozen=True, slots=True)
+class JobSearch:
+    """The dashboard's job finder: one queue and state, optionally one priority, a body
+    regex and a custom-status regex (both Postgres regular expressions)."""
+
+    queue: str
+    state: JobState
+    priority: int | None = None
+    body_regex: str | None = None
+    status_regex: str | None = None
+
+
+class EventBucket(NamedTuple):
+    """Applied events of one type projected for a queue in one time bucket (the dashboard's
+    rates): `start` is the bucket's first millisecond."""
+
+    start: int
+    type: str
+    events: int
+
+
 class TableDiff(NamedTuple):
     """Rows of a table only in one schema, only in the other: counts, then samples."""
 
@@ -365,6 +386,27 @@ class ReadStore(Protocol):
 
     def last_event_time(self, queue: str) -> int | None:
         """The time of the newest event projected for a queue (None: none)."""
+        ...
+
+    # -- the dashboard's reads (service/dashboard): each bounded, each on an index -------
+
+    def find_jobs(self, search: JobSearch, after: ScanKey | None, limit: int) -> list[JobRow]:
+        """Jobs matching `search`, due or not, newest run_after first (then partition and
+        local id descending), strictly after `after`, at most `limit`; with bodies, no
+        claim source or touch time."""
+        ...
+
+    def oldest_due(self, queue: str, now: int, priorities: int) -> int | None:
+        """The smallest run_after among the queue's PENDING jobs due at `now` (priorities
+        1..`priorities`), or None when none is due."""
+        ...
+
+    def event_buckets(
+        self, queue: str, types: Sequence[str], since: int, until: int, bucket_ms: int
+    ) -> list[EventBucket]:
+        """How many applied events of each of `types` (codec tags) the timeline holds for
+        the queue in [since, until), per bucket of `bucket_ms` (aligned on `since`), by
+        bucket then type; empty buckets left out."""
         ...
 
 

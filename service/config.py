@@ -94,6 +94,8 @@ class Config:
     queue_config: str = ""
     admin_password_sha256: str = ""
     admin_salt: str = ""
+    # The dashboard's link from a job's trace id to a trace viewer; {trace_id} is replaced.
+    trace_url_template: str = ""
     session_timeout_ms: int = 10_000
     replication_factor: int = 0
     min_insync_replicas: int = 0

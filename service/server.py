@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,17 +15,26 @@ from thriftpy2.thrift import TProcessor
 from thriftpy2.transport import TServerSocket
 
 from pinledger.idl import pinlater
+from pinledger.ledger.clock import SYSTEM_CLOCK
+from pinledger.ledger.commands import Limits
 from pinledger.ledger.durability import Severity, findings
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import LogError, LogInspector, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.asof import QueueAsOf, queue_as_of
 from pinledger.projections.pg.store import Store
+from pinledger.projections.projector import Bound, Scope
+from pinledger.projections.replay import replay
 from pinledger.service.api.connections import ConnectionLimits, ThriftServer
+from pinledger.service.api.core import Api
 from pinledger.service.api.directory import QueueDirectory
 from pinledger.service.api.handler import Handler
 from pinledger.service.api.peers import PeerPool
 from pinledger.service.api.ratelimit import QueueRateLimits
 from pinledger.service.config import Config
+from pinledger.service.dashboard.app import Dashboard
+from pinledger.service.dashboard.auth import Sessions
+from pinledger.service.dashboard.backend import AsOfReader, Backend, NoOwner
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.admin_http import AdminHttpServer
 from pinledger.service.observability.health import HealthMonitor, Loop
@@ -104,6 +114,16 @@ class Server:
             },
             metrics=self.metrics,
         )
+        self.dashboard = Dashboard(
+            Backend(
+                api=self.handler.api,
+                # Asked afresh: the owner's own list is up to 2 s old.
+                owners=lambda: self.kafka.group_members(f"{config.topic_prefix}owners"),
+                as_of=as_of_reader(config, self.store, self.kafka),
+                sessions=Sessions(config.admin_password_sha256, config.admin_salt, SYSTEM_CLOCK),
+                trace_url_template=config.trace_url_template,
+            )
+        )
         self.admin = AdminHttpServer(
             config.host,
             config.admin_port,
@@ -111,6 +131,7 @@ class Server:
             self.health.liveness,
             self.health.readiness,
             self.health.progress,
+            pages=self.dashboard,
         )
         self._socket = TServerSocket(host=config.host, port=config.port, client_timeout=None)
         self._thrift = ThriftServer(
@@ -218,3 +239,100 @@ def warn_if_unsafe(inspector: LogInspector, topic: str) -> None:
                 finding.what,
                 finding.fix,
             )
+
+
+def as_of_reader(config: Config, live: Store, kafka: KafkaLog) -> AsOfReader:
+    """The dashboard's queue as of a moment: a bounded replay of one queue into a
+    scratch schema, dropped after reading (what `pinledger replay --as-of` does)."""
+
+    def read(queue: str, at: int, limit: int) -> QueueAsOf:
+        scratch = Store(config.pg_dsn, f"asof_{uuid.uuid4().hex[:8]}", max_size=2)
+        try:
+            scope = Scope(queues=frozenset({queue}), bound=Bound(at=at))
+            replay(live, scratch, kafka, config.topic_prefix, scope)
+            return queue_as_of(scratch, queue, at, limit)
+        finally:
+            scratch.drop()
+
+    return read
+
+
+class DashboardServer:
+    """`pinledger dashboard`: the dashboard alone, on the admin port, pointed at the
+    Kafka and Postgres of a cluster. It owns no partition: it reads the projection the
+    servers keep and appends its actions to the log like any server."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.metrics = Metrics()
+        self.store = Store(config.pg_dsn, config.schema, max_size=4)
+        self.store.migrate()  # as a server does: it may be the first to use the schema
+        self.kafka = KafkaLog(
+            KafkaSettings(
+                bootstrap=config.kafka,
+                client_id=config.server_id,
+                topics=config.topic_policy(),
+                append_timeout_ms=round(config.append_timeout_s * 1000),
+            )
+        )
+        self.writer = LedgerWriter(self.kafka, config.topic_prefix)
+        self.queues = QueueDirectory(self.store)
+        self.queue_config = QueueConfigWatcher(_path(config.queue_config), lambda _: None)
+        self.peers = PeerPool()
+        api = Api(
+            config=config,
+            store=self.store,
+            writer=self.writer,
+            owner=NoOwner(),
+            metrics=self.metrics,
+            queues=self.queues,
+            rate_limits=QueueRateLimits(),
+            queue_config=lambda: self.queue_config.current,
+            peers=self.peers,
+            clock=SYSTEM_CLOCK,
+            limits=Limits(max_priority=config.max_priority, max_body_bytes=config.max_body_bytes),
+        )
+        group = f"{config.topic_prefix}owners"
+        self.dashboard = Dashboard(
+            Backend(
+                api=api,
+                owners=lambda: self.kafka.group_members(group),
+                as_of=as_of_reader(config, self.store, self.kafka),
+                sessions=Sessions(config.admin_password_sha256, config.admin_salt, SYSTEM_CLOCK),
+                trace_url_template=config.trace_url_template,
+            )
+        )
+        self.admin = AdminHttpServer(
+            config.host,
+            config.admin_port,
+            self.metrics,
+            lambda: {"postgres": "ok"},
+            pages=self.dashboard,
+        )
+        self._stopped = threading.Event()
+
+    def run_forever(self) -> None:
+        def stop(signum: int, _: Any) -> None:
+            log.info("signal %d: stopping", signum)
+            self._stopped.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        self.queues.start()
+        self.queue_config.start()
+        self.admin.start()
+        log.info(
+            "pinledger dashboard on http://%s:%d/ (Kafka %s, Postgres schema %s, prefix %r)",
+            self.config.host,
+            self.admin.port,
+            self.config.kafka,
+            self.config.schema,
+            self.config.topic_prefix,
+        )
+        self._stopped.wait()
+        self.admin.stop()
+        self.queue_config.stop()
+        self.queues.stop()
+        self.peers.close()
+        self.kafka.close()
+        self.store.close()

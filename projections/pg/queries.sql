@@ -372,3 +372,45 @@ FROM (SELECT %(table)s::regclass AS t) AS named;
 -- name: vacuum_table
 -- As autovacuum would have by then: the dead versions of updated rows reclaimed.
 VACUUM (ANALYZE) {table};
+
+-- name: find_jobs
+-- The dashboard's job finder: one state, optionally one priority, a body regex and a
+-- custom-status regex, due or not; newest run_after first, keyset-paginated on
+-- (run_after, partition, local_id) like scan_jobs, on the jobs_by_state index; bodies
+-- included (a page is small).
+SELECT partition, local_id, priority, state, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, body
+FROM jobs
+WHERE queue = %(queue)s AND state = %(state)s
+  AND (%(priority)s::smallint IS NULL OR priority = %(priority)s)
+  AND (%(body_regex)s::text IS NULL OR encode(body, 'escape') ~ %(body_regex)s)
+  AND (%(status_regex)s::text IS NULL OR custom_status ~ %(status_regex)s)
+  AND (%(after_run_after)s::bigint IS NULL
+       OR (run_after, partition, local_id)
+          < (%(after_run_after)s, %(after_partition)s, %(after_local_id)s))
+ORDER BY run_after DESC, partition DESC, local_id DESC
+LIMIT %(limit)s;
+
+-- name: oldest_due
+-- The dashboard's "oldest due job": the smallest run_after of PENDING due jobs, one
+-- index probe (jobs_by_state) per priority rather than a scan of the queue.
+SELECT min(first.run_after)
+FROM generate_series(1, %(priorities)s) AS p(priority)
+CROSS JOIN LATERAL (
+    SELECT run_after FROM jobs
+    WHERE queue = %(queue)s AND state = 0 AND priority = p.priority
+      AND run_after <= %(now)s
+    ORDER BY run_after
+    LIMIT 1
+) AS first;
+
+-- name: event_buckets
+-- The dashboard's rates: applied events of some types of one queue per time bucket, over a
+-- bounded time range, on the job_events_by_type index (migration 0006).
+SELECT %(since)s + ((at - %(since)s) / %(bucket_ms)s) * %(bucket_ms)s AS start, type,
+       count(*)
+FROM job_events
+WHERE queue = %(queue)s AND type = ANY(%(types)s) AND at >= %(since)s AND at < %(until)s
+  AND applied
+GROUP BY 1, 2
+ORDER BY 1, 2;

@@ -86,6 +86,9 @@ CREATE TABLE job_events (
     CONSTRAINT applied_iff_verdict CHECK (applied = (verdict = 'applied'))
 ) PARTITION BY RANGE (at);
 
+-- Serves the dashboard's rates: one queue's events of one type over a time range.
+CREATE INDEX job_events_by_type ON job_events (queue, type, at);
+
 -- How far each partition (and the catalog, partition 0 of its topic) has been
 -- projected: written in the same transaction as the rows it covers, and moved only by
 -- compare-and-set from the offset a batch started at. That compare-and-set is the

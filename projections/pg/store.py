@@ -11,6 +11,7 @@ callers that import them from the adapter.
 from __future__ import annotations
 
 from pinledger.projections.pg.connection import check_schema_name
+from pinledger.projections.pg.dashboard import PgDashboardReads
 from pinledger.projections.pg.diff import PgDiff
 from pinledger.projections.pg.reads import PgReads
 from pinledger.projections.pg.timeline import PgTimeline
@@ -54,5 +55,5 @@ __all__ = [
 ]
 
 
-class Store(PgWrites, PgReads, PgTimeline, PgDiff):
+class Store(PgWrites, PgReads, PgTimeline, PgDashboardReads, PgDiff):
     """A projection in one Postgres schema."""

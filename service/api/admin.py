@@ -1,4 +1,5 @@
-"""retryFailedJobs and deleteJobs: bulk actions on the jobs a filter selects, decided
+"""retryFailedJobs and deleteJobs: bulk actions on the jobs a filter selects (and the
+dashboard's retry and delete of chosen jobs), decided
 against the projected rows and appended per partition in chunks."""
 
 from __future__ import annotations
@@ -56,6 +57,45 @@ def delete_jobs(api: Api, caller: Caller | None, request: DeleteJobsRequest) -> 
     rows = api.store.select(where, request.limit)
     count = _append_bulk(
         api, queue, rows, lambda jobs: list(decide_delete(jobs, where.state, len(jobs))), caller
+    )
+    api.metrics.count("pinledger_jobs_total", count, queue=queue.name, action="delete")
+    return count
+
+
+def retry_selected(
+    api: Api, caller: Caller | None, queue_name: str, keys: Sequence[tuple[int, int]], attempts: int
+) -> int:
+    """The dashboard's retry of chosen jobs, by (partition, local_id): the FAILED ones
+    among them back to PENDING with `attempts` attempts, decided and appended as
+    retryFailedJobs does."""
+    queue = load_queue(api, queue_name)
+    settle(api, queue)
+    rows = api.store.lookup(queue.name, keys, include_body=False) if keys else []
+    now = api.clock.now_ms()
+    count = _append_bulk(
+        api,
+        queue,
+        rows,
+        lambda jobs: list(decide_retry(jobs, attempts, None, now, len(jobs))),
+        caller,
+    )
+    api.metrics.count("pinledger_jobs_total", count, queue=queue.name, action="retry")
+    return count
+
+
+def delete_selected(
+    api: Api,
+    caller: Caller | None,
+    queue_name: str,
+    state: JobState,
+    keys: Sequence[tuple[int, int]],
+) -> int:
+    """The dashboard's delete of chosen jobs in `state`, as deleteJobs decides it."""
+    queue = load_queue(api, queue_name)
+    settle(api, queue)
+    rows = api.store.lookup(queue.name, keys, include_body=False) if keys else []
+    count = _append_bulk(
+        api, queue, rows, lambda jobs: list(decide_delete(jobs, state, len(jobs))), caller
     )
     api.metrics.count("pinledger_jobs_total", count, queue=queue.name, action="delete")
     return count

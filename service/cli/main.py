@@ -25,7 +25,7 @@ from pinledger.service.cli.demo import run_demo
 from pinledger.service.cli.tool import main as client_main
 from pinledger.service.config import Config, ConfigError
 from pinledger.service.password import hash_password
-from pinledger.service.server import Server
+from pinledger.service.server import DashboardServer, Server
 
 log = logging.getLogger("pinledger")
 
@@ -180,6 +180,11 @@ def cmd_serve(config: Config, _: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dashboard(config: Config, _: argparse.Namespace) -> int:
+    DashboardServer(config).run_forever()
+    return 0
+
+
 def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
     log = _log(config)
     try:
@@ -230,6 +235,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     commands.add_parser("serve", help="run a PinLater server (Thrift, default port 9010)")
+    commands.add_parser(
+        "dashboard",
+        help="the web dashboard alone, on the admin port (PINLEDGER_ADMIN_PORT), for the "
+        "cluster on PINLEDGER_KAFKA and PINLEDGER_PG_DSN",
+    )
 
     doctor.add_arguments(
         commands.add_parser(
@@ -252,6 +262,7 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "demo": cmd_demo,
     "trace": trace_cli.run,
     "serve": cmd_serve,
+    "dashboard": cmd_dashboard,
     "doctor": cmd_doctor,
     "hash-password": cmd_hash_password,
 }

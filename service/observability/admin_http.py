@@ -7,6 +7,9 @@ GET /health     liveness: {"status": "ok"|"failing", "checks": {...}, "progress"
                 background loops (observability/health.py)
 GET /ready      readiness, the same shape: the loops and every dependency (Kafka,
                 Postgres); 503 while one is down, so a load balancer acts on the code
+
+Any other path, GET or POST, goes to the pages when the server has them (the
+dashboard, service/dashboard; observability/web.py is the interface).
 """
 
 from __future__ import annotations
@@ -15,16 +18,20 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from pinledger.service.observability.metrics import Metrics
+from pinledger.service.observability.web import Pages, WebRequest, WebResponse
 
 log = logging.getLogger(__name__)
 
 Health = Callable[[], Mapping[str, str]]
 Progress = Callable[[], Mapping[str, float]]
+# The largest form a page accepts (a bulk selection of a few thousand jobs fits).
+MAX_FORM_BYTES = 1024 * 1024
 
 
 class _Server(ThreadingHTTPServer):
@@ -37,12 +44,14 @@ class _Server(ThreadingHTTPServer):
         health: Health,
         ready: Health,
         progress: Progress,
+        pages: Pages | None,
     ) -> None:
         super().__init__(address, _Handler)
         self.metrics = metrics
         self.health = health
         self.ready = ready
         self.progress = progress
+        self.pages = pages
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -60,7 +69,51 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/ready":
             self._health(server.ready, server.progress)
         else:
-            self._reply(404, "text/plain; charset=utf-8", f"no such page: {path}\n")
+            self._page(server, "GET", {})
+
+    def do_POST(self) -> None:
+        server = self.server
+        assert isinstance(server, _Server)
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_FORM_BYTES:
+            self._reply(413, "text/plain; charset=utf-8", "form too large\n")
+            return
+        text = self.rfile.read(length).decode("utf-8", errors="replace")
+        self._page(server, "POST", parse_qs(text, keep_blank_values=True))
+
+    def _page(self, server: _Server, method: str, form: dict[str, list[str]]) -> None:
+        parts = urlsplit(self.path)
+        answer: WebResponse | None = None
+        if server.pages is not None:
+            cookies: dict[str, str] = {}
+            try:
+                jar = SimpleCookie(self.headers.get("Cookie") or "")
+                cookies = {name: morsel.value for name, morsel in jar.items()}
+            except CookieError:
+                pass
+            request = WebRequest(
+                method=method,
+                path=parts.path,
+                query=parse_qs(parts.query, keep_blank_values=True),
+                form=form,
+                cookies=cookies,
+                client=self.client_address[0],
+            )
+            try:
+                answer = server.pages(request)
+            except Exception:
+                log.exception("page %s %s failed", method, parts.path)
+                answer = WebResponse(500, "text/plain; charset=utf-8", b"internal error\n")
+        if answer is None:
+            self._reply(404, "text/plain; charset=utf-8", f"no such page: {parts.path}\n")
+            return
+        self.send_response(answer.status)
+        self.send_header("Content-Type", answer.content_type)
+        self.send_header("Content-Length", str(len(answer.body)))
+        for name, value in answer.headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(answer.body)
 
     def _health(self, health: Health, progress: Progress) -> None:
         body: dict[str, Any]
@@ -104,8 +157,9 @@ class AdminHttpServer:
         health: Health,
         ready: Health | None = None,
         progress: Progress = dict,
+        pages: Pages | None = None,
     ) -> None:
-        self._server = _Server((host, port), metrics, health, ready or health, progress)
+        self._server = _Server((host, port), metrics, health, ready or health, progress, pages)
         self._thread: threading.Thread | None = None
 
     @property

@@ -20,11 +20,13 @@ from pinledger.projections.history_partitions import HistoryPartition
 from pinledger.projections.pg.sql import migrations
 from pinledger.projections.store import (
     DueJob,
+    EventBucket,
     EventRow,
     HeldJob,
     JobCount,
     JobFilter,
     JobRow,
+    JobSearch,
     PartitionBatch,
     QueueRow,
     ScanKey,
@@ -416,6 +418,58 @@ class FakeStore:
             "reading the last event time",
             lambda: max((row.at for k, row in self._events.items() if k[0] == queue), default=None),
         )
+
+    # -- the dashboard's reads -------------------------------------------------------------
+
+    def find_jobs(self, search: JobSearch, after: ScanKey | None, limit: int) -> list[JobRow]:
+        def run() -> list[JobRow]:
+            body = None if search.body_regex is None else compile_regex(search.body_regex)
+            status = None if search.status_regex is None else compile_regex(search.status_regex)
+            found = [
+                (job.run_after, k[1], job.local_id, job)
+                for k, (job, _) in self._jobs.items()
+                if k[0] == search.queue
+                and job.state is search.state
+                and (search.priority is None or job.priority == search.priority)
+                and (body is None or body.search(escaped_body(job.body)) is not None)
+                and (status is None or status.search(job.custom_status) is not None)
+            ]
+            if after is not None:
+                bound = (after.run_after, after.partition, after.local_id)
+                found = [f for f in found if f[:3] < bound]
+            found.sort(key=lambda f: f[:3], reverse=True)
+            return [JobRow(p, listed(job, job.body)) for _, p, _, job in found[:limit]]
+
+        return self._run("finding jobs", run)
+
+    def oldest_due(self, queue: str, now: int, priorities: int) -> int | None:
+        return self._run(
+            "finding the oldest due job",
+            lambda: min(
+                (
+                    job.run_after
+                    for k, (job, _) in self._jobs.items()
+                    if k[0] == queue
+                    and job.state is JobState.PENDING
+                    and job.run_after <= now
+                    and 1 <= job.priority <= priorities
+                ),
+                default=None,
+            ),
+        )
+
+    def event_buckets(
+        self, queue: str, types: Sequence[str], since: int, until: int, bucket_ms: int
+    ) -> list[EventBucket]:
+        def run() -> list[EventBucket]:
+            counts = Counter(
+                (since + (row.at - since) // bucket_ms * bucket_ms, row.type)
+                for k, row in self._events.items()
+                if k[0] == queue and row.applied and row.type in types and since <= row.at < until
+            )
+            return [EventBucket(start, kind, n) for (start, kind), n in sorted(counts.items())]
+
+        return self._run("counting events by time", run)
 
     # -- the replay's diff ----------------------------------------------------------------
 

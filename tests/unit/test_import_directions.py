@@ -51,10 +51,22 @@ ALLOWED: dict[str, set[str]] = {
         "ledger.clock",
         "projections",
     },
+    # The dashboard reads through the ports and acts through the API core; its pages are
+    # served by the admin HTTP server (observability/web.py).
+    "service.dashboard": {
+        "service",
+        "service.api",
+        "service.observability",
+        "idl",
+        "ledger",
+        "ledger.clock",
+        "projections",
+    },
     # The server assembles every room of the service, never the client library.
     "service.server": {
         "service",
         "service.api",
+        "service.dashboard",
         "service.ownership",
         "service.observability",
         "idl",

@@ -1,0 +1,3 @@
+-- Serves the dashboard's enqueue and completion rates: one queue's events of one type
+-- over a time range (projections/pg/queries.sql event_buckets).
+CREATE INDEX job_events_by_type ON job_events (queue, type, at);

@@ -1,0 +1,51 @@
+"""What the pages read and act through, assembled by whoever serves them (the server,
+or the standalone `pinledger dashboard`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pinledger.ledger.log import GroupMember
+from pinledger.projections.asof import QueueAsOf
+from pinledger.service.api.core import Api, ClaimedJob
+from pinledger.service.dashboard.auth import Sessions
+
+# A queue as it was at a moment (ms): a bounded replay into a scratch schema
+# (projections/asof.py), built by the assembler, which knows the adapters.
+AsOfReader = Callable[[str, int, int], QueueAsOf]
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    api: Api
+    # The owners' consumer group: which server owns each partition.
+    owners: Callable[[], list[GroupMember]]
+    as_of: AsOfReader
+    sessions: Sessions
+    # e.g. https://jaeger.example/trace/{trace_id}; empty: trace ids are not links.
+    trace_url_template: str = ""
+
+
+class NoOwner:
+    """The standalone dashboard owns no partitions: it reads the projection the servers
+    keep and appends its actions to the log, which the owners apply."""
+
+    unavailable: str | None = None
+
+    def add_queue(self, name: str) -> None:
+        pass
+
+    def serves_all(self, queue: str, partitions: int) -> bool:
+        return False
+
+    def peers_for(self, queue: str) -> list[str]:
+        return []
+
+    def peek(self, queue: str, limit: int, now: int, coverage: float = 1.0) -> Sequence[ClaimedJob]:
+        return []
+
+    def dequeue(
+        self, queue: str, limit: int, now: int, actor: object, coverage: float = 1.0
+    ) -> Sequence[ClaimedJob]:
+        return []

@@ -1,0 +1,195 @@
+"""The dashboard in a real browser, against a real server on the real stack."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+
+from pinledger.idl import pinlater
+from pinledger.service.testing.servers import ServerProcess, context, dequeue_until, wait_for
+from tests.browser.conftest import PASSWORD
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
+
+DASHBOARD_SOURCE = "dashboard:admin"
+
+
+@pytest.fixture
+def client(server: ServerProcess) -> Iterator[Any]:
+    thrift = server.client()
+    yield thrift
+    thrift.close()
+
+
+def _page(server: ServerProcess, path: str) -> str:
+    return f"http://127.0.0.1:{server.admin_port}{path}"
+
+
+def _queue(client: Any) -> str:
+    name = f"dash_{uuid.uuid4().hex[:8]}"
+    client.createQueue(context(), name)
+    return name
+
+
+def _enqueue(client: Any, queue: str, bodies: list[bytes], attempts: int = 1) -> list[str]:
+    jobs = [pinlater.PinLaterJob(body=b, numAttemptsAllowed=attempts) for b in bodies]
+    answer = client.enqueueJobs(context(), pinlater.PinLaterEnqueueRequest(queue, jobs))
+    return list(answer.jobDescriptors)
+
+
+def _ack(
+    client: Any,
+    queue: str,
+    ok: list[str],
+    failed: list[str],
+    source: str = "tests:host",
+    status: str = "",
+) -> None:
+    info = pinlater.PinLaterJobAckInfo
+    client.ackDequeuedJobs(
+        context(source),
+        pinlater.PinLaterJobAckRequest(
+            queue,
+            jobsSucceeded=[info(jobDescriptor=d) for d in ok],
+            jobsFailed=[info(jobDescriptor=d, appendCustomStatus=status) for d in failed],
+        ),
+    )
+
+
+def _count(client: Any, queue: str, state: int) -> int:
+    return int(
+        client.getJobCount(
+            context(), pinlater.PinLaterGetJobCountRequest(queueName=queue, jobState=state)
+        )
+    )
+
+
+def _cell(browser: webdriver.Chrome, css: str) -> str:
+    return str(browser.find_element(By.CSS_SELECTOR, css).text)
+
+
+def test_the_queue_page_shows_counts_after_jobs_ran(
+    server: ServerProcess, browser: webdriver.Chrome, client: Any
+) -> None:
+    queue = _queue(client)
+    _enqueue(client, queue, [f"job {i}".encode() for i in range(10)])
+    got = dequeue_until(client, queue, 6, limit=6)
+    _ack(client, queue, list(got)[:4], list(got)[4:6], status="attempt 1 failed: boom\n")
+    wait_for(lambda: _count(client, queue, pinlater.PinLaterJobState.SUCCEEDED) == 4)
+    browser.get(_page(server, f"/queue?name={queue}"))
+    assert _cell(browser, '[data-total="PENDING"]') == "4"
+    assert _cell(browser, '[data-total="SUCCEEDED"]') == "4"
+    assert _cell(browser, '[data-total="FAILED"]') == "2"
+    assert _cell(browser, '[data-total="IN_PROGRESS"]') == "0"
+    assert "10" in _cell(browser, '[data-card="enqueued, last hour"]')
+    assert "4" in _cell(browser, '[data-card="succeeded, last hour"]')
+    partitions = browser.find_elements(By.CSS_SELECTOR, "table.partitions tbody tr")
+    assert len(partitions) == 4
+    assert all(f"127.0.0.1:{server.port}" in row.text for row in partitions), [
+        r.text for r in partitions
+    ]
+
+
+def test_finding_a_job_by_body_regex(
+    server: ServerProcess, browser: webdriver.Chrome, client: Any
+) -> None:
+    queue = _queue(client)
+    (needle,) = _enqueue(client, queue, [b"needle-42"])
+    _enqueue(client, queue, [b"hay %d" % i for i in range(20)] + [b"\xff\x00binary"])
+    browser.get(_page(server, f"/jobs?queue={queue}&state=PENDING&body=needle-%5Cd%2B"))
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.jobs tbody tr")
+    assert [r.find_element(By.TAG_NAME, "code").text for r in rows] == [needle]
+    assert "needle-42" in rows[0].text
+    # A body that is not text is shown in hex.
+    browser.get(_page(server, f"/jobs?queue={queue}&state=PENDING&body=binary"))
+    assert _cell(browser, "table.jobs code.body-hex") == "ff 00 62 69 6e 61 72 79"
+
+
+def test_the_job_page_draws_one_bar_per_attempt_and_marks_a_stale_ack(
+    server: ServerProcess, browser: webdriver.Chrome, client: Any
+) -> None:
+    queue = _queue(client)
+    (job,) = _enqueue(client, queue, [b"slow"], attempts=3)
+    # Attempt 1 by worker-a: its claim times out (PINLEDGER_CLAIM_TIMEOUT_S=2)...
+    dequeue_until(client, queue, 1, limit=1, source="worker-a")
+    # ...attempt 2 by worker-b claims it once it is due again.
+    dequeue_until(client, queue, 1, limit=1, source="worker-b", timeout=30)
+    # worker-a acks with its old claim: rejected. worker-b's ack applies.
+    _ack(client, queue, [job], [], source="worker-a")
+    _ack(client, queue, [job], [], source="worker-b")
+    wait_for(lambda: _count(client, queue, pinlater.PinLaterJobState.SUCCEEDED) == 1)
+    browser.get(_page(server, f"/job?d={job}"))
+    bars = browser.find_elements(By.CSS_SELECTOR, "svg.timeline g.bar")
+    assert [b.get_attribute("data-outcome") for b in bars] == ["timed out", "succeeded"]
+    assert browser.find_elements(By.CSS_SELECTOR, "svg.timeline g.bar:first-of-type rect.lost")
+    rejected = browser.find_elements(By.CSS_SELECTOR, "svg.timeline g.mark.rejected")
+    assert [r.get_attribute("data-action") for r in rejected] == ["Succeeded"]
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.steps tr.rejected")
+    assert len(rows) == 1 and "worker-a" in rows[0].text
+
+
+def test_bulk_retry_needs_a_login(
+    server: ServerProcess, browser: webdriver.Chrome, client: Any
+) -> None:
+    queue = _queue(client)
+    _enqueue(client, queue, [b"a", b"b", b"c"])
+    got = dequeue_until(client, queue, 3, limit=3)
+    _ack(
+        client,
+        queue,
+        [],
+        list(got),
+        status="attempt 1 failed: ValueError: corrupt; no attempts left\n",
+    )
+    wait_for(lambda: _count(client, queue, pinlater.PinLaterJobState.FAILED) == 3)
+    # Read-only without a login: no action buttons, and a forged POST is refused.
+    browser.get(_page(server, f"/failures?queue={queue}"))
+    assert _cell(browser, "form.group .count") == "3"
+    assert "ValueError: corrupt" in _cell(browser, "form.group h2")
+    assert not browser.find_elements(By.CSS_SELECTOR, "form.group button")
+    browser.execute_script(
+        "const f = document.createElement('form'); f.method = 'post'; f.action = '/failures/act';"
+        f"for (const [k, v] of [['what','retry-all'],['queue','{queue}'],['confirmed','yes']]) {{"
+        "const i = document.createElement('input'); i.name = k; i.value = v; f.appendChild(i); }"
+        "document.body.appendChild(f); f.submit();"
+    )
+    wait_for(lambda: "Not allowed" in browser.title)
+    assert _count(client, queue, pinlater.PinLaterJobState.FAILED) == 3
+    # Logged in: retry everything in the group, after a confirmation with the count.
+    browser.get(_page(server, "/login"))
+    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, "form.card button").click()
+    browser.get(_page(server, f"/failures?queue={queue}"))
+    browser.find_element(By.CSS_SELECTOR, 'form.group button[value="retry-all"]').click()
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "form.confirm .touches"))
+    assert _cell(browser, "form.confirm .touches") == "3"
+    browser.find_element(By.CSS_SELECTOR, 'form.confirm button[name="confirmed"]').click()
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, ".done"))
+    assert browser.find_element(By.CSS_SELECTOR, ".done").get_attribute("data-jobs") == "3"
+    wait_for(lambda: _count(client, queue, pinlater.PinLaterJobState.PENDING) == 3)
+    # The retry is in each job's history with the dashboard user as its actor.
+    (one, *_) = got
+    history = client.getJobHistory(context(), pinlater.PinLaterJobHistoryRequest(jobDescriptor=one))
+    assert any(step.source == DASHBOARD_SOURCE for step in history.steps)
+
+
+def test_a_queue_of_100k_jobs_pages_within_the_read_limits(
+    server: ServerProcess, browser: webdriver.Chrome, client: Any
+) -> None:
+    queue = _queue(client)
+    for start in range(0, 100_000, 10_000):
+        _enqueue(client, queue, [b"bulk %d" % i for i in range(start, start + 10_000)])
+    wait_for(
+        lambda: _count(client, queue, pinlater.PinLaterJobState.PENDING) == 100_000, timeout=120
+    )
+    browser.get(_page(server, f"/queue?name={queue}"))
+    assert _cell(browser, '[data-total="PENDING"]') == "100,000"
+    browser.get(_page(server, f"/jobs?queue={queue}&state=PENDING"))
+    assert len(browser.find_elements(By.CSS_SELECTOR, "table.jobs tbody tr")) == 50
+    browser.find_element(By.CSS_SELECTOR, "a.next").click()
+    assert len(browser.find_elements(By.CSS_SELECTOR, "table.jobs tbody tr")) == 50
