@@ -32,6 +32,11 @@ CONNECT_TIMEOUT_S = 5
 # it the pool gives up, and the next call that needs a connection starts a new
 # attempt at once, so a short give-up bounds the delay instead.
 RECONNECT_GIVE_UP_S = 4.0
+# A server frozen (SIGSTOP, a stuck VM) in the middle of a transaction keeps its row
+# locks while its connection stays open: the new owner of its partitions would wait on
+# them until it resumed. Postgres ends a session left idle inside a transaction this
+# long, releasing them; none of ours waits on anything between its statements.
+IDLE_IN_TRANSACTION_TIMEOUT_MS = 5000
 
 
 def check_schema_name(schema: str) -> str:
@@ -75,7 +80,8 @@ class PgConnection:
             min_size=1,
             max_size=max_size,
             kwargs={
-                "options": f"-c search_path={self.schema}",
+                "options": f"-c search_path={self.schema} "
+                f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}",
                 "connect_timeout": CONNECT_TIMEOUT_S,
             },
             timeout=POOL_WAIT_S,
