@@ -1,7 +1,8 @@
 """The MySQL driver measurement behind docs/decisions/0016-mysql-store.md: mysqlclient
 (C, libmariadb) against PyMySQL (pure Python), on the same MariaDB and the same rows.
 
-    python3 -m bench.mysql_drivers [rows]
+    python3 -m pip install mysqlclient   # not a dependency: it needs a C compiler,
+    python3 -m bench.mysql_drivers [rows] # pkg-config and libmariadb-dev to build
 
 Each driver inserts `rows` job-shaped rows (a 512-byte body) with executemany in
 batches of 500 (one multi-row INSERT per batch, as both drivers rewrite it), then
@@ -35,18 +36,28 @@ PAGE = (
 
 def _connect(module: str, dsn: str, db: str) -> Any:
     url = urlsplit(dsn)
+    host, port = url.hostname or "127.0.0.1", url.port or 3306
+    user, password = url.username or "", url.password or ""
     if module == "MySQLdb":
         import MySQLdb  # noqa: PLC0415 (each driver only when measured)
 
         return MySQLdb.connect(
-            host=url.hostname, port=url.port, user=url.username, password=url.password,
-            database=db, autocommit=False,
+            host=host,
+            port=port,
+            user=user,
+            password=password,
+            database=db,
+            autocommit=False,
         )
     import pymysql  # noqa: PLC0415
 
     return pymysql.connect(
-        host=url.hostname, port=url.port, user=url.username, password=url.password,
-        database=db, autocommit=False,
+        host=host,
+        port=port,
+        user=user,
+        password=password,
+        database=db,
+        autocommit=False,
     )
 
 
@@ -97,7 +108,9 @@ def measure(module: str, dsn: str, rows: int) -> tuple[float, float]:
 
 def main() -> None:
     rows = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
-    dsn = os.environ.get("PINLEDGER_MYSQL_DSN", "mysql://pinledger:pinledger@127.0.0.1:33069/pinledger")
+    dsn = os.environ.get(
+        "PINLEDGER_MYSQL_DSN", "mysql://pinledger:pinledger@127.0.0.1:33069/pinledger"
+    )
     for module, name in (("pymysql", "PyMySQL"), ("MySQLdb", "mysqlclient")):
         inserts, reads = measure(module, dsn, rows)
         print(f"{name:12} insert {inserts:10,.0f} rows/s   keyset read {reads:10,.0f} rows/s")

@@ -15,9 +15,10 @@ from pinledger.ledger.codec import CodecError
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import LogError
 from pinledger.ledger.times import parse_ms
-from pinledger.projections.pg.store import Store, StoreError
+from pinledger.projections.factory import open_store
 from pinledger.projections.projector import Bound, ProjectionRunner, Scope
 from pinledger.projections.replay import ReplayReport, replay
+from pinledger.projections.store import LedgerStore, StoreError
 from pinledger.service.cli import asof as asof_cli
 from pinledger.service.cli import doctor
 from pinledger.service.cli import trace as trace_cli
@@ -30,8 +31,8 @@ from pinledger.service.server import DashboardServer, Server
 log = logging.getLogger("pinledger")
 
 
-def _store(config: Config, schema: str | None = None) -> Store:
-    return Store(config.pg_dsn, schema or config.schema)
+def _store(config: Config, schema: str | None = None) -> LedgerStore:
+    return open_store(config.store_url, schema or config.schema)
 
 
 def _log(config: Config) -> KafkaLog:
@@ -97,7 +98,7 @@ def _progress_printer() -> Callable[[int, int], None]:
     return show
 
 
-def _print_report(report: ReplayReport, scratch: Store) -> None:
+def _print_report(report: ReplayReport, scratch: LedgerStore) -> None:
     rate = report.events / max(report.seconds, 1e-9)
     print(
         f"replayed {report.events:,} events in {report.seconds:.2f}s ({rate:,.0f} events/s) "
