@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Local dev/test stack for pinledger: a single-node KRaft Kafka (jars from Maven
-# Central) and a dedicated PostgreSQL cluster (Debian's packages). No Docker.
+# Central), a dedicated PostgreSQL cluster (Debian's packages) and a private MariaDB
+# server (Debian's mariadb-server, run by this script, not as the system service). No
+# Docker.
 #
-#   bash stack/stack.sh up       start both (idempotent), print `export ...` lines
-#   bash stack/stack.sh down     stop both
-#   bash stack/stack.sh status   running/stopped for each (exit 0 only if both run)
-#   bash stack/stack.sh logs     tail both logs (`logs -f` follows; LINES_SHOWN=N lines)
+#   bash stack/stack.sh up       start them (idempotent), print `export ...` lines
+#   bash stack/stack.sh down     stop them
+#   bash stack/stack.sh status   running/stopped for each (exit 0 only if all run)
+#   bash stack/stack.sh logs     tail the logs (`logs -f` follows; LINES_SHOWN=N lines)
 #   bash stack/stack.sh env      print the `export ...` lines only
 #
 # `up` writes progress to stderr and only the export lines to stdout, so
 #   eval "$(bash stack/stack.sh up)"
-# sets PINLEDGER_KAFKA and PINLEDGER_PG_DSN in the calling shell.
+# sets PINLEDGER_KAFKA, PINLEDGER_PG_DSN and PINLEDGER_MYSQL_DSN in the calling shell.
 #
 # A three-broker KRaft cluster (for the chaos tests) runs beside the single node, on
 # 127.0.0.1:19192,19292,19392 (controllers 19193,19293,19393):
@@ -26,14 +28,16 @@
 #   bash stack/stack.sh pg kill          crash the stack's PostgreSQL (immediate stop)
 #   bash stack/stack.sh pg start         start it again and wait until it answers
 #
-# If PINLEDGER_KAFKA and/or PINLEDGER_PG_DSN are already set to another address than
-# the one this script serves, that server is yours: `up` only checks that it
-# answers, and `down` leaves it alone. (Set to this script's own address, e.g. after
+# If PINLEDGER_KAFKA, PINLEDGER_PG_DSN or PINLEDGER_MYSQL_DSN are set to another
+# address than the one this script serves, that server is yours: `up` only checks that
+# it answers, and `down` leaves it alone. (Set to this script's own address, e.g. after
 # eval-ing `env`, they change nothing.)
 #
 # Kafka jars, data and logs live under ${PINLEDGER_CACHE:-~/.cache/pinledger}, outside
 # the repo. PostgreSQL data lives where Debian puts clusters
-# (/var/lib/postgresql/<ver>/pinledger), because the postgres user owns it.
+# (/var/lib/postgresql/<ver>/pinledger), because the postgres user owns it. MariaDB's
+# data, config and log live in <cache>/mariadb (as root: /var/lib/pinledger-mariadb
+# unless the mysql user can reach the cache; PINLEDGER_MARIADB_DIR overrides).
 set -euo pipefail
 
 STACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -1208,7 +1212,7 @@ cmd_logs() {
 }
 
 usage() {
-    sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
