@@ -9,7 +9,8 @@ from importlib.resources import files
 
 # Package data, found through importlib.resources so a wheel installed outside the
 # checkout has them too (docs/decisions/0009-package-layout.md).
-QUERIES_FILE = files("pinledger.projections.mysql").joinpath("queries.sql")
+PACKAGE = files("pinledger.projections.mysql")
+QUERIES_FILE = PACKAGE.joinpath("queries.sql")
 MIGRATIONS_DIR = files("pinledger").joinpath("migrations").joinpath("mysql")
 
 _MIGRATION = re.compile(r"^[0-9]{4}_.*\.sql$")
@@ -24,13 +25,16 @@ def _strip_comments(text: str) -> str:
 
 
 @cache
-def queries() -> dict[str, str]:
-    text = QUERIES_FILE.read_text(encoding="utf-8")
+def queries(file: str = "queries.sql") -> dict[str, str]:
+    """The named queries of one .sql file of this package: queries.sql (the store's),
+    pinlater.sql (the PinLater importer's reads of a PinLater database)."""
+    path = PACKAGE.joinpath(file)
+    text = path.read_text(encoding="utf-8")
     parts = _NAME.split(text)
     found: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         if name in found:
-            raise ValueError(f"{QUERIES_FILE}: query {name!r} is defined twice")
+            raise ValueError(f"{path}: query {name!r} is defined twice")
         found[name] = _strip_comments(body).strip().rstrip(";")
     return found
 
@@ -41,9 +45,9 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def query(name: str, **identifiers: str) -> str:
+def query(name: str, file: str = "queries.sql", **identifiers: str) -> str:
     """A named query, with {identifier} placeholders filled in (quoted)."""
-    text = queries()[name]
+    text = queries(file)[name]
     if not identifiers:
         return text
     return _IDENTIFIER.sub(

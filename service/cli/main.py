@@ -20,7 +20,7 @@ from pinledger.projections.projector import Bound, ProjectionRunner, Scope
 from pinledger.projections.replay import ReplayReport, replay
 from pinledger.projections.store import LedgerStore, StoreError
 from pinledger.service.cli import asof as asof_cli
-from pinledger.service.cli import doctor
+from pinledger.service.cli import doctor, import_pinlater
 from pinledger.service.cli import trace as trace_cli
 from pinledger.service.cli.demo import run_demo
 from pinledger.service.cli.tool import main as client_main
@@ -235,6 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
         commands.add_parser("trace", help="a job's history: every step, verdict and attempt")
     )
 
+    import_pinlater.add_arguments(
+        commands.add_parser(
+            "import-pinlater",
+            help="append the jobs of a PinLater MySQL deployment to the ledger (idempotent)",
+        )
+    )
+
     commands.add_parser("serve", help="run a PinLater server (Thrift, default port 9010)")
     commands.add_parser(
         "dashboard",
@@ -262,6 +269,7 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "replay": cmd_replay,
     "demo": cmd_demo,
     "trace": trace_cli.run,
+    "import-pinlater": import_pinlater.run,
     "serve": cmd_serve,
     "dashboard": cmd_dashboard,
     "doctor": cmd_doctor,
