@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("migrate", help="apply the projection schema's migrations")
 
-    project = commands.add_parser("project", help="project the log into Postgres")
+    project = commands.add_parser("project", help="project the log into the store")
     project.add_argument("--once", action="store_true", help="stop when caught up")
     project.add_argument("--batch", type=int, default=5000, help="records per transaction")
 
