@@ -11,10 +11,10 @@ help: ## list the targets
 install: ## install pinledger and its dev tools into the current Python
 	$(PYTHON) -m pip install -q -e '.[dev]'
 
-stack-up: ## start the local Kafka and Postgres (idempotent)
+stack-up: ## start the local Kafka, Postgres and MariaDB (idempotent)
 	bash stack/stack.sh up
 
-stack-down: ## stop the local Kafka and Postgres
+stack-down: ## stop the local Kafka, Postgres and MariaDB
 	bash stack/stack.sh down
 
 stack-status: ## is the local stack running?

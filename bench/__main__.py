@@ -34,7 +34,7 @@ from bench.peer import Peer
 from bench.stats import percentile
 from bench.table import Row, render
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
-from pinledger.projections.pg.store import Store
+from pinledger.projections.factory import is_mysql, open_store
 from pinledger.service.config import Config
 from pinledger.service.testing.servers import ServerProcess, running
 
@@ -105,6 +105,9 @@ def setup_rows(args: argparse.Namespace, sizes: Sizes, config: Config) -> list[t
         ("machine", f"{os.cpu_count()} cores, {platform.machine()}, {platform.system()}"),
         ("python", platform.python_version()),
         ("kafka", kafka_version()),
+        # The store the server projects into: PINLEDGER_STORE_DSN (README "Running on
+        # MySQL"); Postgres otherwise. The peer always runs on Postgres.
+        ("pinledger store", "MySQL (MariaDB)" if is_mysql(config.store_url) else "Postgres"),
         ("postgres", pg_version),
         ("postgres synchronous_commit", synchronous_commit),
         (
@@ -300,6 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings={
             "PINLEDGER_KAFKA": config.kafka,
             "PINLEDGER_PG_DSN": config.pg_dsn,
+            "PINLEDGER_STORE_DSN": config.store_url,
             "PINLEDGER_PARTITIONS": str(args.partitions),
         },
     )
@@ -315,7 +319,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 assert server.proc is not None
                 with profiled(server.proc.pid, args.profile):
                     ours = measure_pinledger(server, args, sizes, config)
-            replayed = load.replay_rate(config.kafka, config.pg_dsn, server.prefix, server.schema)
+            replayed = load.replay_rate(
+                config.kafka, config.store_url, server.prefix, server.schema
+            )
             ours["replay"] = replayed.rate
             if not replayed.identical:
                 print("WARNING: the replay differs from the live projection", file=sys.stderr)
@@ -345,7 +351,7 @@ def cleanup(config: Config, server: ServerProcess) -> None:
                 log.delete_topic(topic)
     finally:
         log.close()
-    Store(config.pg_dsn, server.schema).drop()
+    open_store(config.store_url, server.schema).drop()
 
 
 if __name__ == "__main__":

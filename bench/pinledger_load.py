@@ -13,7 +13,7 @@ from typing import Any
 from bench.stats import Counter, Progress
 from pinledger.idl import pinlater
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
-from pinledger.projections.pg.store import Store
+from pinledger.projections.factory import open_store
 from pinledger.projections.projector import Scope
 from pinledger.projections.replay import replay
 from pinledger.service.testing.servers import connect
@@ -273,10 +273,10 @@ class ReplayResult:
         return self.events / self.seconds
 
 
-def replay_rate(kafka: str, pg_dsn: str, prefix: str, schema: str) -> ReplayResult:
+def replay_rate(kafka: str, store_dsn: str, prefix: str, schema: str) -> ReplayResult:
     """`pinledger replay` of everything the benchmark wrote, into a scratch schema."""
-    live = Store(pg_dsn, schema)
-    scratch = Store(pg_dsn, f"{schema}_replay")
+    live = open_store(store_dsn, schema)
+    scratch = open_store(store_dsn, f"{schema}_replay")
     log = KafkaLog(KafkaSettings(bootstrap=kafka, client_id="pinledger-bench"))
     done = Counter()
     bar = Progress("replay (events projected)", 0, done.get)

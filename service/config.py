@@ -5,8 +5,9 @@
 |-----------------------------------|-------------------------------------------------------|
 | PINLEDGER_CONFIG                  | none: a TOML file with the keys below, lower case     |
 | KAFKA                             | 127.0.0.1:19092                                       |
+| STORE_DSN                         | PG_DSN: the projection store; mysql://... for MySQL   |
 | PG_DSN                            | postgresql://pinledger:pinledger@127.0.0.1:54329/pinledger |
-| SCHEMA                            | pinledger (the live projection's Postgres schema)     |
+| SCHEMA                            | pinledger (the projection's schema; a MySQL database) |
 | TOPIC_PREFIX                      | pinledger. (every topic name starts with it)          |
 | SERVER_ID                         | <hostname>:<pid>                                      |
 | HOST                              | 127.0.0.1 (Thrift bind address)                       |
@@ -67,6 +68,10 @@ class ConfigError(ValueError):
 @dataclass(frozen=True, slots=True)
 class Config:
     kafka: str = DEFAULT_KAFKA
+    # The projection store's DSN: postgresql://... (or a libpq key=value string) or
+    # mysql://... (docs/decisions/0016-mysql-store.md). Empty: PG_DSN, the setting's
+    # name before MySQL, still accepted.
+    store_dsn: str = ""
     pg_dsn: str = DEFAULT_PG_DSN
     schema: str = DEFAULT_SCHEMA
     topic_prefix: str = DEFAULT_TOPIC_PREFIX
@@ -124,6 +129,11 @@ class Config:
             min_insync_replicas=self.min_insync_replicas or None,
             retention_ms=round(self.retention_days * 86_400_000) if self.retention_days else -1,
         )
+
+    @property
+    def store_url(self) -> str:
+        """The projection store's DSN: STORE_DSN when set, else PG_DSN."""
+        return self.store_dsn or self.pg_dsn
 
     @property
     def address(self) -> str:

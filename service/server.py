@@ -22,9 +22,10 @@ from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import LogError, LogInspector, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.asof import QueueAsOf, queue_as_of
-from pinledger.projections.pg.store import Store
+from pinledger.projections.factory import open_store
 from pinledger.projections.projector import Bound, Scope
 from pinledger.projections.replay import replay
+from pinledger.projections.store import LedgerStore
 from pinledger.service.api.connections import ConnectionLimits, ThriftServer
 from pinledger.service.api.core import Api
 from pinledger.service.api.directory import QueueDirectory
@@ -55,7 +56,7 @@ class Server:
         # (service/observability/telemetry.py).
         telemetry.setup()
         self.metrics = Metrics()
-        self.store = Store(config.pg_dsn, config.schema, max_size=16)
+        self.store = open_store(config.store_url, config.schema, max_size=16)
         self.store.migrate()
         self.kafka = KafkaLog(
             KafkaSettings(
@@ -241,12 +242,12 @@ def warn_if_unsafe(inspector: LogInspector, topic: str) -> None:
             )
 
 
-def as_of_reader(config: Config, live: Store, kafka: KafkaLog) -> AsOfReader:
+def as_of_reader(config: Config, live: LedgerStore, kafka: KafkaLog) -> AsOfReader:
     """The dashboard's queue as of a moment: a bounded replay of one queue into a
     scratch schema, dropped after reading (what `pinledger replay --as-of` does)."""
 
     def read(queue: str, at: int, limit: int) -> QueueAsOf:
-        scratch = Store(config.pg_dsn, f"asof_{uuid.uuid4().hex[:8]}", max_size=2)
+        scratch = open_store(config.store_url, f"asof_{uuid.uuid4().hex[:8]}", max_size=2)
         try:
             scope = Scope(queues=frozenset({queue}), bound=Bound(at=at))
             replay(live, scratch, kafka, config.topic_prefix, scope)
@@ -265,7 +266,7 @@ class DashboardServer:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.metrics = Metrics()
-        self.store = Store(config.pg_dsn, config.schema, max_size=4)
+        self.store = open_store(config.store_url, config.schema, max_size=4)
         self.store.migrate()  # as a server does: it may be the first to use the schema
         self.kafka = KafkaLog(
             KafkaSettings(

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Local dev/test stack for pinledger: a single-node KRaft Kafka (jars from Maven
-# Central) and a dedicated PostgreSQL cluster (Debian's packages). No Docker.
+# Central), a dedicated PostgreSQL cluster (Debian's packages) and a private MariaDB
+# server (Debian's mariadb-server, run by this script, not as the system service). No
+# Docker.
 #
-#   bash stack/stack.sh up       start both (idempotent), print `export ...` lines
-#   bash stack/stack.sh down     stop both
-#   bash stack/stack.sh status   running/stopped for each (exit 0 only if both run)
-#   bash stack/stack.sh logs     tail both logs (`logs -f` follows; LINES_SHOWN=N lines)
+#   bash stack/stack.sh up       start them (idempotent), print `export ...` lines
+#   bash stack/stack.sh down     stop them
+#   bash stack/stack.sh status   running/stopped for each (exit 0 only if all run)
+#   bash stack/stack.sh logs     tail the logs (`logs -f` follows; LINES_SHOWN=N lines)
 #   bash stack/stack.sh env      print the `export ...` lines only
 #
 # `up` writes progress to stderr and only the export lines to stdout, so
 #   eval "$(bash stack/stack.sh up)"
-# sets PINLEDGER_KAFKA and PINLEDGER_PG_DSN in the calling shell.
+# sets PINLEDGER_KAFKA, PINLEDGER_PG_DSN and PINLEDGER_MYSQL_DSN in the calling shell.
 #
 # A three-broker KRaft cluster (for the chaos tests) runs beside the single node, on
 # 127.0.0.1:19192,19292,19392 (controllers 19193,19293,19393):
@@ -26,14 +28,16 @@
 #   bash stack/stack.sh pg kill          crash the stack's PostgreSQL (immediate stop)
 #   bash stack/stack.sh pg start         start it again and wait until it answers
 #
-# If PINLEDGER_KAFKA and/or PINLEDGER_PG_DSN are already set to another address than
-# the one this script serves, that server is yours: `up` only checks that it
-# answers, and `down` leaves it alone. (Set to this script's own address, e.g. after
+# If PINLEDGER_KAFKA, PINLEDGER_PG_DSN or PINLEDGER_MYSQL_DSN are set to another
+# address than the one this script serves, that server is yours: `up` only checks that
+# it answers, and `down` leaves it alone. (Set to this script's own address, e.g. after
 # eval-ing `env`, they change nothing.)
 #
 # Kafka jars, data and logs live under ${PINLEDGER_CACHE:-~/.cache/pinledger}, outside
 # the repo. PostgreSQL data lives where Debian puts clusters
-# (/var/lib/postgresql/<ver>/pinledger), because the postgres user owns it.
+# (/var/lib/postgresql/<ver>/pinledger), because the postgres user owns it. MariaDB's
+# data, config and log live in <cache>/mariadb (as root: /var/lib/pinledger-mariadb
+# unless the mysql user can reach the cache; PINLEDGER_MARIADB_DIR overrides).
 set -euo pipefail
 
 STACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -60,6 +64,14 @@ PG_USER=pinledger
 PG_PASSWORD=pinledger
 PG_DB=pinledger
 OWN_PG_DSN=postgresql://$PG_USER:$PG_PASSWORD@127.0.0.1:$PG_PORT/$PG_DB
+
+# The private MariaDB server of the MySQL projection store (the port must match
+# stack/mariadb/pinledger.cnf's).
+MY_PORT=33069
+MY_USER=pinledger
+MY_PASSWORD=pinledger
+MY_DB=pinledger
+OWN_MYSQL_DSN=mysql://$MY_USER:$MY_PASSWORD@127.0.0.1:$MY_PORT/$MY_DB
 OWN_KAFKA=$KAFKA_HOST:$KAFKA_PORT
 
 # The three-broker cluster for the chaos tests (`cluster ...`), beside the single node.
@@ -87,6 +99,7 @@ external_kafka_cluster() {
     [[ -n ${PINLEDGER_KAFKA_CLUSTER:-} && $PINLEDGER_KAFKA_CLUSTER != "$OWN_KAFKA_CLUSTER" ]]
 }
 external_pg() { [[ -n ${PINLEDGER_PG_DSN:-} && $PINLEDGER_PG_DSN != "$OWN_PG_DSN" ]]; }
+external_mysql() { [[ -n ${PINLEDGER_MYSQL_DSN:-} && $PINLEDGER_MYSQL_DSN != "$OWN_MYSQL_DSN" ]]; }
 
 say() { printf '[stack] %s\n' "$*" >&2; }
 die() { printf '[stack] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -286,6 +299,190 @@ pg_status() {
         echo "postgres: running ($ver/$PG_CLUSTER, $OWN_PG_DSN)"
     else
         echo "postgres: stopped ($ver/$PG_CLUSTER)"; return 1
+    fi
+}
+
+# ------------------------------------------------------------------- MariaDB ----
+
+# A private MariaDB server (Debian's mariadb-server binaries) for the MySQL projection
+# store: its own data directory, started and stopped by this script as it runs Kafka,
+# never the system's mariadb service. As root it runs as the mysql OS user, so its data
+# directory must be one that user can reach: the cache when it can, else
+# /var/lib/pinledger-mariadb (a root's ~/.cache sits under /root, which is mode 700).
+mariadb_paths() {
+    if [[ -n ${MARIADB_DIR:-} ]]; then return 0; fi
+    MARIADB_DIR=${PINLEDGER_MARIADB_DIR:-}
+    if [[ -z $MARIADB_DIR ]]; then
+        MARIADB_DIR=$CACHE/mariadb
+        # The nearest existing folder on the way: the cache may not exist yet.
+        local reach=$CACHE
+        until [[ -d $reach ]]; do reach=$(dirname "$reach"); done
+        if [[ $EUID -eq 0 ]] && ! runuser -u mysql -- test -x "$reach" 2>/dev/null; then
+            MARIADB_DIR=/var/lib/pinledger-mariadb
+        fi
+    fi
+    MARIADB_DATA=$MARIADB_DIR/data
+    MARIADB_CNF=$MARIADB_DIR/my.cnf
+    MARIADB_PID=$MARIADB_DIR/mariadb.pid
+    MARIADB_SOCK=$MARIADB_DIR/mariadb.sock
+    MARIADB_LOG=$MARIADB_DIR/mariadb.log
+}
+
+mariadb_ensure_installed() {
+    command -v mariadbd >/dev/null || [[ -x /usr/sbin/mariadbd ]] || apt_install mariadb-server
+    [[ -x /usr/sbin/mariadbd ]] || die "no /usr/sbin/mariadbd after installing 'mariadb-server'"
+}
+
+mariadb_pid() {
+    local pid
+    mariadb_paths
+    [[ -f $MARIADB_PID ]] || return 1
+    pid=$(<"$MARIADB_PID")
+    # The pid could have been reused by an unrelated process after a reboot.
+    [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null &&
+        grep -qa 'mariadbd' "/proc/$pid/cmdline" 2>/dev/null || return 1
+    printf '%s' "$pid"
+}
+
+# As root the server (and the files it writes) belong to the mysql user.
+mariadb_user_args() {
+    MARIADB_USER_ARGS=()
+    if [[ $EUID -eq 0 ]]; then MARIADB_USER_ARGS=(--user=mysql); fi
+}
+
+mariadb_write_config() {
+    mkdir -p "$MARIADB_DIR"
+    {
+        cat "$STACK_DIR/mariadb/pinledger.cnf"
+        printf '\n# Added by stack/stack.sh\ndatadir = %s\nsocket = %s\npid-file = %s\nlog-error = %s\n' \
+            "$MARIADB_DATA" "$MARIADB_SOCK" "$MARIADB_PID" "$MARIADB_LOG"
+    } >"$MARIADB_CNF"
+    if [[ $EUID -eq 0 ]]; then chown mysql:mysql "$MARIADB_DIR"; fi
+}
+
+mariadb_install_once() {
+    [[ -d $MARIADB_DATA/mysql ]] && return 0
+    say "creating the MariaDB data directory $MARIADB_DATA"
+    rm -rf "$MARIADB_DATA"
+    mariadb-install-db --defaults-file="$MARIADB_CNF" "${MARIADB_USER_ARGS[@]}" \
+        --datadir="$MARIADB_DATA" --skip-test-db --auth-root-authentication-method=socket \
+        >>"$MARIADB_DIR/install.log" 2>&1 ||
+        { tail -n 30 "$MARIADB_DIR/install.log" >&2; die "mariadb-install-db failed (log above: $MARIADB_DIR/install.log)"; }
+}
+
+# The admin connection: over the socket as the OS user that installed the data
+# directory (root, or yourself), authenticated by unix_socket.
+mariadb_admin_sql() {
+    mariadb --no-defaults --protocol=socket --socket="$MARIADB_SOCK" -u "$(id -un)" "$@"
+}
+
+mariadb_up() {
+    mariadb_paths
+    local pid
+    if pid=$(mariadb_pid); then
+        say "MariaDB already running (pid $pid) on 127.0.0.1:$MY_PORT"
+    else
+        rm -f "$MARIADB_PID"
+        if port_open 127.0.0.1 "$MY_PORT"; then
+            die "port $MY_PORT is already in use by a process this script did not start.
+        See: ss -ltnp | grep ':$MY_PORT\\b'
+        To use that server instead, export PINLEDGER_MYSQL_DSN=mysql://user:password@host:port/db before 'up'."
+        fi
+        mariadb_ensure_installed
+        mariadb_user_args
+        mariadb_write_config
+        mariadb_install_once
+        say "starting MariaDB ($(/usr/sbin/mariadbd --version | awk '{print $3}')) on 127.0.0.1:$MY_PORT, data in $MARIADB_DATA"
+        MARIADB_LOG_START=$(stat -c %s "$MARIADB_LOG" 2>/dev/null || echo 0)
+        # setsid: its own session, so the server outlives the shell that ran `up`.
+        nohup setsid /usr/sbin/mariadbd --defaults-file="$MARIADB_CNF" "${MARIADB_USER_ARGS[@]}" \
+            >>"$MARIADB_DIR/mariadbd.out" 2>&1 </dev/null &
+        pid=$!
+    fi
+    local deadline=$((SECONDS + TIMEOUT))
+    until mariadb-admin --no-defaults --protocol=socket --socket="$MARIADB_SOCK" -u "$(id -un)" \
+        ping >/dev/null 2>&1; do
+        kill -0 "$pid" 2>/dev/null || mariadb_fail "MariaDB exited during startup"
+        (( SECONDS < deadline )) || mariadb_fail "MariaDB did not answer within ${TIMEOUT}s"
+        sleep 0.5
+    done
+    # Idempotent: the user, its password and the database, whatever an earlier run left.
+    # ALL on *.*: the tests and replays create a database per schema.
+    mariadb_admin_sql <<SQL
+CREATE USER IF NOT EXISTS '$MY_USER'@'127.0.0.1' IDENTIFIED BY '$MY_PASSWORD';
+CREATE USER IF NOT EXISTS '$MY_USER'@'localhost' IDENTIFIED BY '$MY_PASSWORD';
+ALTER USER '$MY_USER'@'127.0.0.1' IDENTIFIED BY '$MY_PASSWORD';
+ALTER USER '$MY_USER'@'localhost' IDENTIFIED BY '$MY_PASSWORD';
+GRANT ALL PRIVILEGES ON *.* TO '$MY_USER'@'127.0.0.1';
+GRANT ALL PRIVILEGES ON *.* TO '$MY_USER'@'localhost';
+CREATE DATABASE IF NOT EXISTS \`$MY_DB\`;
+SQL
+    mariadb_wait_dsn "$MY_USER" "$MY_PASSWORD" 127.0.0.1 "$MY_PORT" "$MY_DB"
+}
+
+# Connects the way the application will: over TCP with the password.
+mariadb_wait_dsn() {  # user password host port db
+    local deadline=$((SECONDS + TIMEOUT)) err
+    until err=$(MYSQL_PWD=$2 mariadb --no-defaults --protocol=tcp -u "$1" -h "$3" -P "$4" "$5" \
+        -e 'select 1' 2>&1 >/dev/null); do
+        (( SECONDS < deadline )) || die "MariaDB/MySQL at $3:$4 did not answer 'select 1' as $1 within ${TIMEOUT}s:
+        $err
+        Check the server is running and the DSN is right, or unset PINLEDGER_MYSQL_DSN to let
+        this script run its own."
+        sleep 0.5
+    done
+}
+
+# mysql://user:password@host:port/db, parsed into the fields mariadb_wait_dsn takes.
+mariadb_wait_external() {
+    local dsn=$1 rest user password host port db
+    [[ $dsn =~ ^mysql://([^:@/]+):([^@/]*)@([^:/]+):([0-9]+)/([A-Za-z0-9_]+)$ ]] ||
+        die "PINLEDGER_MYSQL_DSN=$dsn: expected mysql://user:password@host:port/database"
+    user=${BASH_REMATCH[1]} password=${BASH_REMATCH[2]} host=${BASH_REMATCH[3]}
+    port=${BASH_REMATCH[4]} db=${BASH_REMATCH[5]}
+    command -v mariadb >/dev/null || apt_install mariadb-client
+    mariadb_wait_dsn "$user" "$password" "$host" "$port" "$db"
+}
+
+mariadb_fail() {
+    printf '[stack] ERROR: %s\n' "$1" >&2
+    if [[ -s $MARIADB_LOG ]]; then
+        printf '[stack] last lines of %s:\n' "$MARIADB_LOG" >&2
+        tail -c +"$(( ${MARIADB_LOG_START:-0} + 1 ))" "$MARIADB_LOG" | tail -n 30 >&2
+    fi
+    cat >&2 <<EOF
+[stack] What to do: read the log above ($MARIADB_LOG, $MARIADB_DIR/mariadbd.out).
+[stack]   Port $MY_PORT taken by another server?  ss -ltnp | grep $MY_PORT
+[stack]   Start over (DELETES the dev database): bash stack/stack.sh down && rm -rf '$MARIADB_DATA'
+EOF
+    exit 1
+}
+
+mariadb_down() {
+    local pid deadline=$((SECONDS + 60))
+    if ! pid=$(mariadb_pid); then
+        say "MariaDB not running"
+        return 0
+    fi
+    say "stopping MariaDB (pid $pid)"
+    kill -TERM "$pid"
+    while kill -0 "$pid" 2>/dev/null; do
+        if (( SECONDS >= deadline )); then
+            say "MariaDB did not stop within 60s: killing it"
+            kill -KILL "$pid" 2>/dev/null || true
+            break
+        fi
+        sleep 0.5
+    done
+    rm -f "$MARIADB_PID"
+}
+
+mariadb_status() {
+    local pid
+    if pid=$(mariadb_pid); then
+        echo "mariadb: running (pid $pid, $OWN_MYSQL_DSN, data in $MARIADB_DATA)"
+    else
+        echo "mariadb: stopped"; return 1
     fi
 }
 
@@ -895,6 +1092,7 @@ cmd_cluster() {
 print_env() {
     printf 'export PINLEDGER_KAFKA=%q\n' "${PINLEDGER_KAFKA:-$OWN_KAFKA}"
     printf 'export PINLEDGER_PG_DSN=%q\n' "${PINLEDGER_PG_DSN:-$OWN_PG_DSN}"
+    printf 'export PINLEDGER_MYSQL_DSN=%q\n' "${PINLEDGER_MYSQL_DSN:-$OWN_MYSQL_DSN}"
     if (( KAFKA_BROKERS == 3 )); then print_cluster_env; fi
 }
 
@@ -910,6 +1108,12 @@ cmd_up() {
         pg_wait_dsn "$PINLEDGER_PG_DSN"
     else
         pg_up
+    fi
+    if external_mysql; then
+        say "PINLEDGER_MYSQL_DSN is set: not starting MariaDB, checking it answers"
+        mariadb_wait_external "$PINLEDGER_MYSQL_DSN"
+    else
+        mariadb_up
     fi
     if external_kafka; then
         say "PINLEDGER_KAFKA is set: not starting Kafka, checking it answers"
@@ -947,11 +1151,17 @@ cmd_down() {
     else
         pg_down
     fi
+    if external_mysql; then
+        say "PINLEDGER_MYSQL_DSN is not ours: leaving that server alone"
+    else
+        mariadb_down
+    fi
 }
 
 cmd_status() {
     local rc=0
     pg_status || rc=1
+    mariadb_status || rc=1
     kafka_status || rc=1
     # The cluster counts only when asked for; otherwise it is shown if it runs.
     if (( KAFKA_BROKERS == 3 )); then
@@ -960,6 +1170,7 @@ cmd_status() {
         cluster_status || true
     fi
     external_pg && echo "(PINLEDGER_PG_DSN is set: the app uses $PINLEDGER_PG_DSN)"
+    external_mysql && echo "(PINLEDGER_MYSQL_DSN is set: the MySQL store uses $PINLEDGER_MYSQL_DSN)"
     external_kafka && echo "(PINLEDGER_KAFKA is set: the app uses $PINLEDGER_KAFKA)"
     return $rc
 }
@@ -992,6 +1203,8 @@ cmd_logs() {
     [[ ${1:-} == -f ]] && follow=(-f)
     ver=$(pg_cluster_version)
     [[ -n $ver ]] && pglog=$(pg_log_file "$ver") && [[ -n $pglog ]] && files+=("$pglog")
+    mariadb_paths
+    [[ -f $MARIADB_LOG ]] && files+=("$MARIADB_LOG")
     [[ -f $KAFKA_OUT ]] && files+=("$KAFKA_OUT")
     [[ -f $KAFKA_LOG ]] && files+=("$KAFKA_LOG")
     (( ${#files[@]} )) || die "no logs yet (run 'up' first)"
@@ -999,11 +1212,12 @@ cmd_logs() {
 }
 
 usage() {
-    sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
 check_brokers_setting
+mariadb_paths
 case ${1:-} in
     up) cmd_up ;;
     down) cmd_down ;;

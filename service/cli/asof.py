@@ -23,9 +23,10 @@ from pinledger.projections.asof import (
     queue_as_of,
     why_first,
 )
-from pinledger.projections.pg.store import Store
+from pinledger.projections.factory import open_store
 from pinledger.projections.projector import Scope
 from pinledger.projections.replay import replay
+from pinledger.projections.store import LedgerStore
 from pinledger.service.config import Config
 
 
@@ -61,7 +62,7 @@ def _progress() -> Any:
     return show
 
 
-def _first_claim_after(live: Store, d: JobDescriptor, as_of: AsOf, now: int) -> Any:
+def _first_claim_after(live: LedgerStore, d: JobDescriptor, as_of: AsOf, now: int) -> Any:
     """The job's first applied claim after the moment, from the live timeline."""
     for row in live.job_events(d.queue, d.partition, d.local_id):
         later = row.offset > as_of.value if as_of.kind == "offset" else row.at > now
@@ -71,7 +72,7 @@ def _first_claim_after(live: Store, d: JobDescriptor, as_of: AsOf, now: int) -> 
 
 
 def _explain(
-    live: Store, scratch: Store, queue: str, texts: list[str], as_of: AsOf, now: int
+    live: LedgerStore, scratch: LedgerStore, queue: str, texts: list[str], as_of: AsOf, now: int
 ) -> dict[str, Any]:
     ds = [descriptor.parse(text) for text in texts]
     for d in ds:
@@ -149,8 +150,8 @@ def run(config: Config, args: argparse.Namespace) -> int:
     (queue,) = args.queue
     scope = Scope(queues=frozenset({queue}), partition=args.partition, bound=as_of.bound())
     scratch_name = args.scratch or f"asof_{uuid.uuid4().hex[:8]}"
-    live = Store(config.pg_dsn, config.schema)
-    scratch = Store(config.pg_dsn, scratch_name)
+    live = open_store(config.store_url, config.schema)
+    scratch = open_store(config.store_url, scratch_name)
     kafka = KafkaLog(KafkaSettings(bootstrap=config.kafka, client_id=config.server_id))
     try:
         print(f"replaying queue {queue} up to {as_of} into schema {scratch_name}", file=sys.stderr)

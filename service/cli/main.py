@@ -15,11 +15,12 @@ from pinledger.ledger.codec import CodecError
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import LogError
 from pinledger.ledger.times import parse_ms
-from pinledger.projections.pg.store import Store, StoreError
+from pinledger.projections.factory import open_store
 from pinledger.projections.projector import Bound, ProjectionRunner, Scope
 from pinledger.projections.replay import ReplayReport, replay
+from pinledger.projections.store import LedgerStore, StoreError
 from pinledger.service.cli import asof as asof_cli
-from pinledger.service.cli import doctor
+from pinledger.service.cli import doctor, import_pinlater
 from pinledger.service.cli import trace as trace_cli
 from pinledger.service.cli.demo import run_demo
 from pinledger.service.cli.tool import main as client_main
@@ -30,8 +31,8 @@ from pinledger.service.server import DashboardServer, Server
 log = logging.getLogger("pinledger")
 
 
-def _store(config: Config, schema: str | None = None) -> Store:
-    return Store(config.pg_dsn, schema or config.schema)
+def _store(config: Config, schema: str | None = None) -> LedgerStore:
+    return open_store(config.store_url, schema or config.schema)
 
 
 def _log(config: Config) -> KafkaLog:
@@ -97,7 +98,7 @@ def _progress_printer() -> Callable[[int, int], None]:
     return show
 
 
-def _print_report(report: ReplayReport, scratch: Store) -> None:
+def _print_report(report: ReplayReport, scratch: LedgerStore) -> None:
     rate = report.events / max(report.seconds, 1e-9)
     print(
         f"replayed {report.events:,} events in {report.seconds:.2f}s ({rate:,.0f} events/s) "
@@ -208,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("migrate", help="apply the projection schema's migrations")
 
-    project = commands.add_parser("project", help="project the log into Postgres")
+    project = commands.add_parser("project", help="project the log into the store")
     project.add_argument("--once", action="store_true", help="stop when caught up")
     project.add_argument("--batch", type=int, default=5000, help="records per transaction")
 
@@ -232,6 +233,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     trace_cli.add_arguments(
         commands.add_parser("trace", help="a job's history: every step, verdict and attempt")
+    )
+
+    import_pinlater.add_arguments(
+        commands.add_parser(
+            "import-pinlater",
+            help="append the jobs of a PinLater MySQL deployment to the ledger (idempotent)",
+        )
     )
 
     commands.add_parser("serve", help="run a PinLater server (Thrift, default port 9010)")
@@ -261,6 +269,7 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "replay": cmd_replay,
     "demo": cmd_demo,
     "trace": trace_cli.run,
+    "import-pinlater": import_pinlater.run,
     "serve": cmd_serve,
     "dashboard": cmd_dashboard,
     "doctor": cmd_doctor,

@@ -1,42 +1,72 @@
-"""The `store` fixture of the contract suite: each test runs once on the real Postgres
-adapter (a fresh, migrated schema, dropped afterwards) and once on the in-memory
-FakeStore. A missing Postgres fails the test with a message; it never skips it."""
+"""The `store` fixture of the contract suite: each test runs on the real Postgres
+adapter (a fresh, migrated schema, dropped afterwards), on the real MySQL adapter (a
+fresh, migrated MariaDB database, dropped afterwards) and on the in-memory FakeStore. A
+missing server fails the test with a message naming `make stack-up`; it never skips it.
+"""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from pinledger.projections.pg.store import Store
+from pinledger.projections.factory import open_store
+from pinledger.projections.pg.store import Store as PgStore
 from pinledger.projections.store import LedgerStore, StoreError
 from pinledger.service.config import Config
 from pinledger.service.testing.fake_store import FakeStore
 
+# The stack's MariaDB (stack/stack.sh prints PINLEDGER_MYSQL_DSN).
+DEFAULT_MYSQL_DSN = "mysql://pinledger:pinledger@127.0.0.1:33069/pinledger"
 
-def fresh_pg_store(label: str, migrate: bool = True) -> Store:
-    """A Store on a fresh schema of the Postgres the environment names."""
+
+def mysql_dsn() -> str:
+    return os.environ.get("PINLEDGER_MYSQL_DSN") or DEFAULT_MYSQL_DSN
+
+
+def store_dsn(kind: str) -> str:
+    """The DSN of the real store of a kind: "postgres" or "mysql"."""
+    return mysql_dsn() if kind == "mysql" else Config.from_env().pg_dsn
+
+
+def fresh_store(kind: str, label: str, migrate: bool = True) -> LedgerStore:
+    """A store on a fresh schema (Postgres) or database (MySQL) of the stack's server."""
     try:
-        store = Store(Config.from_env().pg_dsn, f"{label}_{uuid.uuid4().hex[:10]}")
+        store = open_store(store_dsn(kind), f"{label}_{uuid.uuid4().hex[:10]}")
     except StoreError as exc:
-        pytest.fail(
-            f"{exc}\n(the Postgres side of this test needs the real server: `make stack-up`)"
-        )
+        pytest.fail(f"{exc}\n(the {kind} side of this test needs the real server: `make stack-up`)")
     if migrate:
         store.migrate()
     return store
 
 
-@pytest.fixture(params=["postgres", "fake"])
+def fresh_pg_store(label: str, migrate: bool = True) -> PgStore:
+    """A Postgres Store on a fresh schema of the Postgres the environment names."""
+    store = fresh_store("postgres", label, migrate)
+    assert isinstance(store, PgStore)
+    return store
+
+
+def dialect(store: LedgerStore) -> str:
+    """Whose regular expressions and byte rendering a store's body regexes use:
+    "mysql" (MariaDB's PCRE2 on the body's bytes) or "postgres" (Postgres's regex on
+    the body's escape encoding; the FakeStore behaves as Postgres)."""
+    return (
+        "mysql" if type(store).__module__.startswith("pinledger.projections.mysql") else "postgres"
+    )
+
+
+@pytest.fixture(params=["postgres", "mysql", "fake"])
 def store(request: pytest.FixtureRequest) -> Iterator[LedgerStore]:
-    if request.param == "postgres":
-        real = fresh_pg_store("contract")
-        try:
-            yield real
-        finally:
-            real.drop()
-    else:
+    if request.param == "fake":
         fake = FakeStore()
         fake.migrate()
         yield fake
+        return
+    real = fresh_store(request.param, "contract")
+    try:
+        yield real
+    finally:
+        real.drop()

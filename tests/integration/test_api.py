@@ -1,5 +1,7 @@
 """Every PinLater method over a real socket against a real server, Kafka and Postgres:
-the behaviour lines of PINLATER_CONTRACT.md, one test (or a few) each."""
+the behaviour lines of PINLATER_CONTRACT.md, one test (or a few) each. The whole module
+runs twice: on a server projecting into Postgres, then on one projecting into MySQL
+(MariaDB, PINLEDGER_STORE_DSN=mysql://...)."""
 
 from __future__ import annotations
 
@@ -12,10 +14,18 @@ import pytest
 
 from pinledger.idl import pinlater as p
 from pinledger.ledger import descriptor
-from pinledger.projections.pg.store import Store
-from pinledger.service.config import Config
-from pinledger.service.testing.servers import ServerProcess, context, dequeue_until, wait_for
-from tests.integration.conftest import ADMIN_PASSWORD
+from pinledger.ledger.kafka import KafkaLog
+from pinledger.projections.factory import open_store
+from pinledger.projections.store import LedgerStore, StoreError
+from pinledger.service.testing.servers import (
+    ServerProcess,
+    context,
+    dequeue_until,
+    running,
+    wait_for,
+)
+from tests.contract.store_fixtures import store_dsn
+from tests.integration.conftest import ADMIN_PASSWORD, server_settings
 
 pytestmark = pytest.mark.integration
 
@@ -71,9 +81,32 @@ def error_of(call: Any) -> Any:
     return caught.value
 
 
+@pytest.fixture(scope="module", params=["postgres", "mysql"])
+def server(
+    request: pytest.FixtureRequest, kafka: KafkaLog, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """This module's server (overriding the session's): one per store, on its own topic
+    prefix and schema (a MariaDB database on MySQL)."""
+    dsn = store_dsn(request.param)
+    tag = uuid.uuid4().hex[:10]
+    schema = f"api_{tag}"
+    try:
+        open_store(dsn, schema).close()
+    except StoreError as exc:
+        pytest.fail(f"{exc}\n(the {request.param} run needs the real server: `make stack-up`)")
+    settings = server_settings(PINLEDGER_STORE_DSN=dsn)
+    process = ServerProcess(prefix=f"api{tag}.", schema=schema, settings=settings)
+    with running([process], tmp_path_factory.mktemp(f"server-{request.param}")):
+        yield process
+    for topic in kafka.topics():
+        if topic.startswith(process.prefix):
+            kafka.delete_topic(topic)
+    open_store(dsn, schema).drop()
+
+
 @pytest.fixture
-def ledger_store(server: ServerProcess, config: Config) -> Iterator[Store]:
-    store = Store(config.pg_dsn, server.schema)
+def ledger_store(server: ServerProcess) -> Iterator[LedgerStore]:
+    store = open_store(server.settings["PINLEDGER_STORE_DSN"], server.schema)
     yield store
     store.close()
 
@@ -281,7 +314,7 @@ def test_piggybacked_acks_are_applied(client: Any, queue: str) -> None:
 
 
 def test_stale_ack_is_rejected_and_recorded_in_the_history(
-    client: Any, queue: str, ledger_store: Store
+    client: Any, queue: str, ledger_store: LedgerStore
 ) -> None:
     (d,) = enqueue(client, queue, job())
     dequeue_until(client, queue, 1, source="worker:a")

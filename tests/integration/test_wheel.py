@@ -102,13 +102,18 @@ def test_the_wheel_carries_the_idl_sql_and_migrations(venv: Path, tmp_path: Path
             str(venv / "bin" / "python"),
             "-c",
             "import pinledger.idl, pinledger.projections.pg.sql as s; "
-            "print(len(s.migrations()), len(s.queries()), pinledger.idl.pinlater.PinLater)",
+            "import pinledger.projections.mysql.sql as m; "
+            "print(len(s.migrations()), len(s.queries()), len(m.migrations()), "
+            "len(m.queries()), pinledger.idl.pinlater.PinLater)",
         ],
         tmp_path,
     )
-    migrations, queries = (int(n) for n in out.split()[:2])
+    migrations, queries, mysql_migrations, mysql_queries = (int(n) for n in out.split()[:4])
     assert migrations >= 2
     assert queries > 10
+    # The MySQL store's SQL is package data too (projections/mysql, migrations/mysql).
+    assert mysql_migrations >= 1
+    assert mysql_queries > 10
 
 
 def test_installed_wheel_migrates_serves_and_round_trips(

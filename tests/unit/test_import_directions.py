@@ -29,6 +29,9 @@ ALLOWED: dict[str, set[str]] = {
     "ledger.kafka": {"ledger", "ledger.clock"},
     "projections": {"ledger", "ledger.clock"},
     "projections.pg": {"ledger", "ledger.clock", "projections"},
+    "projections.mysql": {"ledger", "ledger.clock", "projections"},
+    # The one place a store adapter is chosen, by the DSN's scheme.
+    "projections.factory": {"projections", "projections.pg", "projections.mysql"},
     # The client library shares the wire (idl) and the pure core, nothing else.
     "client": {"idl", "ledger", "ledger.clock"},
     # Service rooms use the ports (ledger, projections), never an adapter: only the
@@ -74,7 +77,7 @@ ALLOWED: dict[str, set[str]] = {
         "ledger.clock",
         "ledger.kafka",
         "projections",
-        "projections.pg",
+        "projections.factory",
     },
     # The command line and the testing place may import anything.
     "service.cli": {"*"},
@@ -175,12 +178,14 @@ def test_nothing_in_the_runtime_imports_the_testing_place(runtime: str) -> None:
 
 
 # Third-party drivers, each confined to the rooms that are its edge: the Kafka client to
-# the Kafka adapter, the Postgres driver to the Postgres adapter, the Thrift library to
-# the wire (the IDL, the API room, the server and the client library).
+# the Kafka adapter, the Postgres driver to the Postgres adapter, the MySQL driver to the
+# MySQL adapter, the Thrift library to the wire (the IDL, the API room, the server and
+# the client library).
 DRIVERS: dict[str, set[str]] = {
     "kafka": {"ledger.kafka"},
     "psycopg": {"projections.pg"},
     "psycopg_pool": {"projections.pg"},
+    "pymysql": {"projections.mysql"},
     "thriftpy2": {"idl", "service.api", "service.server", "service.testing", "client"},
 }
 

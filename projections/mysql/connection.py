@@ -1,0 +1,231 @@
+"""The MariaDB/MySQL connection of a store: its database, its pool, its migrations, and
+the one place driver errors are turned into StoreError.
+
+A store works in one database (a store's "schema" is a MariaDB database), so the live
+projection, a replay's scratch database and each test's own database are the same code
+on different names. The driver is PyMySQL (pure Python; chosen by measurement,
+docs/decisions/0016-mysql-store.md); it has no pool, so this module keeps one.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from typing import Any, TypeAlias
+from urllib.parse import unquote, urlsplit
+
+import pymysql
+import pymysql.cursors
+
+from pinledger.projections.mysql.sql import migrations, query
+from pinledger.projections.store import InvalidRegexError, StoreError, StoreUnavailableError
+
+_SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+_START_IT = "Start it with `make stack-up`, or point PINLEDGER_STORE_DSN at your server."
+
+# While MariaDB is down: a call waits this long for a pooled connection, a connect this
+# long for an answer.
+POOL_WAIT_S = 5.0
+CONNECT_TIMEOUT_S = 5
+
+# Driver error codes meaning "the server is not there (now)": client-side connection
+# errors (CR_*) and the server going away or refusing connections.
+_UNREACHABLE = {1040, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2055}
+ER_REGEXP_ERROR = 1139
+ER_NO_PARTITION_FOR_GIVEN_VALUE = 1526
+
+# The stubs' generic alias: a string, since the runtime class is not subscriptable.
+Connection: TypeAlias = "pymysql.connections.Connection[pymysql.cursors.Cursor]"
+
+
+class _PoolUnavailableError(Exception):
+    """No pooled connection could be had (closed, or all busy past POOL_WAIT_S)."""
+
+
+def check_schema_name(schema: str) -> str:
+    if not _SCHEMA_RE.fullmatch(schema):
+        raise StoreError(
+            f"database name {schema!r} must be lower-case letters, digits and '_' "
+            "(at most 63, not starting with a digit)"
+        )
+    return schema
+
+
+def connect_args(dsn: str) -> dict[str, Any]:
+    """PyMySQL's keyword arguments from mysql://user:password@host:port/database."""
+    url = urlsplit(dsn)
+    if url.scheme != "mysql" or not url.hostname:
+        raise StoreError(f"not a MySQL DSN (mysql://user:password@host:port/database): {dsn!r}")
+    return {
+        "host": url.hostname,
+        "port": url.port or 3306,
+        "user": unquote(url.username or ""),
+        "password": unquote(url.password or ""),
+        "database": url.path.lstrip("/") or None,
+    }
+
+
+def error_code(exc: BaseException) -> int | None:
+    args = getattr(exc, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def store_error(exc: Exception, what: str, schema: str) -> StoreError:
+    """The StoreError a driver error becomes; the driver's type never leaves the adapter."""
+    code = error_code(exc)
+    if code == ER_REGEXP_ERROR:
+        return InvalidRegexError(
+            f"invalid body regex (MariaDB regular expression syntax, PCRE2) while {what}: "
+            f"{exc.args[1] if len(exc.args) > 1 else exc}"
+        )
+    if isinstance(exc, _PoolUnavailableError) or code in _UNREACHABLE:
+        return StoreUnavailableError(
+            f"MySQL is unreachable ({what}, database {schema}): {exc}. {_START_IT}"
+        )
+    return StoreError(f"MySQL refused {what} (database {schema}): {type(exc).__name__}: {exc}")
+
+
+class _Pool:
+    """At most `max_size` connections, idle ones reused; a connection that saw an error
+    is closed rather than reused (it may be broken or mid-transaction)."""
+
+    def __init__(self, args: Mapping[str, Any], max_size: int) -> None:
+        self._args = dict(args)
+        self._slots = threading.BoundedSemaphore(max_size)
+        self._idle: list[Connection] = []
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def _connect(self) -> Connection:
+        conn = pymysql.connect(**self._args)
+        with conn.cursor() as cur:
+            cur.execute(query("session_settings"))
+        return conn
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        if self.closed:
+            raise _PoolUnavailableError("the store is closed")
+        if not self._slots.acquire(timeout=POOL_WAIT_S):
+            raise _PoolUnavailableError(f"no free connection within {POOL_WAIT_S} s")
+        conn: Connection | None = None
+        healthy = False
+        try:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                conn = self._connect()
+            yield conn
+            healthy = True
+        finally:
+            if conn is not None:
+                if healthy and not self.closed:
+                    with self._lock:
+                        self._idle.append(conn)
+                else:
+                    _close_quietly(conn)
+            self._slots.release()
+
+    def close(self) -> None:
+        self.closed = True
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            _close_quietly(conn)
+
+
+def _close_quietly(conn: Connection) -> None:
+    with suppress(pymysql.Error):  # already gone: nothing to close
+        conn.close()
+
+
+class MyConnection:
+    """A pool of connections to one database (created when missing)."""
+
+    def __init__(self, dsn: str, schema: str = "pinledger", max_size: int = 8) -> None:
+        self.dsn = dsn
+        self.schema = check_schema_name(schema)
+        args = connect_args(dsn) | {
+            "autocommit": True,
+            "charset": "utf8mb4",
+            "connect_timeout": CONNECT_TIMEOUT_S,
+        }
+        self._server_args = args
+        try:
+            with self._server() as cur:
+                cur.execute(query("create_schema", schema=self.schema))
+        except pymysql.Error as exc:
+            raise store_error(exc, "creating the database", self.schema) from exc
+        self.pool = _Pool(args | {"database": self.schema}, max_size)
+
+    @contextmanager
+    def _server(self) -> Iterator[pymysql.cursors.Cursor]:
+        """A connection of its own to the DSN's database (creating and dropping ours)."""
+        conn = pymysql.connect(**self._server_args)
+        try:
+            with conn.cursor() as cur:
+                yield cur
+        finally:
+            _close_quietly(conn)
+
+    @contextmanager
+    def connection(self, what: str, transaction: bool = False) -> Iterator[Connection]:
+        """A pooled connection (in one transaction when asked); a driver error inside
+        becomes StoreError saying `what` was being done."""
+        try:
+            with self.pool.connection() as conn:
+                if not transaction:
+                    yield conn
+                    return
+                conn.begin()
+                try:
+                    yield conn
+                except BaseException:
+                    conn.rollback()
+                    raise
+                conn.commit()
+        except (pymysql.Error, _PoolUnavailableError) as exc:
+            raise store_error(exc, what, self.schema) from exc
+
+    @contextmanager
+    def cursor(self, what: str, transaction: bool = False) -> Iterator[pymysql.cursors.Cursor]:
+        with self.connection(what, transaction) as conn, conn.cursor() as cur:
+            yield cur
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def drop(self) -> None:
+        """Drop this store's database with everything in it (scratch and test ones)."""
+        self.pool.close()
+        try:
+            with self._server() as cur:
+                cur.execute(query("drop_schema", schema=self.schema))
+        except pymysql.Error as exc:
+            raise store_error(exc, "dropping the database", self.schema) from exc
+
+    def migrate(self, upto: int | None = None) -> list[str]:
+        """Apply the migrations this database lacks (those numbered up to `upto`, when
+        given); returns the names applied. MariaDB commits each DDL statement on its
+        own, so a migration is recorded once all its statements ran; a named lock keeps
+        two processes from migrating at once."""
+        applied_now = []
+        with self.cursor("migrating") as cur:
+            cur.execute(query("lock_migrations"))
+            try:
+                cur.execute(query("create_migrations_table"))
+                cur.execute(query("applied_migrations"))
+                done = {row[0] for row in cur.fetchall()}
+                for version, name, statements in migrations():
+                    if version in done or (upto is not None and version > upto):
+                        continue
+                    for statement in statements:
+                        cur.execute(statement)
+                    cur.execute(query("record_migration"), {"version": version, "name": name})
+                    applied_now.append(name)
+            finally:
+                cur.execute(query("unlock_migrations"))
+        return applied_now

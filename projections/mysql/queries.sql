@@ -1,0 +1,346 @@
+-- Every SQL statement the MySQL store runs, by name, in MariaDB's dialect (10.6+; MySQL
+-- 8 lacks EXCEPT ALL and the partition DDL used here). Loaded once by
+-- projections/mysql/sql.py. A block starts with `-- name: <name>`; the comment lines
+-- after it describe it. Parameters are PyMySQL's %(name)s, interpolated by the driver
+-- (a list becomes `(a, b, ...)`, a list of tuples `((a, b), ...)`), so a literal percent
+-- sign is written %%. {name}-style names are identifiers (databases, tables,
+-- partitions) quoted with backticks by sql.py, never user text.
+-- `partition` is a reserved word in MariaDB and always quoted.
+
+-- name: session_settings
+-- Every connection: Postgres's default isolation (each statement sees what committed
+-- before it), whatever the server's default is.
+SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;
+
+-- name: create_schema
+-- A store's "schema" is a MariaDB database.
+CREATE DATABASE IF NOT EXISTS {schema} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+
+-- name: drop_schema
+DROP DATABASE IF EXISTS {schema};
+
+-- name: create_migrations_table
+-- Which numbered files of migrations/mysql/ a database has had applied.
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     INT          NOT NULL PRIMARY KEY,
+    name        VARCHAR(255) NOT NULL,
+    applied_at  TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP
+) ENGINE=InnoDB;
+
+-- name: applied_migrations
+SELECT version FROM schema_migrations ORDER BY version;
+
+-- name: record_migration
+INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s);
+
+-- name: lock_migrations
+-- Two processes migrating the same database take turns (a named lock: MariaDB's DDL
+-- commits implicitly, so a migration cannot be one transaction as on Postgres).
+SELECT GET_LOCK(CONCAT(DATABASE(), '.migrations'), 60);
+
+-- name: unlock_migrations
+SELECT RELEASE_LOCK(CONCAT(DATABASE(), '.migrations'));
+
+-- name: get_offset
+SELECT next_offset FROM partition_offsets
+WHERE topic = %(topic)s AND `partition` = %(partition)s;
+
+-- name: init_offset
+INSERT IGNORE INTO partition_offsets (topic, `partition`, next_offset)
+VALUES (%(topic)s, %(partition)s, 0);
+
+-- name: advance_offset
+-- Compare-and-set: moves only from the offset this projector started its batch at,
+-- so two projectors of one partition can never both commit the same records.
+UPDATE partition_offsets SET next_offset = %(next)s
+WHERE topic = %(topic)s AND `partition` = %(partition)s AND next_offset = %(expected)s;
+
+-- name: get_offsets
+-- How far the projection has got in many partitions at once (read-your-writes waits).
+SELECT topic, `partition`, next_offset FROM partition_offsets
+WHERE (topic, `partition`) IN %(pairs)s;
+
+-- name: load_jobs
+SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, claim_source, touched_at
+FROM jobs
+WHERE queue = %(queue)s AND `partition` = %(partition)s AND local_id IN %(ids)s;
+
+-- name: partition_jobs
+-- Every job of one partition in the given states (an owner warming up, tests).
+SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, claim_source, touched_at
+FROM jobs
+WHERE queue = %(queue)s AND `partition` = %(partition)s AND state IN %(states)s;
+
+-- name: partition_traceparents
+SELECT local_id, traceparent
+FROM jobs
+WHERE queue = %(queue)s AND `partition` = %(partition)s AND state IN %(states)s
+  AND traceparent IS NOT NULL;
+
+-- name: ready_jobs
+-- An owner's ready window refills from here (docs/decisions/0014-ready-window.md): a
+-- range of the jobs_ready index. The key comparison is spelled out rather than as a
+-- row comparison, which MariaDB's range optimizer does not turn into an index range.
+SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, claim_source, touched_at,
+       traceparent
+FROM jobs
+WHERE queue = %(queue)s AND `partition` = %(partition)s AND state = 0
+  AND priority = %(priority)s
+  AND (run_after > %(after_run_after)s
+       OR (run_after = %(after_run_after)s AND local_id > %(after_local_id)s))
+ORDER BY run_after, local_id
+LIMIT %(limit)s;
+
+-- name: expired_claims
+-- The owner's claim timeouts: IN_PROGRESS jobs of one partition not touched since a
+-- cut-off, oldest first, through jobs_claimed; no bodies.
+SELECT local_id, priority, state, CAST('' AS BINARY), attempts_allowed,
+       attempts_remaining, custom_status, created_at, run_after, updated_at, claim,
+       claim_source, touched_at, traceparent
+FROM jobs
+WHERE queue = %(queue)s AND `partition` = %(partition)s AND state = 1
+  AND touched_at <= %(touched_before)s
+ORDER BY touched_at, local_id
+LIMIT %(limit)s;
+
+-- name: upsert_job
+-- One row per job; executemany sends a batch as multi-row INSERTs of about 1 MB each.
+INSERT INTO jobs (queue, `partition`, local_id, priority, state, body, attempts_allowed,
+                  attempts_remaining, custom_status, created_at, run_after, updated_at,
+                  claim, claim_source, touched_at, traceparent)
+VALUES (%(queue)s, %(partition)s, %(local_id)s, %(priority)s, %(state)s, %(body)s,
+        %(attempts_allowed)s, %(attempts_remaining)s, %(custom_status)s, %(created_at)s,
+        %(run_after)s, %(updated_at)s, %(claim)s, %(claim_source)s, %(touched_at)s,
+        %(traceparent)s)
+ON DUPLICATE KEY UPDATE
+    priority = VALUES(priority),
+    state = VALUES(state),
+    body = VALUES(body),
+    attempts_allowed = VALUES(attempts_allowed),
+    attempts_remaining = VALUES(attempts_remaining),
+    custom_status = VALUES(custom_status),
+    run_after = VALUES(run_after),
+    updated_at = VALUES(updated_at),
+    claim = VALUES(claim),
+    claim_source = VALUES(claim_source),
+    touched_at = VALUES(touched_at);
+
+-- name: remove_jobs
+DELETE FROM jobs WHERE queue = %(queue)s AND `partition` = %(partition)s AND local_id IN %(ids)s;
+
+-- name: insert_job_event
+INSERT INTO job_events (queue, `partition`, local_id, `offset`, idx, type, at, source,
+                        request_id, server, claim, applied, verdict, state_after,
+                        attempts_remaining_after, detail, traceparent)
+VALUES (%(queue)s, %(partition)s, %(local_id)s, %(offset)s, %(idx)s, %(type)s, %(at)s,
+        %(source)s, %(request_id)s, %(server)s, %(claim)s, %(applied)s, %(verdict)s,
+        %(state_after)s, %(attempts_remaining_after)s, %(detail)s, %(traceparent)s);
+
+-- name: create_queue
+INSERT IGNORE INTO queues (name, partitions, created_at) VALUES (%(name)s, %(partitions)s, %(at)s);
+
+-- name: delete_queue
+DELETE FROM queues WHERE name = %(name)s;
+
+-- name: delete_queue_jobs
+DELETE FROM jobs WHERE queue = %(name)s;
+
+-- name: delete_queue_job_events
+DELETE FROM job_events WHERE queue = %(name)s;
+
+-- name: delete_topic_offsets
+DELETE FROM partition_offsets WHERE topic = %(topic)s;
+
+-- name: list_queues
+SELECT name, partitions, created_at FROM queues ORDER BY name;
+
+-- name: job_counts
+SELECT queue, state, priority, count(*) FROM jobs GROUP BY queue, state, priority
+ORDER BY queue, state, priority;
+
+-- name: job_timeline
+SELECT `offset`, idx, type, at, source, request_id, server, claim, applied, verdict,
+       state_after, attempts_remaining_after, detail, traceparent
+FROM job_events
+WHERE queue = %(queue)s AND `partition` = %(partition)s AND local_id = %(local_id)s
+ORDER BY `offset`, idx;
+
+-- name: check_regex
+-- Body regexes are MariaDB regular expressions (PCRE2), passed as parameters; this
+-- fails with ER_REGEXP_ERROR (1139) for a bad one before any real query runs.
+SELECT '' REGEXP %(regex)s;
+
+-- name: lookup_jobs
+-- lookupJobs: many jobs of one queue by (partition, local_id); the body only on demand.
+SELECT `partition`, local_id, priority, state, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim,
+       CASE WHEN %(include_body)s THEN body END
+FROM jobs
+WHERE queue = %(queue)s AND (`partition`, local_id) IN %(keys)s;
+
+-- name: count_jobs
+-- getJobCount: one state, one or all priorities, due now or (future) not yet due,
+-- optionally only bodies matching a regex (matched on the body's bytes).
+SELECT count(*) FROM jobs
+WHERE queue = %(queue)s AND state = %(state)s
+  AND (%(priority)s IS NULL OR priority = %(priority)s)
+  AND CASE WHEN %(future)s THEN run_after > %(now)s ELSE run_after <= %(now)s END
+  AND (%(regex)s IS NULL OR body REGEXP %(regex)s);
+
+-- name: scan_jobs
+-- scanJobs: newest run_after first, keyset-paginated on (run_after, partition,
+-- local_id) so a page never repeats or skips a row that did not move; no bodies.
+SELECT `partition`, local_id, priority, state, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim
+FROM jobs
+WHERE queue = %(queue)s AND state = %(state)s
+  AND (%(priority)s IS NULL OR priority = %(priority)s)
+  AND CASE WHEN %(future)s THEN run_after > %(now)s ELSE run_after <= %(now)s END
+  AND (%(regex)s IS NULL OR body REGEXP %(regex)s)
+  AND (%(after_run_after)s IS NULL
+       OR (run_after, `partition`, local_id)
+          < (%(after_run_after)s, %(after_partition)s, %(after_local_id)s))
+ORDER BY run_after DESC, `partition` DESC, local_id DESC
+LIMIT %(limit)s;
+
+-- name: select_jobs
+-- Jobs for a bulk action (retryFailedJobs, deleteJobs), oldest first, bodies left out.
+SELECT `partition`, local_id, priority, state, CAST('' AS BINARY), attempts_allowed,
+       attempts_remaining, custom_status, created_at, run_after, updated_at, claim,
+       claim_source, touched_at
+FROM jobs
+WHERE queue = %(queue)s AND state = %(state)s AND priority = %(priority)s
+  AND (%(regex)s IS NULL OR body REGEXP %(regex)s)
+ORDER BY run_after, `partition`, local_id
+LIMIT %(limit)s;
+
+-- name: expired_jobs
+-- Finished jobs of one partition past their TTL, for the owner's garbage collection.
+SELECT local_id, priority, state, CAST('' AS BINARY), attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, claim_source, touched_at
+FROM jobs
+WHERE queue = %(queue)s AND `partition` = %(partition)s
+  AND ((state = 2 AND updated_at <= %(succeeded_before)s)
+       OR (state = 3 AND updated_at <= %(failed_before)s))
+LIMIT %(limit)s;
+
+-- name: queue_counts_as_of
+SELECT state, priority, run_after > %(now)s AS future, count(*)
+FROM jobs
+WHERE queue = %(queue)s
+GROUP BY state, priority, future
+ORDER BY state, priority, future;
+
+-- name: due_jobs_in_dequeue_order
+SELECT `partition`, local_id, priority, run_after
+FROM jobs
+WHERE queue = %(queue)s AND state = 0 AND run_after <= %(now)s
+ORDER BY priority, run_after, local_id, `partition`
+LIMIT %(limit)s;
+
+-- name: last_event_time
+SELECT max(at) FROM job_events WHERE queue = %(queue)s;
+
+-- name: diff_rows
+-- Rows of {table} in database {left} that database {right} lacks (compared column by
+-- column), limited to the replayed queues and, when given, one partition.
+SELECT * FROM (
+    SELECT * FROM {left}.{table} WHERE {queue_column} IN %(queues)s
+        AND (%(partition)s IS NULL OR {partition_column} = %(partition)s)
+    EXCEPT ALL
+    SELECT * FROM {right}.{table} WHERE {queue_column} IN %(queues)s
+        AND (%(partition)s IS NULL OR {partition_column} = %(partition)s)
+) AS l
+LIMIT %(limit)s;
+
+-- name: diff_count
+SELECT count(*) FROM (
+    SELECT * FROM {left}.{table} WHERE {queue_column} IN %(queues)s
+        AND (%(partition)s IS NULL OR {partition_column} = %(partition)s)
+    EXCEPT ALL
+    SELECT * FROM {right}.{table} WHERE {queue_column} IN %(queues)s
+        AND (%(partition)s IS NULL OR {partition_column} = %(partition)s)
+) AS d;
+
+-- name: find_jobs
+-- The dashboard's job finder, as scan_jobs with bodies and a custom-status regex.
+SELECT `partition`, local_id, priority, state, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, body
+FROM jobs
+WHERE queue = %(queue)s AND state = %(state)s
+  AND (%(priority)s IS NULL OR priority = %(priority)s)
+  AND (%(body_regex)s IS NULL OR body REGEXP %(body_regex)s)
+  AND (%(status_regex)s IS NULL OR custom_status REGEXP %(status_regex)s)
+  AND (%(after_run_after)s IS NULL
+       OR (run_after, `partition`, local_id)
+          < (%(after_run_after)s, %(after_partition)s, %(after_local_id)s))
+ORDER BY run_after DESC, `partition` DESC, local_id DESC
+LIMIT %(limit)s;
+
+-- name: oldest_due
+-- The dashboard's "oldest due job": one minimum per priority (a loose scan of
+-- jobs_by_state, no LATERAL in MariaDB), then the smallest.
+SELECT min(first_due) FROM (
+    SELECT min(run_after) AS first_due FROM jobs
+    WHERE queue = %(queue)s AND state = 0 AND priority BETWEEN 1 AND %(priorities)s
+      AND run_after <= %(now)s
+    GROUP BY priority
+) AS per_priority;
+
+-- name: event_buckets
+-- The dashboard's rates, on the job_events_by_type index.
+SELECT %(since)s + ((at - %(since)s) DIV %(bucket_ms)s) * %(bucket_ms)s AS start, type,
+       count(*)
+FROM job_events
+WHERE queue = %(queue)s AND type IN %(types)s AND at >= %(since)s AND at < %(until)s
+  AND applied
+GROUP BY 1, 2
+ORDER BY 1, 2;
+
+-- name: history_partitions
+-- The partitions of job_events with their upper bounds, in order: day partitions
+-- (job_events_pYYYYMMDD, [bound - 1 day, bound)) and gaps (job_events_gYYYYMMDD, up to
+-- the day the name says); see projections/mysql/history.py.
+SELECT PARTITION_NAME, PARTITION_DESCRIPTION
+FROM information_schema.PARTITIONS
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'job_events'
+ORDER BY PARTITION_ORDINAL_POSITION;
+
+-- name: lock_history_partitions
+-- Changing partitions takes turns between the processes sharing a database; 0 after
+-- 5 s: another holds it (the pass fails and is retried).
+SELECT GET_LOCK(CONCAT(DATABASE(), '.job_events partitions'), 5);
+
+-- name: unlock_history_partitions
+SELECT RELEASE_LOCK(CONCAT(DATABASE(), '.job_events partitions'));
+
+-- name: history_lock_timeout
+-- Partition DDL waits at most this long for job_events' metadata lock, then fails (and
+-- is retried) rather than queue every reader and writer of the timeline behind it.
+SET SESSION lock_wait_timeout = 5;
+
+-- name: default_lock_timeout
+SET SESSION lock_wait_timeout = DEFAULT;
+
+-- name: partition_definition
+-- One partition in the DDL below (bound: an integer, composed by history.py).
+PARTITION {partition} VALUES LESS THAN ({bound});
+
+-- name: add_history_partitions
+-- Partitions above the highest bound: a plain ADD, no rows move.
+ALTER TABLE job_events ADD PARTITION ({definitions});
+
+-- name: split_history_partition
+-- A gap partition split around a new day: only the gap's rows are copied (normally
+-- none: rows are written after their day's partition exists).
+ALTER TABLE job_events REORGANIZE PARTITION {partition} INTO ({definitions});
+
+-- name: truncate_history_partition
+-- Empties a whole partition (a quick DDL, never a DELETE of rows).
+ALTER TABLE job_events TRUNCATE PARTITION {partition};
+
+-- name: drop_history_partitions
+ALTER TABLE job_events DROP PARTITION {partitions};

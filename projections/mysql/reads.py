@@ -1,0 +1,154 @@
+"""Reads of the current jobs: what owners load, and lookups, counts, scans and bulk
+selections for the RPCs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pinledger.ledger.state import Job, JobState
+from pinledger.projections.mysql import rows
+from pinledger.projections.mysql.connection import MyConnection
+from pinledger.projections.mysql.sql import query
+from pinledger.projections.store import (
+    HeldJob,
+    JobCount,
+    JobFilter,
+    JobRow,
+    QueueRow,
+    ScanKey,
+)
+
+
+class MyReads(MyConnection):
+    def _all(self, what: str, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        with self.cursor(what) as cur:
+            cur.execute(query(name), params)
+            return list(cur.fetchall())
+
+    def offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        pairs = list(partitions)
+        if not pairs:
+            return {}
+        found = self._all("reading offsets", "get_offsets", {"pairs": pairs})
+        return {(topic, partition): int(offset) for topic, partition, offset in found}
+
+    def load_jobs(self, queue: str, partition: int, ids: Iterable[int]) -> dict[int, Job]:
+        id_list = list(ids)
+        if not id_list:
+            return {}
+        params = {"queue": queue, "partition": partition, "ids": id_list}
+        return {row[0]: rows.job(row) for row in self._all("loading jobs", "load_jobs", params)}
+
+    def partition_jobs(
+        self, queue: str, partition: int, states: Iterable[JobState] = tuple(JobState)
+    ) -> dict[int, Job]:
+        wanted = [int(s) for s in states]
+        if not wanted:
+            return {}
+        params = {"queue": queue, "partition": partition, "states": wanted}
+        found = self._all("loading a partition's jobs", "partition_jobs", params)
+        return {row[0]: rows.job(row) for row in found}
+
+    def partition_traceparents(
+        self, queue: str, partition: int, states: Iterable[JobState]
+    ) -> dict[int, str]:
+        wanted = [int(s) for s in states]
+        if not wanted:
+            return {}
+        params = {"queue": queue, "partition": partition, "states": wanted}
+        found = self._all("loading trace contexts", "partition_traceparents", params)
+        return {int(local_id): str(traceparent) for local_id, traceparent in found}
+
+    def ready_jobs(
+        self, queue: str, partition: int, priority: int, after: tuple[int, int], limit: int
+    ) -> list[HeldJob]:
+        params = {
+            "queue": queue,
+            "partition": partition,
+            "priority": priority,
+            "after_run_after": after[0],
+            "after_local_id": after[1],
+            "limit": limit,
+        }
+        found = self._all("refilling a ready window", "ready_jobs", params)
+        return [rows.held(row) for row in found]
+
+    def expired_claims(
+        self, queue: str, partition: int, touched_before: int, limit: int
+    ) -> list[HeldJob]:
+        params = {
+            "queue": queue,
+            "partition": partition,
+            "touched_before": touched_before,
+            "limit": limit,
+        }
+        found = self._all("finding expired claims", "expired_claims", params)
+        return [rows.held(row) for row in found]
+
+    def expired(
+        self, queue: str, partition: int, succeeded_before: int, failed_before: int, limit: int
+    ) -> list[Job]:
+        params = {
+            "queue": queue,
+            "partition": partition,
+            "succeeded_before": succeeded_before,
+            "failed_before": failed_before,
+            "limit": limit,
+        }
+        found = self._all("finding expired jobs", "expired_jobs", params)
+        return [rows.job(row) for row in found]
+
+    def queues(self) -> list[QueueRow]:
+        return [QueueRow(*row) for row in self._all("listing queues", "list_queues", {})]
+
+    def job_counts(self) -> list[JobCount]:
+        found = self._all("counting jobs", "job_counts", {})
+        return [
+            JobCount(queue, JobState(state), priority, int(n))
+            for queue, state, priority, n in found
+        ]
+
+    def check_regex(self, regex: str | None) -> None:
+        if regex is None:
+            return
+        self._all(f"checking {regex!r}", "check_regex", {"regex": regex})
+
+    def lookup(
+        self, queue: str, keys: Sequence[tuple[int, int]], include_body: bool
+    ) -> list[JobRow]:
+        if not keys:
+            return []
+        params = {"queue": queue, "keys": list(keys), "include_body": include_body}
+        return [rows.looked_up(row) for row in self._all("looking up jobs", "lookup_jobs", params)]
+
+    def count(self, where: JobFilter, now: int, future: bool) -> int:
+        found = self._all("counting jobs", "count_jobs", _filter(where, now, future))
+        return int(found[0][0]) if found else 0
+
+    def scan(
+        self, where: JobFilter, now: int, future: bool, after: ScanKey | None, limit: int
+    ) -> list[JobRow]:
+        params = _filter(where, now, future) | {
+            "after_run_after": after.run_after if after else None,
+            "after_partition": after.partition if after else None,
+            "after_local_id": after.local_id if after else None,
+            "limit": limit,
+        }
+        return [rows.scanned(row) for row in self._all("scanning jobs", "scan_jobs", params)]
+
+    def select(self, where: JobFilter, limit: int) -> list[JobRow]:
+        assert where.priority is not None
+        params = _filter(where, 0, False) | {"limit": limit}
+        return [rows.selected(row) for row in self._all("selecting jobs", "select_jobs", params)]
+
+
+def _filter(where: JobFilter, now: int, future: bool) -> dict[str, Any]:
+    return {
+        "queue": where.queue,
+        "state": int(where.state),
+        "priority": where.priority,
+        "regex": where.regex,
+        "now": now,
+        "future": future,
+    }
