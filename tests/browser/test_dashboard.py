@@ -11,6 +11,7 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 
 from pinledger.idl import pinlater
+from pinledger.service.dashboard.auth import COOKIE
 from pinledger.service.testing.servers import ServerProcess, context, dequeue_until, wait_for
 from tests.browser.conftest import PASSWORD
 
@@ -164,6 +165,8 @@ def test_bulk_retry_needs_a_login(
     browser.get(_page(server, "/login"))
     browser.find_element(By.NAME, "password").send_keys(PASSWORD)
     browser.find_element(By.CSS_SELECTOR, "form.card button").click()
+    # The click returns before the login's answer has set the session cookie.
+    wait_for(lambda: browser.get_cookie(COOKIE) is not None)
     browser.get(_page(server, f"/failures?queue={queue}"))
     browser.find_element(By.CSS_SELECTOR, 'form.group button[value="retry-all"]').click()
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "form.confirm .touches"))
