@@ -14,6 +14,7 @@ log), then lower partition.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pinledger.ledger.descriptor import JobDescriptor
@@ -96,6 +97,8 @@ class QueueAsOf:
     now: int
     counts: list[CountRow]
     due: list[DueJob] = field(default_factory=list)
+    # Why one job of a pair asked about is dequeued before the other (why_first).
+    why: str = ""
 
     def count(self, state: JobState, future: bool = False) -> int:
         return sum(r.future if future else r.due for r in self.counts if r.state is state)
@@ -114,6 +117,18 @@ def queue_as_of(store: ReadStore, queue: str, now: int, limit: int) -> QueueAsOf
         )
     ]
     return QueueAsOf(queue, now, counts, due)
+
+
+def jobs_then(store: ReadStore, queue: str, ds: Sequence[JobDescriptor]) -> list[Job | None]:
+    """The jobs `ds` name in a (replayed) projection, None for those it lacks."""
+    for d in ds:
+        if d.queue != queue:
+            raise ValueError(f"{d}: the job is not in queue {queue!r}")
+    found = {
+        (row.partition, row.job.local_id): row.job
+        for row in store.lookup(queue, [(d.partition, d.local_id) for d in ds], False)
+    }
+    return [found.get((d.partition, d.local_id)) for d in ds]
 
 
 def dequeue_key(d: JobDescriptor, job: Job) -> tuple[int, int, int, int]:

@@ -4,10 +4,12 @@ until SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import threading
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +17,14 @@ from thriftpy2.thrift import TProcessor
 from thriftpy2.transport import TServerSocket
 
 from pinledger.idl import pinlater
+from pinledger.ledger import descriptor
 from pinledger.ledger.clock import SYSTEM_CLOCK
 from pinledger.ledger.commands import Limits
 from pinledger.ledger.durability import Severity, findings
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import LogError, LogInspector, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.asof import QueueAsOf, queue_as_of
+from pinledger.projections.asof import QueueAsOf, jobs_then, queue_as_of, why_first
 from pinledger.projections.factory import open_store
 from pinledger.projections.projector import Bound, Scope
 from pinledger.projections.replay import replay
@@ -246,12 +249,18 @@ def as_of_reader(config: Config, live: LedgerStore, kafka: KafkaLog) -> AsOfRead
     """The dashboard's queue as of a moment: a bounded replay of one queue into a
     scratch schema, dropped after reading (what `pinledger replay --as-of` does)."""
 
-    def read(queue: str, at: int, limit: int) -> QueueAsOf:
+    def read(queue: str, at: int, limit: int, pair: Sequence[str]) -> QueueAsOf:
+        ds = [descriptor.parse(text) for text in pair]  # before the replay: fail fast
         scratch = open_store(config.store_url, f"asof_{uuid.uuid4().hex[:8]}", max_size=2)
         try:
             scope = Scope(queues=frozenset({queue}), bound=Bound(at=at))
             replay(live, scratch, kafka, config.topic_prefix, scope)
-            return queue_as_of(scratch, queue, at, limit)
+            state = queue_as_of(scratch, queue, at, limit)
+            if len(ds) == 2:
+                jobs = jobs_then(scratch, queue, ds)
+                _, why = why_first((ds[0], jobs[0]), (ds[1], jobs[1]), at)
+                state = dataclasses.replace(state, why=why)
+            return state
         finally:
             scratch.drop()
 

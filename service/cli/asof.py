@@ -13,12 +13,12 @@ from typing import Any
 from pinledger.ledger import descriptor
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
-from pinledger.ledger.state import Job
 from pinledger.ledger.times import format_ms
 from pinledger.projections.actions import Tag
 from pinledger.projections.asof import (
     AsOf,
     QueueAsOf,
+    jobs_then,
     parse_as_of,
     queue_as_of,
     why_first,
@@ -75,14 +75,10 @@ def _explain(
     live: LedgerStore, scratch: LedgerStore, queue: str, texts: list[str], as_of: AsOf, now: int
 ) -> dict[str, Any]:
     ds = [descriptor.parse(text) for text in texts]
-    for d in ds:
-        if d.queue != queue:
-            raise ValueError(f"--explain {d}: the job is not in queue {queue!r}")
-    found = {
-        (row.partition, row.job.local_id): row.job
-        for row in scratch.lookup(queue, [(d.partition, d.local_id) for d in ds], False)
-    }
-    jobs: list[Job | None] = [found.get((d.partition, d.local_id)) for d in ds]
+    try:
+        jobs = jobs_then(scratch, queue, ds)
+    except ValueError as exc:
+        raise ValueError(f"--explain {exc}") from None
     first, reason = why_first((ds[0], jobs[0]), (ds[1], jobs[1]), now)
     return {
         "first": None if first is None else str(first),

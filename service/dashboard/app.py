@@ -149,7 +149,13 @@ class Dashboard:
         return page("Failures", content, user=user, csrf=csrf)
 
     def _asof(self, request: WebRequest, user: str | None) -> WebResponse:
-        content = queues.as_of_page(self.backend, request.arg("queue"), request.arg("at"))
+        content = queues.as_of_page(
+            self.backend,
+            request.arg("queue"),
+            request.arg("at"),
+            request.arg("a"),
+            request.arg("b"),
+        )
         return page(
             "A queue in the past",
             content,

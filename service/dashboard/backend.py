@@ -13,7 +13,8 @@ from pinledger.service.dashboard.auth import Sessions
 
 # A queue as it was at a moment (ms): a bounded replay into a scratch schema
 # (projections/asof.py), built by the assembler, which knows the adapters.
-AsOfReader = Callable[[str, int, int], QueueAsOf]
+# (queue, moment, due jobs to list, two descriptors to explain or none)
+AsOfReader = Callable[[str, int, int, Sequence[str]], QueueAsOf]
 
 
 @dataclass(frozen=True, slots=True)

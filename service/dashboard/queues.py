@@ -146,19 +146,23 @@ def _partitions(backend: Backend, queue: QueueRow) -> str:
     return "<h2>Partitions</h2>" + table(["partition", "owner", "state"], rows, "partitions")
 
 
-def as_of_page(backend: Backend, name: str, at_text: str) -> str:
+def as_of_page(backend: Backend, name: str, at_text: str, a: str = "", b: str = "") -> str:
     api = backend.api
     form = (
         '<form class="filters" method="get" action="/asof">'
         f'<label>queue<input name="queue" value="{esc(name)}" required></label>'
         f'<label>time (UTC, ISO-8601 or ms)<input name="at" value="{esc(at_text)}" required>'
+        "</label>"
+        f'<label>why is job<input name="a" value="{esc(a)}" placeholder="descriptor"></label>'
+        f'<label>dequeued before<input name="b" value="{esc(b)}" placeholder="descriptor">'
         "</label><button>Show</button></form>"
     )
     if not name or not at_text:
         return form + '<p class="muted">Rebuilds the queue from its log up to that moment.</p>'
     at = parse_ms(at_text)
     queue = load_queue(api, name)
-    state = backend.as_of(queue.name, at, 50)
+    pair = [a.strip(), b.strip()] if a.strip() and b.strip() else []
+    state = backend.as_of(queue.name, at, 50, pair)
     rows = [
         [esc(c.state.name), str(c.priority), f"{c.due:,}", f"{c.future:,}"] for c in state.counts
     ]
@@ -174,6 +178,7 @@ def as_of_page(backend: Backend, name: str, at_text: str) -> str:
     return (
         form
         + f"<h2>{esc(queue.name)} as of {esc(when(at))} UTC</h2>"
+        + (f'<p class="why">{esc(state.why)}</p>' if state.why else "")
         + table(["state", "priority", "due", "not yet due"], rows, "asof-counts")
         + "<h2>Waiting, in the order a dequeue takes them</h2>"
         + '<p class="muted">Priority first (1 is highest), then the earlier run_after, then '

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -196,3 +197,23 @@ def test_a_queue_of_100k_jobs_pages_within_the_read_limits(
     assert len(browser.find_elements(By.CSS_SELECTOR, "table.jobs tbody tr")) == 50
     browser.find_element(By.CSS_SELECTOR, "a.next").click()
     assert len(browser.find_elements(By.CSS_SELECTOR, "table.jobs tbody tr")) == 50
+
+
+def test_the_past_page_says_why_one_job_is_dequeued_before_another(
+    server: ServerProcess, browser: webdriver.Chrome, client: Any
+) -> None:
+    queue = _queue(client)
+    [low] = _enqueue(client, queue, [b"low"])  # priority 1 by default: the highest
+    jobs = [pinlater.PinLaterJob(body=b"high", priority=2)]
+    [high] = client.enqueueJobs(
+        context(), pinlater.PinLaterEnqueueRequest(queue, jobs)
+    ).jobDescriptors
+    wait_for(lambda: _count(client, queue, pinlater.PinLaterJobState.PENDING) == 2)
+    moment = int(time.time() * 1000)
+    browser.get(_page(server, f"/asof?queue={queue}&at={moment}&a={high}&b={low}"))
+    why = _cell(browser, "p.why")
+    assert why.startswith(f"{low} before {high}"), why
+    assert "priority 1 is taken before priority 2" in why
+    # The waiting jobs, in the order a dequeue takes them.
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.asof-due tbody tr")
+    assert [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows] == [low, high]
