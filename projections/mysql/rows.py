@@ -1,5 +1,6 @@
-"""MariaDB rows to the store's named rows: the only place that knows column order and
-the driver's types (BOOLEAN comes back as 0/1, JSON as text)."""
+"""MariaDB rows to the store's named rows and back. The column order is shared with the
+Postgres adapter (projections/columns.py); here is what the driver returns differently
+(BOOLEAN comes back as 0/1, JSON as text) and the parameters of the writes."""
 
 from __future__ import annotations
 
@@ -8,65 +9,21 @@ from typing import Any
 
 import orjson
 
-from pinledger.ledger.state import Job, JobState
-from pinledger.projections.store import EventRow, HeldJob, JobRow, TimelineRow
+from pinledger.ledger.state import Job
+from pinledger.projections.columns import event, held, job, looked_up, scanned, selected
+from pinledger.projections.store import EventRow, TimelineRow
 
-
-def held(row: Sequence[Any]) -> HeldJob:
-    """A job and its trace context from the 14 columns of ready_jobs and expired_claims."""
-    return HeldJob(job(row[:13]), row[13])
-
-
-def job(row: Sequence[Any]) -> Job:
-    """A job from the 13 columns of load_jobs, partition_jobs and expired_jobs."""
-    (
-        local_id,
-        priority,
-        state,
-        body,
-        allowed,
-        remaining,
-        status,
-        created_at,
-        run_after,
-        updated_at,
-        claim,
-        claim_source,
-        touched_at,
-    ) = row
-    return Job(
-        local_id=local_id,
-        priority=priority,
-        state=JobState(state),
-        body=bytes(body),
-        attempts_allowed=allowed,
-        attempts_remaining=remaining,
-        custom_status=status,
-        created_at=created_at,
-        run_after=run_after,
-        updated_at=updated_at,
-        claim=claim,
-        claim_source=claim_source,
-        touched_at=touched_at,
-    )
-
-
-def looked_up(row: Sequence[Any]) -> JobRow:
-    """A lookup_jobs / find_jobs row: partition, 10 job columns without the claim source
-    and touch time, then the body (NULL unless asked for)."""
-    partition, local_id, priority, state, *rest, claim, body = row
-    return JobRow(
-        partition, job((local_id, priority, state, body or b"", *rest, claim, None, None))
-    )
-
-
-def scanned(row: Sequence[Any]) -> JobRow:
-    partition, local_id, priority, state, *rest = row
-    return JobRow(partition, job((local_id, priority, state, b"", *rest, None, None)))
-
-
-def selected(row: Sequence[Any]) -> JobRow:
-    return JobRow(row[0], job(row[1:]))
+__all__ = [
+    "event",
+    "event_params",
+    "held",
+    "job",
+    "job_params",
+    "looked_up",
+    "scanned",
+    "selected",
+    "timeline",
+]
 
 
 def timeline(row: Sequence[Any]) -> TimelineRow:
@@ -74,10 +31,6 @@ def timeline(row: Sequence[Any]) -> TimelineRow:
     values[8] = bool(values[8])  # applied
     values[12] = orjson.loads(values[12])  # detail
     return TimelineRow(*values)
-
-
-def event(local_id: int, row: TimelineRow) -> EventRow:
-    return EventRow(local_id, *row)
 
 
 def event_params(queue: str, partition: int, row: EventRow) -> dict[str, Any]:

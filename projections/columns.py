@@ -1,0 +1,75 @@
+"""Rows of the named queries to the store's named rows: the column order both SQL
+adapters' queries.sql return (projections/pg, projections/mysql), in one place. Each
+adapter's rows.py adds what its driver returns differently (the timeline's types)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pinledger.ledger.state import Job, JobState
+from pinledger.projections.store import EventRow, HeldJob, JobRow, TimelineRow
+
+
+def held(row: Sequence[Any]) -> HeldJob:
+    """A job and its trace context from the 14 columns of ready_jobs and expired_claims."""
+    return HeldJob(job(row[:13]), row[13])
+
+
+def job(row: Sequence[Any]) -> Job:
+    """A job from the 13 columns of load_jobs, partition_jobs and expired_jobs."""
+    (
+        local_id,
+        priority,
+        state,
+        body,
+        allowed,
+        remaining,
+        status,
+        created_at,
+        run_after,
+        updated_at,
+        claim,
+        claim_source,
+        touched_at,
+    ) = row
+    return Job(
+        local_id=local_id,
+        priority=priority,
+        state=JobState(state),
+        body=bytes(body),
+        attempts_allowed=allowed,
+        attempts_remaining=remaining,
+        custom_status=status,
+        created_at=created_at,
+        run_after=run_after,
+        updated_at=updated_at,
+        claim=claim,
+        claim_source=claim_source,
+        touched_at=touched_at,
+    )
+
+
+def looked_up(row: Sequence[Any]) -> JobRow:
+    """A lookup_jobs row: partition, 10 job columns without the claim source and touch
+    time, then the body (NULL unless asked for)."""
+    partition, local_id, priority, state, *rest, claim, body = row
+    return JobRow(
+        partition, job((local_id, priority, state, body or b"", *rest, claim, None, None))
+    )
+
+
+def scanned(row: Sequence[Any]) -> JobRow:
+    """A scan_jobs row: partition and the job's columns without its body, claim source
+    and touch time."""
+    partition, local_id, priority, state, *rest = row
+    return JobRow(partition, job((local_id, priority, state, b"", *rest, None, None)))
+
+
+def selected(row: Sequence[Any]) -> JobRow:
+    """A select_jobs row: partition and the 13 job columns (an empty body)."""
+    return JobRow(row[0], job(row[1:]))
+
+
+def event(local_id: int, row: TimelineRow) -> EventRow:
+    return EventRow(local_id, *row)
