@@ -84,7 +84,7 @@ def _opt_b64(data: bytes | None) -> str | None:
 def _encode_event(event: Event) -> dict[str, Any]:
     match event:
         case Enqueued():
-            return {
+            encoded: dict[str, Any] = {
                 "t": EVENT_TAGS[Enqueued],
                 "b": _b64(event.body),
                 "p": event.priority,
@@ -92,6 +92,10 @@ def _encode_event(event: Event) -> dict[str, Any]:
                 "n": event.attempts_allowed,
                 "s": event.custom_status,
             }
+            # Only imported jobs carry it: every other record stays as it was.
+            if event.imported_from is not None:
+                encoded["i"] = event.imported_from
+            return encoded
         case Claimed():
             return {"t": EVENT_TAGS[Claimed], "j": event.local_id, "c": event.claim}
         case Succeeded():
@@ -169,6 +173,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
         run_after=_field(o, "r", int),
         attempts_allowed=_field(o, "n", int),
         custom_status=_field(o, "s", str),
+        imported_from=_opt(o, "i", str),
     ),
     "clm": lambda o: Claimed(local_id=_field(o, "j", int), claim=_field(o, "c", str)),
     "ok": lambda o: Succeeded(

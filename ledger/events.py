@@ -31,11 +31,17 @@ class Actor:
 
 @dataclass(frozen=True, slots=True)
 class Enqueued:
+    """A new job. `imported_from` is the PinLater descriptor of a job that
+    `pinledger import-pinlater` moved onto the ledger (None for every other job): the
+    projection maps it to the new descriptor, so lookups and traces accept the old one
+    (docs/decisions/0017-imported-descriptors.md)."""
+
     body: bytes
     priority: int
     run_after: int
     attempts_allowed: int
     custom_status: str = ""
+    imported_from: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
 """Rows of the named queries to the store's named rows: the column order both SQL
-adapters' queries.sql return (projections/pg, projections/mysql), in one place. Each
+adapters' queries.sql return (projections/pg, projections/mysql), in one place (and
+the parameters of the one insert both spell alike, imported_params). Each
 adapter's rows.py adds what its driver returns differently (the timeline's types)."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pinledger.ledger.state import Job, JobState
-from pinledger.projections.store import EventRow, HeldJob, JobRow, TimelineRow
+from pinledger.projections.store import EventRow, HeldJob, JobRow, PartitionBatch, TimelineRow
 
 
 def held(row: Sequence[Any]) -> HeldJob:
@@ -73,3 +74,17 @@ def selected(row: Sequence[Any]) -> JobRow:
 
 def event(local_id: int, row: TimelineRow) -> EventRow:
     return EventRow(local_id, *row)
+
+
+def imported_params(batch: PartitionBatch) -> list[dict[str, Any]]:
+    """The imported_descriptors rows of a batch, as both adapters insert them."""
+    return [
+        {
+            "queue": batch.queue,
+            "old_descriptor": imported.old_descriptor,
+            "partition": batch.partition,
+            "local_id": local_id,
+            "priority": imported.priority,
+        }
+        for local_id, imported in batch.imported.items()
+    ]

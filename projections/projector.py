@@ -25,7 +25,7 @@ from pinledger.ledger.events import (
 )
 from pinledger.ledger.log import Log, LogRecord, Position, Reader, catalog_topic, queue_topic
 from pinledger.ledger.state import FINISHED, Job, Stamp, Verdict, event_local_id, evolve
-from pinledger.projections.store import PartitionBatch, ProjectorStore, QueueRow
+from pinledger.projections.store import ImportedJob, PartitionBatch, ProjectorStore, QueueRow
 from pinledger.projections.timeline_rows import timeline_row
 
 log = logging.getLogger(__name__)
@@ -229,8 +229,11 @@ class PartitionProjector:
                     self._transitions.append(
                         Transition(local_id, event, prior, after, verdict, envelope.at, traceparent)
                     )
-                if isinstance(event, Enqueued) and verdict.applied and traceparent:
-                    batch.traceparents[local_id] = traceparent
+                if isinstance(event, Enqueued) and verdict.applied:
+                    if traceparent:
+                        batch.traceparents[local_id] = traceparent
+                    if event.imported_from is not None:
+                        batch.imported[local_id] = ImportedJob(event.imported_from, event.priority)
                 batch.events.append(
                     timeline_row(
                         local_id,

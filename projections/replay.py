@@ -22,6 +22,7 @@ _COMPARED = (
     ("queues", "name", "partitions"),
     ("jobs", "queue", "partition"),
     ("job_events", "queue", "partition"),
+    ("imported_descriptors", "queue", "partition"),
 )
 
 

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.history_partitions import HistoryPartition
 
@@ -105,6 +106,14 @@ class TimelineRow(NamedTuple):
     traceparent: str | None
 
 
+class ImportedJob(NamedTuple):
+    """A job `pinledger import-pinlater` enqueued: its PinLater descriptor and its
+    priority (with the queue, partition and local id, its new descriptor)."""
+
+    old_descriptor: str
+    priority: int
+
+
 @dataclass(slots=True)
 class PartitionBatch:
     """What one projected batch of records changes in one partition, committed in one
@@ -119,6 +128,8 @@ class PartitionBatch:
     removals: list[int] = field(default_factory=list)
     events: list[EventRow] = field(default_factory=list)
     traceparents: dict[int, str] = field(default_factory=dict)
+    # Imported jobs enqueued by the batch, by local id.
+    imported: dict[int, ImportedJob] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +357,11 @@ class ReadStore(Protocol):
         """Jobs of one queue by (partition, local_id), in no particular order; missing
         ones are left out. Bodies only when asked (else b""); no claim source or touch
         time."""
+        ...
+
+    def imported(self, queue: str, old_descriptors: Sequence[str]) -> dict[str, JobDescriptor]:
+        """The new descriptors of imported jobs of one queue, by the PinLater
+        descriptors asked for (exact text); descriptors never imported are left out."""
         ...
 
     def count(self, where: JobFilter, now: int, future: bool) -> int:

@@ -139,6 +139,17 @@ VALUES (%(queue)s, %(partition)s, %(local_id)s, %(offset)s, %(idx)s, %(type)s, %
         %(source)s, %(request_id)s, %(server)s, %(claim)s, %(applied)s, %(verdict)s,
         %(state_after)s, %(attempts_remaining_after)s, %(detail)s, %(traceparent)s);
 
+-- name: record_imported
+-- The first import of a PinLater descriptor stays (a page the importer appended twice
+-- after a crash maps to its first copy).
+INSERT IGNORE INTO imported_descriptors (queue, old_descriptor, `partition`, local_id, priority)
+VALUES (%(queue)s, %(old_descriptor)s, %(partition)s, %(local_id)s, %(priority)s);
+
+-- name: imported_descriptors
+-- The new place of imported jobs, by their PinLater descriptors.
+SELECT old_descriptor, `partition`, local_id, priority FROM imported_descriptors
+WHERE queue = %(queue)s AND old_descriptor IN %(old)s;
+
 -- name: create_queue
 INSERT IGNORE INTO queues (name, partitions, created_at) VALUES (%(name)s, %(partitions)s, %(at)s);
 
@@ -150,6 +161,9 @@ DELETE FROM jobs WHERE queue = %(name)s;
 
 -- name: delete_queue_job_events
 DELETE FROM job_events WHERE queue = %(name)s;
+
+-- name: delete_queue_imported
+DELETE FROM imported_descriptors WHERE queue = %(name)s;
 
 -- name: delete_topic_offsets
 DELETE FROM partition_offsets WHERE topic = %(topic)s;

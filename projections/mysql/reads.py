@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.mysql import rows
 from pinledger.projections.mysql.connection import MyConnection
@@ -121,6 +122,16 @@ class MyReads(MyConnection):
             return []
         params = {"queue": queue, "keys": list(keys), "include_body": include_body}
         return [rows.looked_up(row) for row in self._all("looking up jobs", "lookup_jobs", params)]
+
+    def imported(self, queue: str, old_descriptors: Sequence[str]) -> dict[str, JobDescriptor]:
+        if not old_descriptors:
+            return {}
+        params = {"queue": queue, "old": list(old_descriptors)}
+        found = self._all("reading imported descriptors", "imported_descriptors", params)
+        return {
+            str(old): JobDescriptor(queue, int(partition), int(priority), int(local_id))
+            for old, partition, local_id, priority in found
+        }
 
     def count(self, where: JobFilter, now: int, future: bool) -> int:
         found = self._all("counting jobs", "count_jobs", _filter(where, now, future))

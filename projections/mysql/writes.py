@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import pymysql.cursors
 
+from pinledger.projections.columns import imported_params
 from pinledger.projections.mysql import rows
 from pinledger.projections.mysql.history import MyHistory, missing_partition
 from pinledger.projections.mysql.sql import query
@@ -71,6 +72,8 @@ class MyWrites(MyHistory):
                     query("remove_jobs"),
                     {"queue": batch.queue, "partition": batch.partition, "ids": batch.removals},
                 )
+            if batch.imported:
+                cur.executemany(query("record_imported"), imported_params(batch))
             if batch.upserts:
                 cur.executemany(
                     query("upsert_job"),
@@ -104,6 +107,7 @@ class MyWrites(MyHistory):
                     "delete_queue",
                     "delete_queue_jobs",
                     "delete_queue_job_events",
+                    "delete_queue_imported",
                     "delete_topic_offsets",
                 ):
                     cur.execute(query(statement), params)

@@ -146,6 +146,18 @@ COPY job_events (queue, partition, local_id, "offset", idx, type, at, source, re
                  server, claim, applied, verdict, state_after, attempts_remaining_after,
                  detail, traceparent) FROM STDIN;
 
+-- name: record_imported
+-- The first import of a PinLater descriptor stays (a page the importer appended twice
+-- after a crash maps to its first copy).
+INSERT INTO imported_descriptors (queue, old_descriptor, partition, local_id, priority)
+VALUES (%(queue)s, %(old_descriptor)s, %(partition)s, %(local_id)s, %(priority)s)
+ON CONFLICT (queue, old_descriptor) DO NOTHING;
+
+-- name: imported_descriptors
+-- The new place of imported jobs, by their PinLater descriptors.
+SELECT old_descriptor, partition, local_id, priority FROM imported_descriptors
+WHERE queue = %(queue)s AND old_descriptor = ANY(%(old)s::text[]);
+
 -- name: create_queue
 INSERT INTO queues (name, partitions, created_at) VALUES (%(name)s, %(partitions)s, %(at)s)
 ON CONFLICT (name) DO NOTHING;
@@ -158,6 +170,9 @@ DELETE FROM jobs WHERE queue = %(name)s;
 
 -- name: delete_queue_job_events
 DELETE FROM job_events WHERE queue = %(name)s;
+
+-- name: delete_queue_imported
+DELETE FROM imported_descriptors WHERE queue = %(name)s;
 
 -- name: delete_topic_offsets
 DELETE FROM partition_offsets WHERE topic = %(topic)s;

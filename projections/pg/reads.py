@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.pg import rows
 from pinledger.projections.pg.connection import PgConnection
@@ -139,6 +140,17 @@ class PgReads(PgConnection):
         with self.connection("looking up jobs") as conn:
             found = conn.execute(query("lookup_jobs"), params).fetchall()
         return [rows.looked_up(row) for row in found]
+
+    def imported(self, queue: str, old_descriptors: Sequence[str]) -> dict[str, JobDescriptor]:
+        if not old_descriptors:
+            return {}
+        params = {"queue": queue, "old": list(old_descriptors)}
+        with self.connection("reading imported descriptors") as conn:
+            found = conn.execute(query("imported_descriptors"), params).fetchall()
+        return {
+            str(old): JobDescriptor(queue, int(partition), int(priority), int(local_id))
+            for old, partition, local_id, priority in found
+        }
 
     def count(self, where: JobFilter, now: int, future: bool) -> int:
         with self.connection("counting jobs") as conn:

@@ -89,6 +89,19 @@ CREATE TABLE job_events (
 -- Serves the dashboard's rates: one queue's events of one type over a time range.
 CREATE INDEX job_events_by_type ON job_events (queue, type, at);
 
+-- The PinLater descriptors of imported jobs (`pinledger import-pinlater`), so that
+-- lookupJobs and getJobHistory accept them: projected from the `imported_from` of the
+-- jobs' Enqueued events (docs/decisions/0017-imported-descriptors.md).
+CREATE TABLE imported_descriptors (
+    queue           text     NOT NULL,
+    -- The job's PinLater descriptor, as PinLater wrote it.
+    old_descriptor  text     NOT NULL,
+    partition       integer  NOT NULL,
+    local_id        bigint   NOT NULL,
+    priority        smallint NOT NULL,
+    PRIMARY KEY (queue, old_descriptor)
+);
+
 -- How far each partition (and the catalog, partition 0 of its topic) has been
 -- projected: written in the same transaction as the rows it covers, and moved only by
 -- compare-and-set from the offset a batch started at. That compare-and-set is the

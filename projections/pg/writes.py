@@ -11,6 +11,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from pinledger.ledger.state import Job
+from pinledger.projections.columns import imported_params
 from pinledger.projections.pg.history import PgHistory, missing_partition
 from pinledger.projections.pg.sql import query
 from pinledger.projections.store import (
@@ -77,6 +78,8 @@ class PgWrites(PgHistory):
                     query("remove_jobs"),
                     {"queue": batch.queue, "partition": batch.partition, "ids": batch.removals},
                 )
+            if batch.imported:
+                conn.cursor().executemany(query("record_imported"), imported_params(batch))
             if len(batch.upserts) >= ONE_STATEMENT_UPSERTS:
                 conn.execute(query("upsert_jobs"), _upsert_arrays(batch))
             elif batch.upserts:
@@ -109,6 +112,7 @@ class PgWrites(PgHistory):
                     "delete_queue",
                     "delete_queue_jobs",
                     "delete_queue_job_events",
+                    "delete_queue_imported",
                     "delete_topic_offsets",
                 ):
                     conn.execute(query(statement), params)

@@ -3,6 +3,7 @@ after the read barrier (barrier.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pinledger.ledger.commands import check_priority
@@ -34,6 +35,15 @@ def job_filter(
     return JobFilter(queue.name, state, priority, regex)
 
 
+def resolve(api: Api, queue: str, wanted: Sequence[JobDescriptor]) -> dict[str, JobDescriptor]:
+    """Where each descriptor asked for names a job: an imported job's PinLater descriptor
+    names its new place, every other descriptor itself. The importer makes sure no
+    pinledger descriptor ever equals a PinLater descriptor it imported, so the two never
+    compete (docs/decisions/0017-imported-descriptors.md)."""
+    moved = api.store.imported(queue, sorted({str(d) for d in wanted}))
+    return {str(d): moved.get(str(d), d) for d in wanted}
+
+
 def lookup_jobs(api: Api, request: LookupRequest) -> dict[str, Any]:
     by_queue: dict[str, list[JobDescriptor]] = {}
     for parsed in request.jobs:
@@ -41,28 +51,30 @@ def lookup_jobs(api: Api, request: LookupRequest) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for name, wanted in by_queue.items():
         queue = load_queue(api, name)
-        check_jobs(queue, wanted)
+        targets = resolve(api, name, wanted)
+        check_jobs(queue, targets.values())
         topic = api.writer.topic(name)
         waits: dict[Partition, int] = {}
-        for d in wanted:
+        for d in targets.values():
             key = (topic, d.partition)
             waits[key] = max(waits.get(key, -1), d.offset)
         wait_projected(api, waits)
-        rows = api.store.lookup(
-            name, [(d.partition, d.local_id) for d in wanted], request.include_body
-        )
-        asked = {(d.partition, d.local_id): str(d) for d in wanted}
+        asked: dict[tuple[int, int], list[str]] = {}
+        for text, d in targets.items():
+            asked.setdefault((d.partition, d.local_id), []).append(text)
+        rows = api.store.lookup(name, list(asked), request.include_body)
         for row in rows:
-            # Answer under the descriptor asked for (priority in it is informative).
-            key_text = asked.get((row.partition, row.job.local_id))
-            if key_text is not None:
-                found[key_text] = convert.job_info(name, row, request.include_body, key_text)
+            for text in asked.get((row.partition, row.job.local_id), []):
+                # Answer under the descriptor asked for (priority in it is informative);
+                # an imported job's info names its new descriptor.
+                shown = str(targets[text])
+                found[text] = convert.job_info(name, row, request.include_body, shown)
     return found
 
 
 def get_job_history(api: Api, request: HistoryRequest) -> Any:
-    parsed = request.job
-    queue = load_queue(api, parsed.queue)
+    queue = load_queue(api, request.job.queue)
+    parsed = resolve(api, queue.name, [request.job])[str(request.job)]
     check_job(queue, parsed)
     wait_projected(api, {(api.writer.topic(queue.name), parsed.partition): parsed.offset})
     rows = api.store.job_events(queue.name, parsed.partition, parsed.local_id)

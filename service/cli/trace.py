@@ -45,9 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def fetch_history(
     client: PinLaterClient, job: JobDescriptor, at_offset: int | None = None
 ) -> JobHistory:
-    """The job's history from a server, as a JobHistory."""
+    """The job's history from a server, as a JobHistory. A PinLater descriptor of an
+    imported job gives the history of the job it became, under its new descriptor."""
     request = pinlater.PinLaterJobHistoryRequest(jobDescriptor=str(job), atOffset=at_offset)
-    return from_thrift(job, client.call("getJobHistory", request, idempotent=True))
+    response = client.call("getJobHistory", request, idempotent=True)
+    return from_thrift(descriptor.parse(response.jobDescriptor), response)
 
 
 def _span(ms: int | None) -> str:
@@ -147,5 +149,7 @@ def run(config: Config, args: argparse.Namespace) -> int:
         data["as_of_offset"] = args.at
         print(json.dumps(data, indent=2))
     else:
+        if history.descriptor != str(job):
+            print(f"{job} is the PinLater descriptor of an imported job")
         print(render(history, args.at))
     return 0 if history.steps else 1

@@ -21,6 +21,7 @@ from pinledger.projections.store import (
 
 JobKey = tuple[str, int, int]  # queue, partition, local_id
 EventKey = tuple[str, int, int, int, int]  # ... offset, idx
+ImportedRow = tuple[int, int, int]  # partition, local_id, priority
 
 
 def escaped_body(body: bytes) -> str:
@@ -76,6 +77,7 @@ def table_rows(
     queues: Mapping[str, QueueRow],
     jobs: Mapping[JobKey, tuple[Job, str | None]],
     events: Mapping[EventKey, EventRow],
+    imported: Mapping[tuple[str, str], ImportedRow],
 ) -> list[dict[str, Any]]:
     """A table's rows as column -> value, as Postgres's to_jsonb writes them."""
     if table == "queues":
@@ -89,6 +91,17 @@ def table_rows(
         return [
             {"queue": k[0], "partition": k[1], **dataclasses.asdict(row)}
             for k, row in events.items()
+        ]
+    if table == "imported_descriptors":
+        return [
+            {
+                "queue": queue,
+                "old_descriptor": old,
+                "partition": partition,
+                "local_id": local_id,
+                "priority": priority,
+            }
+            for (queue, old), (partition, local_id, priority) in imported.items()
         ]
     raise StoreError(f"no table {table!r} in schema {schema}")
 

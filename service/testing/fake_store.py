@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
+from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.projections.history_partitions import HistoryPartition
 from pinledger.projections.pg.sql import migrations
@@ -42,6 +43,7 @@ from pinledger.projections.store import (
 from pinledger.service.testing.fake_history import FakeHistoryPartitions
 from pinledger.service.testing.fake_rows import (
     EventKey,
+    ImportedRow,
     JobKey,
     check_event,
     check_job,
@@ -76,6 +78,8 @@ class FakeStore:
         self._jobs: dict[JobKey, tuple[Job, str | None]] = {}
         self._events: dict[EventKey, EventRow] = {}
         self._offsets: dict[tuple[str, int], int] = {}
+        # (queue, PinLater descriptor) -> (partition, local id, priority)
+        self._imported: dict[tuple[str, str], ImportedRow] = {}
         self._history = FakeHistoryPartitions()
 
     # -- failure injection --------------------------------------------------------------
@@ -230,6 +234,12 @@ class FakeStore:
         self._events.update(events)
         for local_id in batch.removals:
             self._jobs.pop((batch.queue, batch.partition, local_id), None)
+        for local_id, imported in batch.imported.items():
+            # As the stores' insert: the first import of a PinLater descriptor stays.
+            self._imported.setdefault(
+                (batch.queue, imported.old_descriptor),
+                (batch.partition, local_id, imported.priority),
+            )
         for job in batch.upserts:
             job_key = (batch.queue, batch.partition, job.local_id)
             old = self._jobs.get(job_key)
@@ -258,6 +268,7 @@ class FakeStore:
                 self._queues.pop(name, None)
                 self._jobs = {k: v for k, v in self._jobs.items() if k[0] != name}
                 self._events = {k: v for k, v in self._events.items() if k[0] != name}
+                self._imported = {k: v for k, v in self._imported.items() if k[0] != name}
                 self._offsets = {k: v for k, v in self._offsets.items() if k[0] != queue_topic}
             for row, topics in created:
                 self._queues.setdefault(row.name, row)
@@ -335,6 +346,17 @@ class FakeStore:
             ]
 
         return self._run("looking up jobs", run)
+
+    def imported(self, queue: str, old_descriptors: Sequence[str]) -> dict[str, JobDescriptor]:
+        def run() -> dict[str, JobDescriptor]:
+            found = ((old, self._imported.get((queue, old))) for old in old_descriptors)
+            return {
+                old: JobDescriptor(queue, row[0], row[2], row[1])
+                for old, row in found
+                if row is not None
+            }
+
+        return self._run("reading imported descriptors", run)
 
     def count(self, where: JobFilter, now: int, future: bool) -> int:
         return self._run(
@@ -474,7 +496,9 @@ class FakeStore:
     # -- the replay's diff ----------------------------------------------------------------
 
     def _table(self, table: str) -> list[dict[str, Any]]:
-        return table_rows(table, self.schema, self._queues, self._jobs, self._events)
+        return table_rows(
+            table, self.schema, self._queues, self._jobs, self._events, self._imported
+        )
 
     def diff(
         self,
