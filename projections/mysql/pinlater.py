@@ -127,13 +127,35 @@ class PinLaterSource:
         with self._cursor("creating the import map") as cur:
             cur.execute(query("create_import_map", SQL_FILE, db=shard.database))
 
-    def jobs(
-        self, shard: PinLaterShard, priority: int, after: int, limit: int
-    ) -> list[PinLaterJob]:
-        """Up to `limit` jobs of one priority with local_id > `after` not imported yet,
-        by local_id."""
+    def pending_range(self, shard: PinLaterShard, priority: int) -> tuple[int, int] | None:
+        """The smallest and largest local_id of a priority's jobs not imported yet (None:
+        there are none)."""
         names = {"db": shard.database, "table": f"jobs_p{priority}"}
-        params = {"priority": priority, "after": after, "limit": limit}
+        with self._cursor("reading PinLater's local ids") as cur:
+            cur.execute(query("pending_range", SQL_FILE, **names), {"priority": priority})
+            row = cur.fetchone()
+        if row is None or row[0] is None:
+            return None
+        return int(row[0]), int(row[1])
+
+    def pending_among(self, shard: PinLaterShard, priority: int, ids: Sequence[int]) -> list[int]:
+        """Which of `ids` are local ids of the priority's jobs not imported yet."""
+        names = {"db": shard.database, "table": f"jobs_p{priority}"}
+        found: list[int] = []
+        with self._cursor("reading PinLater's local ids") as cur:
+            for i in range(0, len(ids), 1000):
+                params = {"priority": priority, "ids": list(ids[i : i + 1000])}
+                cur.execute(query("pending_among", SQL_FILE, **names), params)
+                found += [int(row[0]) for row in cur.fetchall()]
+        return found
+
+    def jobs(
+        self, shard: PinLaterShard, priority: int, after: int, limit: int, upto: int
+    ) -> list[PinLaterJob]:
+        """Up to `limit` jobs of one priority with `after` < local_id <= `upto` not
+        imported yet, by local_id."""
+        names = {"db": shard.database, "table": f"jobs_p{priority}"}
+        params = {"priority": priority, "after": after, "upto": upto, "limit": limit}
         with self._cursor("reading PinLater jobs") as cur:
             cur.execute(query("jobs_to_import", SQL_FILE, **names), params)
             return [_job(row) for row in cur.fetchall()]

@@ -28,7 +28,9 @@ CREATE TABLE IF NOT EXISTS {db}.pinledger_import (
 ) ENGINE=InnoDB;
 
 -- name: jobs_to_import
--- A page of a priority's jobs not imported yet, by local_id; times as epoch ms.
+-- A page of a priority's jobs not imported yet, by local_id, up to the largest id the
+-- importer reserved room for (jobs PinLater took since wait for the next run); times
+-- as epoch ms.
 SELECT j.local_id, j.state, j.claim_descriptor, j.attempts_allowed,
        j.attempts_remaining, j.custom_status,
        CAST(ROUND(UNIX_TIMESTAMP(j.created_at) * 1000) AS SIGNED),
@@ -38,7 +40,7 @@ SELECT j.local_id, j.state, j.claim_descriptor, j.attempts_allowed,
 FROM {db}.{table} AS j
 LEFT JOIN {db}.pinledger_import AS m
   ON m.priority = %(priority)s AND m.local_id = j.local_id
-WHERE j.local_id > %(after)s AND m.local_id IS NULL
+WHERE j.local_id > %(after)s AND j.local_id <= %(upto)s AND m.local_id IS NULL
 ORDER BY j.local_id
 LIMIT %(limit)s;
 
@@ -50,3 +52,20 @@ VALUES (%(priority)s, %(local_id)s, %(descriptor)s);
 -- The pinledger descriptor a PinLater job was imported as.
 SELECT descriptor FROM {db}.pinledger_import
 WHERE priority = %(priority)s AND local_id = %(local_id)s;
+
+-- name: pending_range
+-- The smallest and largest local_id of a priority's jobs not imported yet.
+SELECT min(j.local_id), max(j.local_id)
+FROM {db}.{table} AS j
+LEFT JOIN {db}.pinledger_import AS m
+  ON m.priority = %(priority)s AND m.local_id = j.local_id
+WHERE m.local_id IS NULL;
+
+-- name: pending_among
+-- Which of these local_ids are jobs of the priority not imported yet.
+SELECT j.local_id
+FROM {db}.{table} AS j
+LEFT JOIN {db}.pinledger_import AS m
+  ON m.priority = %(priority)s AND m.local_id = j.local_id
+WHERE j.local_id IN %(ids)s AND m.local_id IS NULL
+ORDER BY j.local_id;

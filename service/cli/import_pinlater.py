@@ -27,6 +27,7 @@ Created and updated times become the import's time.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.state import JobState
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.mysql.pinlater import PinLaterJob, PinLaterShard, PinLaterSource
+from pinledger.service.cli.import_guard import ImportRefusedError, make_room, old_descriptor
 from pinledger.service.config import Config
 
 SOURCE = "pinlater-import"
@@ -63,10 +65,10 @@ def attempts_used(job: PinLaterJob) -> int:
     return max(allowed - max(job.attempts_remaining, 1), 0)
 
 
-def enqueue_event(job: PinLaterJob, priority: int, now: int) -> Enqueued:
-    """The job's enqueue. A job claimed afterwards must be due at `now` (a claim is
-    refused before run_after); a pending one whose attempts are not used keeps its
-    run_after here."""
+def enqueue_event(job: PinLaterJob, priority: int, now: int, old: str | None = None) -> Enqueued:
+    """The job's enqueue, naming its PinLater descriptor `old`. A job claimed afterwards
+    must be due at `now` (a claim is refused before run_after); a pending one whose
+    attempts are not used keeps its run_after here."""
     keeps_run_after = job.state == JobState.PENDING and attempts_used(job) == 0
     return Enqueued(
         body=job.body,
@@ -74,6 +76,7 @@ def enqueue_event(job: PinLaterJob, priority: int, now: int) -> Enqueued:
         run_after=job.run_after if keeps_run_after else min(job.run_after, now),
         attempts_allowed=max(job.attempts_allowed, 0),
         custom_status=job.custom_status,
+        imported_from=old,
     )
 
 
@@ -135,17 +138,23 @@ def run_import(
         writer.create_queue(queue, len(shards), clock(), actor)
         partitions = log.partition_count(writer.topic(queue)) or len(shards)
         summary.queues += 1
-        for index, shard in enumerate(shards):
+        for shard in shards:
             source.prepare(shard)
+        # Before the queue's first import: see import_guard.py.
+        room = make_room(source, writer, log, queue, shards, partitions, clock(), actor)
+        for partition, count in sorted(room.fillers.items()):
+            say(
+                f"{queue} partition {partition}: {count} empty records make room for PinLater's ids"
+            )
+        for index, shard in enumerate(shards):
             for priority in shard.priorities:
                 total = source.count(shard, priority)
                 done = _import_table(
                     source,
                     writer,
-                    shard,
+                    (shard, priority, room.upto.get((shard.database, priority), -1)),
                     queue,
                     index % partitions,
-                    priority,
                     actor,
                     clock,
                     summary,
@@ -161,18 +170,24 @@ def run_import(
 def _import_table(
     source: PinLaterSource,
     writer: LedgerWriter,
-    shard: PinLaterShard,
+    table: tuple[PinLaterShard, int, int],
     queue: str,
     partition: int,
-    priority: int,
     actor: Actor,
     clock: Callable[[], int],
     summary: Summary,
 ) -> int:
+    """Import the jobs of one table (shard, priority) up to local id `upto`."""
+    shard, priority, upto = table
     done, after = 0, -1
-    while page := source.jobs(shard, priority, after, PAGE):
+    while page := source.jobs(shard, priority, after, PAGE, upto):
         now = clock()
-        enqueues = [enqueue_event(job, priority, now) for job in page]
+        enqueues = [
+            enqueue_event(
+                job, priority, now, old_descriptor(queue, shard.shard, priority, job.local_id)
+            )
+            for job in page
+        ]
         descriptors = writer.enqueue(queue, partition, enqueues, now, actor)
         following = [
             event
@@ -224,6 +239,9 @@ def run(config: Config, args: argparse.Namespace) -> int:
         writer = LedgerWriter(log, config.topic_prefix)
         writer.ensure_catalog()
         summary = run_import(source, writer, log, args.queue)
+    except ImportRefusedError as exc:
+        print(f"pinledger import-pinlater: {exc}", file=sys.stderr)
+        return 2
     finally:
         log.close()
         source.close()
