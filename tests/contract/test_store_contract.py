@@ -349,6 +349,7 @@ def test_a_schema_compared_with_itself_has_no_differences(store: LedgerStore) ->
         ("queues", "name", "partitions"),
         ("jobs", "queue", "partition"),
         ("job_events", "queue", "partition"),
+        ("imported_descriptors", "queue", "partition"),
     ):
         assert store.diff(
             other_schema=store.schema,
@@ -359,6 +360,37 @@ def test_a_schema_compared_with_itself_has_no_differences(store: LedgerStore) ->
             partition=None,
             limit=5,
         ) == TableDiff(0, 0, [], [])
+
+
+def test_imported_jobs_are_found_by_their_pinlater_descriptors(store: LedgerStore) -> None:
+    catalog = _create_queues(store, ("moved", 2))
+    topic = queue_topic(PREFIX, "moved")
+    log = FakeLog(topic, 1)
+    log.append(T0, WORKER)  # an empty record: the importer's room
+    log.append(
+        T0,
+        WORKER,
+        dataclasses.replace(_enqueued(b"a", 2, T0), imported_from="moved:s1:p2:7"),
+        _enqueued(b"native", 1, T0),
+        dataclasses.replace(_enqueued(b"b", 3, T0), imported_from="moved:sx:p3:8"),
+    )
+    # A page appended twice (an importer crash): the first copy stays.
+    log.append(
+        T0, WORKER, dataclasses.replace(_enqueued(b"a", 2, T0), imported_from="moved:s1:p2:7")
+    )
+    assert PartitionProjector(store, "moved", topic, 1).apply(log.records) == 4
+    asked = ["moved:s1:p2:7", "moved:sx:p3:8", "moved:s1:p1:1001", "moved:s0:p1:9"]
+    assert {old: str(new) for old, new in store.imported("moved", asked).items()} == {
+        "moved:s1:p2:7": "moved:s1:p2:1000",
+        "moved:sx:p3:8": "moved:s1:p3:1002",
+    }
+    assert store.imported("other", asked) == {}
+    assert store.imported("moved", []) == {}
+
+    envelope = Envelope(T0 + 1, WORKER, (QueueDeleted("moved"),))
+    deletion = LogRecord(catalog.topic, 0, catalog.next_offset, codec.encode(envelope), [])
+    assert catalog.apply([deletion])
+    assert store.imported("moved", asked) == {}
 
 
 # -- errors -----------------------------------------------------------------------------
