@@ -1,7 +1,8 @@
 """`pinledger import-pinlater` on a MariaDB database laid out exactly like PinLater's
 (plq_<shard>_<queue> databases, jobs_p<priority> tables), filled with jobs in every
-state: the ledger, projected, holds each job as PinLater did, and a second run imports
-nothing."""
+state: the ledger, projected (into MariaDB and into Postgres), holds each job as
+PinLater did, finds it by its PinLater descriptor, and a second run imports nothing. A
+queue whose jobs already hold PinLater's descriptors is refused."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ import pymysql
 import pytest
 
 from pinledger.ledger import descriptor
+from pinledger.ledger.events import Actor, Enqueued
 from pinledger.ledger.kafka import KafkaLog
 from pinledger.ledger.state import JobState
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.mysql.pinlater import PinLaterSource
 from pinledger.projections.projector import ProjectionRunner
 from pinledger.projections.store import LedgerStore
+from pinledger.service.cli.import_guard import ImportRefusedError
 from pinledger.service.cli.import_pinlater import run_import
 from tests.contract.store_fixtures import fresh_store, mysql_dsn
 
@@ -126,9 +129,10 @@ def pinlater() -> Iterator[str]:
         conn.close()
 
 
-@pytest.fixture
-def my_store() -> Iterator[LedgerStore]:
-    fresh = fresh_store("mysql", "imported")
+@pytest.fixture(params=["mysql", "postgres"])
+def my_store(request: pytest.FixtureRequest) -> Iterator[LedgerStore]:
+    """The projection store, on each kind."""
+    fresh = fresh_store(request.param, "imported")
     yield fresh
     fresh.drop()
 
@@ -157,13 +161,28 @@ def test_every_pinlater_job_is_imported_in_its_state_once(
     assert summary.queues == 1
     assert summary.jobs == len(ROWS) + 3 * 2
     assert summary.by_state["PENDING"] == 4 + 3 * 2
-    assert len(lines) == 4 and "imported" in lines[0]
+    # Shard 1's descriptors (q:s1:...) read as partition 1's: room was made there first.
+    assert len(lines) == 5 and "partition 1: 1 empty records" in lines[0]
+    assert "imported" in lines[1]
 
     _project(my_store, kafka, prefix)
     assert [(q.name, q.partitions) for q in my_store.queues()] == [(pinlater, 2)]
     assert all(d is not None for d in new)
     parsed = [descriptor.parse(d) for d in new if d is not None]
     assert {d.partition for d in parsed} == {0}  # shard 1 is partition 0
+    old = [f"{pinlater}:s1:p1:{local_id}" for local_id in range(1, len(ROWS) + 1)]
+    assert my_store.imported(pinlater, old) == dict(zip(old, parsed, strict=True))
+    # Shard 2's jobs went to partition 1 after the room: without it, the first would
+    # have been q:s1:p1:0 and the second q:s1:p1:1, shard 1's first job's PinLater
+    # descriptor. Every id of partition 1, imported or native, is above shard 1's.
+    [native] = writer.enqueue(
+        pinlater, 1, [Enqueued(b"native", 1, 0, 1)], 0, Actor("svc:native", "", "")
+    )
+    _project(my_store, kafka, prefix)
+    partition_1 = my_store.partition_jobs(pinlater, 1)
+    assert len(partition_1) == 2 * 2 + 1  # shard 2: two jobs of each priority
+    assert min(partition_1) > len(ROWS) and native.local_id in partition_1
+    assert my_store.imported(pinlater, [str(native)]) == {}
     found = {
         r.job.local_id: r.job
         for r in my_store.lookup(pinlater, [(d.partition, d.local_id) for d in parsed], True)
@@ -189,3 +208,23 @@ def test_every_pinlater_job_is_imported_in_its_state_once(
         source.close()
     assert again.jobs == 0
     assert kafka.end_offsets([(writer.topic(pinlater), p) for p in (0, 1)]) == ends
+
+
+def test_a_queue_whose_jobs_hold_pinlater_descriptors_is_refused(
+    pinlater: str, writer: LedgerWriter, kafka: KafkaLog
+) -> None:
+    """Jobs enqueued into partition 1 before the import have the descriptors
+    q:s1:p1:0..2; PinLater's shard 1 gave q:s1:p1:1 and 2 too: the two could not be
+    told apart, so nothing is imported."""
+    actor = Actor("svc:native", "", "")
+    writer.create_queue(pinlater, 2, 0, actor)
+    writer.enqueue(pinlater, 1, [Enqueued(b"n%d" % i, 1, 0, 1) for i in range(3)], 0, actor)
+    source = PinLaterSource(mysql_dsn())
+    try:
+        with pytest.raises(ImportRefusedError, match=f"first: {pinlater}:s1:p1:1\\)"):
+            run_import(source, writer, kafka, [pinlater], say=lambda _: None)
+        first = source.shards([pinlater])[0]
+        assert source.imported_as(first, 1, 1) is None
+    finally:
+        source.close()
+    assert kafka.end_offset(writer.topic(pinlater), 0) == 0  # nothing imported
