@@ -358,3 +358,29 @@ ALTER TABLE job_events TRUNCATE PARTITION {partition};
 
 -- name: drop_history_partitions
 ALTER TABLE job_events DROP PARTITION {partitions};
+
+-- name: describe_columns
+-- The database's shape, for tests/integration/test_schema_mysql.py (schema.sql and
+-- the migrations agree). The migration runner's own table is left out.
+SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, COLLATION_NAME
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME <> 'schema_migrations'
+ORDER BY TABLE_NAME, COLUMN_NAME;
+
+-- name: describe_indexes
+SELECT TABLE_NAME, INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME <> 'schema_migrations'
+ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX;
+
+-- name: describe_constraints
+SELECT TABLE_NAME, CONSTRAINT_NAME, CHECK_CLAUSE
+FROM information_schema.CHECK_CONSTRAINTS
+WHERE CONSTRAINT_SCHEMA = DATABASE()
+ORDER BY TABLE_NAME, CONSTRAINT_NAME;
+
+-- name: describe_partitioning
+SELECT DISTINCT TABLE_NAME, PARTITION_METHOD, PARTITION_EXPRESSION
+FROM information_schema.PARTITIONS
+WHERE TABLE_SCHEMA = DATABASE() AND PARTITION_METHOD IS NOT NULL
+ORDER BY TABLE_NAME;

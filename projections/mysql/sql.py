@@ -63,13 +63,17 @@ def fragment(name: str, **values: str) -> str:
     return _IDENTIFIER.sub(lambda m: values[m.group(1)], queries()[name])
 
 
+def split_statements(text: str) -> list[str]:
+    """The statements of a .sql file of DDL (a migration, schema.sql), comments out."""
+    return [s.strip() for s in _END.split(_strip_comments(text)) if s.strip()]
+
+
 def migrations() -> list[tuple[int, str, list[str]]]:
     """(version, file name, statements) of every numbered migration, in order."""
     found = []
     names = sorted(entry.name for entry in MIGRATIONS_DIR.iterdir() if _MIGRATION.match(entry.name))
     for name in names:
-        text = _strip_comments(MIGRATIONS_DIR.joinpath(name).read_text(encoding="utf-8"))
-        statements = [s.strip() for s in _END.split(text) if s.strip()]
+        statements = split_statements(MIGRATIONS_DIR.joinpath(name).read_text(encoding="utf-8"))
         found.append((int(name[:4]), name, statements))
     versions = [v for v, _, _ in found]
     if len(set(versions)) != len(versions):

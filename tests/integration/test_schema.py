@@ -32,7 +32,13 @@ def canonical() -> Iterator[Store]:
 
 def test_migrations_produce_the_canonical_schema(store: Store, canonical: Store) -> None:
     migrated, expected = describe(store), describe(canonical)
-    assert {c[0] for c in expected.columns} == {"queues", "jobs", "job_events", "partition_offsets"}
+    assert {c[0] for c in expected.columns} == {
+        "queues",
+        "jobs",
+        "job_events",
+        "imported_descriptors",
+        "partition_offsets",
+    }
     assert migrated.columns == expected.columns
     assert migrated.indexes == expected.indexes
     assert migrated.constraints == expected.constraints
