@@ -22,6 +22,11 @@ page's new descriptors are then written to `pinledger_import` in the shard's dat
 so a second run imports only what the first did not. (A crash between a page's append
 and that write imports the page again on the next run: at most one page per shard.)
 Created and updated times become the import's time.
+
+Each enqueue names the job's PinLater descriptor (`Enqueued.imported_from`): the
+projection maps it to the new one, for lookupJobs and getJobHistory. Before a queue's
+first page, import_guard.py makes sure no pinledger descriptor can ever equal one of
+them (docs/decisions/0017-imported-descriptors.md).
 """
 
 from __future__ import annotations
