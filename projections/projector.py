@@ -48,14 +48,15 @@ class Bound:
 UNBOUNDED = Bound()
 
 
-# Told, after each committed batch, every job the batch touched (None = removed) and the
-# ids claim records named: how a partition owner keeps its ready buffer current.
+# Told, for each batch just before its commit, every job the batch touched (None =
+# removed) and the ids claim records named: how a partition owner keeps its ready buffer
+# current.
 Listener = Callable[[dict[int, Job | None], set[int]], None]
 
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """One event as `evolve` judged it in a committed batch: what observers (ledger
+    """One event as `evolve` judged it in a batch being committed: what observers (ledger
     metrics, spans linking to each job's enqueue) derive from, so that no second place
     decides how a job changes."""
 
@@ -69,7 +70,8 @@ class Transition:
     traceparent: str | None
 
 
-# Told, after each committed batch (before the listener), every transition in it.
+# Told, for each batch just before its commit (before the listener), every transition
+# in it. A batch whose commit fails is told again when it is projected again.
 Observer = Callable[[Sequence[Transition]], None]
 
 
@@ -156,9 +158,10 @@ class PartitionProjector:
                 batch.removals.append(local_id)
             else:
                 batch.upserts.append(job)
-        self.store.commit_partition_batch(batch)
-        self.next_offset = batch.next_offset
-        self.cache.absorb(working)
+        # Told before the commit (decision 0020): a job consumed from the log is durable
+        # there already, so its owner may hand it out while Postgres is being written.
+        # A commit that then fails reloads the partition, which serves again only once
+        # it has projected past every claim appended meanwhile.
         if self.observer is not None:
             # Before the listener: what observers keep per job (an owner's trace
             # contexts) is in place before the ready buffer can hand the job out.
@@ -172,6 +175,9 @@ class PartitionProjector:
                 if isinstance(event, Claimed)
             }
             self.listener(working, claimed)
+        self.store.commit_partition_batch(batch)
+        self.next_offset = batch.next_offset
+        self.cache.absorb(working)
         return len(batch.events)
 
     def _fresh(self, records: Sequence[LogRecord]) -> list[tuple[LogRecord, Envelope]]:
