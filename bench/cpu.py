@@ -21,6 +21,7 @@ from pathlib import Path
 PROC = Path("/proc")
 TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 REST = "rest of the machine (not in total)"
+POSTGRES = "postgres (every process)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,6 +128,24 @@ def database_url(dsn: str, schema: str) -> str:
     return f"postgresql://{auth}{address}/{dbname}?{urlencode(params)}"
 
 
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """`river bench`'s last line: jobs worked, jobs inserted, its jobs/s, and the
+    period it divided by (its client's start to the last job's completion)."""
+
+    worked: int
+    inserted: int
+    rate: float
+    running: str
+
+
+def parse_summary(line: str) -> Summary | None:
+    found = SUMMARY.search(ANSI.sub("", line))
+    if found is None:
+        return None
+    return Summary(int(found.group(1)), int(found.group(2)), float(found.group(3)), found.group(4))
+
+
 @dataclass
 class RiverResult:
     worked: int
@@ -192,7 +210,7 @@ class River:
         )
         killer = threading.Timer(RUN_TIMEOUT_S, proc.kill)
         killer.start()
-        found: re.Match[str] | None = None
+        found: Summary | None = None
         lines: list[str] = []
         try:
             assert proc.stdout is not None
@@ -203,7 +221,7 @@ class River:
                     window.start()
                 if line.startswith("bench: "):
                     print(f"  River {line}", file=sys.stderr, flush=True)
-                summary = SUMMARY.search(line)
+                summary = parse_summary(line)
                 if summary is not None and found is None:
                     found = summary
                     if window is not None:
@@ -216,10 +234,9 @@ class River:
                 proc.wait()
         if found is None or code != 0:
             raise RiverUnavailableError(f"river bench exited {code}: {' | '.join(lines[-3:])}")
-        worked = int(found.group(1))
         if window is not None:
-            window.jobs = worked
-        return RiverResult(worked, float(found.group(3)), found.group(4), window)
+            window.jobs = found.worked
+        return RiverResult(found.worked, found.rate, found.running, window)
 
 
 def go_version() -> str:

@@ -1,6 +1,7 @@
-"""The benchmark's CPU-per-job meter (bench/cpu.py) reads /proc correctly: the stat
-fields, process trees, Postgres and Kafka found by name, and CPU that moved to a
-parent when a child exited is still counted."""
+"""The benchmark's parts that need no server: the CPU-per-job meter (bench/cpu.py)
+reads /proc correctly (the stat fields, process trees, Postgres and Kafka found by
+name, CPU that moved to a parent when a child exited); River's summary line and
+database URL (bench/river.py); the choice of peers and their columns."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import cpu
+from bench import __main__ as bench_main
+from bench import cpu, river
+from bench.table import Row, render
 
 # A real /proc/<pid>/stat line (fields 1..52), with utime 1500, stime 300,
 # cutime 40, cstime 2.
@@ -147,3 +150,79 @@ def test_a_window_without_jobs_reports_nothing(proc: FakeProc) -> None:
     window.start()
     window.stop()
     assert window.per_job_us() == {}
+
+
+def test_the_cpu_table_has_a_row_per_group_and_a_blank_where_a_phase_did_not_run(
+    proc: FakeProc,
+) -> None:
+    proc.process(11, "server", 1, utime=0)
+    meter = cpu.Meter({"server": cpu.tree(11)}, proc.root)
+    window = meter.window()
+    window.start()
+    proc.process(11, "server", 1, utime=cpu.TICKS_PER_SECOND)
+    window.stop()
+    window.jobs = 1_000
+    rows = dict(cpu.table_rows([("River", {"b50": window})], ["b1", "b50"]))
+    assert rows["River: server"] == ["", pytest.approx(1_000.0)]
+    assert rows["River: total"] == ["", pytest.approx(1_000.0)]
+    assert list(rows) == ["River: server", "River: total", f"River: {cpu.REST}"]
+
+
+SUMMARY_LINE = (
+    "bench: total jobs worked [       5000 ], total jobs inserted [       5000 ], "
+    "overall job/sec [    17097.2 ], running 292.446077ms\n"
+)
+
+
+def test_rivers_summary_line_is_read_and_its_progress_lines_are_not() -> None:
+    summary = river.parse_summary("\x1b[2m" + SUMMARY_LINE)
+    assert summary == river.Summary(5000, 5000, 17097.2, "292.446077ms")
+    progress = "bench: jobs worked [       5000 ], inserted [          0 ], job/sec [ 2500.0 ] [2s]"
+    assert river.parse_summary(progress) is None
+
+
+def test_rivers_database_url_puts_its_schema_first_on_the_search_path() -> None:
+    url = river.database_url("postgresql://pin:secret@127.0.0.1:54329/ledger", "bench_river_1")
+    assert url == "postgresql://pin:secret@127.0.0.1:54329/ledger?search_path=bench_river_1"
+    keywords = "host=db port=5432 user=pin password=p@ss dbname=x sslmode=disable"
+    assert river.database_url(keywords, "s") == (
+        "postgresql://pin:p%40ss@db:5432/x?sslmode=disable&search_path=s"
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "peers"),
+    [
+        ([], ["pgqueuer"]),
+        (["--peer", "river"], ["river"]),
+        (["--peer", "river,pgqueuer"], ["pgqueuer", "river"]),
+        (["--peer", "pgqueuer", "--peer", "river"], ["pgqueuer", "river"]),
+        (["--peer", "none"], []),
+        (["--no-peer"], []),
+    ],
+)
+def test_peers_are_chosen_with_peer_and_pgqueuer_is_the_default(
+    given: list[str], peers: list[str]
+) -> None:
+    assert bench_main.parse_args(given).peers == peers
+
+
+def test_an_unknown_peer_is_refused() -> None:
+    with pytest.raises(SystemExit):
+        bench_main.parse_args(["--peer", "sidekiq"])
+
+
+def test_each_peer_has_its_columns_and_only_the_rows_it_ran() -> None:
+    rows = [
+        Row("enqueue, 1 job per call", 1000.0, "jobs/s", ">= 3000", (500.0, None)),
+        Row("completed, batch 50", 9000.0, "jobs/s", ">= 15000", (3000.0, 18000.0)),
+    ]
+    text = render([("run", "smoke")], rows, ["PgQueuer", "River bench"])
+    header = next(line for line in text.splitlines() if line.startswith("measure"))
+    assert header.index("PgQueuer") < header.index("pinledger/PgQueuer")
+    assert header.index("pinledger/PgQueuer") < header.index("pinledger/River bench")
+    enqueue = next(line for line in text.splitlines() if line.startswith("enqueue"))
+    completed = next(line for line in text.splitlines() if line.startswith("completed"))
+    assert enqueue.rstrip().endswith("2.00x")
+    assert completed.rstrip().endswith("0.50x")
+    assert "3.00x" in completed
