@@ -13,6 +13,8 @@ during the window still counts, through the postmaster. The machine's busy ticks
 from __future__ import annotations
 
 import os
+import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -223,6 +225,50 @@ class Meter:
 
     def window(self) -> Window:
         return Window(self)
+
+
+class Trace:
+    """Samples a meter every `interval` seconds on a thread, so that a window's end
+    can be chosen afterwards: River says when its timed period ended only as it exits."""
+
+    def __init__(self, meter: Meter, interval: float = 0.1) -> None:
+        self.meter = meter
+        self.interval = interval
+        self.samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="bench-cpu-trace")
+
+    def start(self) -> None:
+        self.samples.append(self.meter.sample())
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._stop.is_set() or not self.samples:
+            return
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.samples.append(self.meter.sample())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.samples.append(self.meter.sample())
+
+    def window(self, seconds: float) -> Window:
+        """The window from the first sample to the first one at least `seconds`
+        later (the last sample when none is)."""
+        first = self.samples[0]
+        last = next((s for s in self.samples if s.at - first.at >= seconds), self.samples[-1])
+        return Window(self.meter, first=first, last=last)
+
+
+def go_seconds(text: str) -> float:
+    """A Go duration as Go prints it ("292.446077ms", "4.5s", "1m2.25s")."""
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+    parts = re.findall(r"([\d.]+)(h|ms|m|s|us|µs|ns)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"not a Go duration: {text!r}")
+    return sum(float(number) * units[unit] for number, unit in parts)
 
 
 def available(proc: Path = PROC) -> bool:

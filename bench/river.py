@@ -184,7 +184,8 @@ class River:
 
     def bench(self, jobs: int, measure_cpu: bool) -> RiverResult:
         """`river bench -n jobs`: its figure, and the CPU from its "starting iteration"
-        log line (the prefill is done) to its summary line."""
+        log line (the prefill is done) over the period River timed, to the nearest
+        0.1 s sample after it."""
         proc = subprocess.Popen(
             [
                 str(self.binary),
@@ -201,10 +202,10 @@ class River:
             stderr=subprocess.STDOUT,
             text=True,
         )
-        window = (
-            cpu.Meter(
-                {"river bench process": cpu.tree(proc.pid), "postgres": cpu.postgres}
-            ).window()
+        trace = (
+            cpu.Trace(
+                cpu.Meter({"river bench process": cpu.tree(proc.pid), cpu.POSTGRES: cpu.postgres})
+            )
             if measure_cpu
             else None
         )
@@ -217,24 +218,30 @@ class River:
             for raw in proc.stdout:
                 line = ANSI.sub("", raw).rstrip()
                 lines.append(line)
-                if "starting iteration" in line and window is not None:
-                    window.start()
+                if "starting iteration" in line and trace is not None:
+                    trace.start()
                 if line.startswith("bench: "):
                     print(f"  River {line}", file=sys.stderr, flush=True)
                 summary = parse_summary(line)
                 if summary is not None and found is None:
                     found = summary
-                    if window is not None:
-                        window.stop()
+                    if trace is not None:
+                        trace.stop()
             code = proc.wait()
         finally:
             killer.cancel()
+            if trace is not None:
+                trace.stop()
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
         if found is None or code != 0:
             raise RiverUnavailableError(f"river bench exited {code}: {' | '.join(lines[-3:])}")
-        if window is not None:
+        window = None
+        if trace is not None and trace.samples:
+            # River's timed period: from its client's start (just after the log line
+            # that started the trace) to its last job's completion.
+            window = trace.window(cpu.go_seconds(found.running))
             window.jobs = found.worked
         return RiverResult(found.worked, found.rate, found.running, window)
 

@@ -226,3 +226,23 @@ def test_each_peer_has_its_columns_and_only_the_rows_it_ran() -> None:
     assert enqueue.rstrip().endswith("2.00x")
     assert completed.rstrip().endswith("0.50x")
     assert "3.00x" in completed
+
+
+def test_go_durations_as_river_prints_them() -> None:
+    assert cpu.go_seconds("292.446077ms") == pytest.approx(0.292446077)
+    assert cpu.go_seconds("4.5s") == pytest.approx(4.5)
+    assert cpu.go_seconds("1m2.25s") == pytest.approx(62.25)
+    assert cpu.go_seconds("750µs") == pytest.approx(0.00075)
+    with pytest.raises(ValueError):
+        cpu.go_seconds("soon")
+
+
+def test_a_trace_ends_its_window_at_the_first_sample_after_the_period(proc: FakeProc) -> None:
+    proc.process(11, "river", 1, utime=0)
+    trace = cpu.Trace(cpu.Meter({"river": cpu.tree(11)}, proc.root), interval=3600)
+    trace.start()
+    trace.stop()
+    start, end = trace.samples
+    # A period longer than the trace: the window ends at its last sample.
+    assert trace.window(10_000).last is end
+    assert trace.window(0).last is start
