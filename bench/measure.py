@@ -168,16 +168,15 @@ def measure_peer(
 def measure_river(
     binary: Path, sizes: Sizes, config: Config, cpus: dict[str, cpu.Window]
 ) -> dict[str, float]:
-    """`river bench -n N` with N the jobs of the batch-50 completion row; {} (and a
-    message) when River does not run."""
+    """`river bench -n N` with N the jobs of the batch-50 completion row. Raises
+    RiverUnavailableError (with the reason) when River does not run."""
     peer = river.River(binary, config.pg_dsn)
     print(f"River: `river bench -n {sizes.complete_b50}` in schema {peer.schema}", file=sys.stderr)
     try:
         peer.install()
         result = peer.bench(sizes.complete_b50, cpu.available())
-    except (river.RiverUnavailableError, OSError, psycopg.Error) as exc:
-        print(f"River skipped: {exc}", file=sys.stderr, flush=True)
-        return {}
+    except (OSError, psycopg.Error) as exc:
+        raise river.RiverUnavailableError(str(exc)) from exc
     finally:
         peer.close()
     if result.cpu is not None:
