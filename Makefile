@@ -46,9 +46,12 @@ types: ## mypy, strict
 
 check: install lint types test ## lint + types + tests: what CI runs
 
-bench: ## the benchmark (see bench/ and docs/performance.md)
+# The benchmark's peers, comma-separated: pgqueuer, river (built with Go on first use).
+PEERS ?= pgqueuer
+
+bench: ## the benchmark, PEERS=pgqueuer,river for River too (see docs/performance.md)
 	$(PYTHON) -m pip install -q -e '.[bench]'
-	$(PYTHON) -m bench
+	$(PYTHON) -m bench --peer $(PEERS)
 
 wheel: ## build the wheel into dist/ (installable anywhere; see tests/integration/test_wheel.py)
 	$(PYTHON) -m pip wheel --no-deps -q -w dist .

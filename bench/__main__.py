@@ -1,10 +1,12 @@
 """`python -m bench`: start a `pinledger serve` on free ports with a fresh topic prefix
-and schema, measure enqueue, completion, latency and replay, run the same enqueue +
-complete workload on PgQueuer in the same Postgres, and print one table.
+and schema, measure enqueue, completion, latency, replay and CPU per job, run the same
+enqueue + complete workload on PgQueuer in the same Postgres (and, with --peer river,
+River's own benchmark), and print one table.
 
     python -m bench            # the full run (a few minutes)
     python -m bench --quick    # about a minute
     python -m bench --quick --smoke   # tiny counts: does every part still run?
+    python -m bench --peer pgqueuer,river   # River too (built with Go on first use)
     python -m bench --scale --jobs 200000   # a backlog: memory, latency, takeover (bench/scale.py)
 
 Everything it creates (topics, schemas) is removed at the end.
@@ -22,16 +24,25 @@ import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
 import psycopg
 
+from bench import cpu, river, scale
 from bench import pinledger_load as load
-from bench import scale
-from bench.peer import Peer
-from bench.stats import percentile
+from bench.measure import (
+    FULL,
+    PHASES,
+    QUICK,
+    SMOKE,
+    Sizes,
+    measure_peer,
+    measure_pinledger,
+    measure_river,
+    meter,
+    windows,
+)
 from bench.table import Row, render
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.projections.factory import is_mysql, open_store
@@ -41,21 +52,8 @@ from pinledger.service.testing.servers import ServerProcess, running
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@dataclass(frozen=True, slots=True)
-class Sizes:
-    single_jobs: int
-    batched_jobs: int
-    complete_b1: int
-    complete_b50: int
-    dequeue_samples: int
-    visible_samples: int
-    enqueue_batch: int = 100
-    dequeue_batch: int = 50
-
-
-FULL = Sizes(20_000, 300_000, 10_000, 60_000, 3_000, 300)
-QUICK = Sizes(3_000, 60_000, 2_000, 20_000, 500, 100)
-SMOKE = Sizes(100, 1_000, 100, 500, 50, 10)
+# The peers, in the order of their columns.
+PEERS = ("pgqueuer", "river")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -64,7 +62,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--smoke", action="store_true", help="tiny counts: checks it runs")
     parser.add_argument("--concurrency", type=int, default=8, help="client threads/connections")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of each queue")
-    parser.add_argument("--no-peer", action="store_true", help="skip the PgQueuer side")
+    parser.add_argument(
+        "--peer",
+        action="append",
+        metavar="NAMES",
+        help="the peers to run, comma-separated, repeatable: pgqueuer (the default), "
+        "river (River's own `river bench`, built with Go on first use), none",
+    )
+    parser.add_argument("--no-peer", action="store_true", help="no peer (same as --peer none)")
     parser.add_argument(
         "--scale",
         action="store_true",
@@ -77,6 +82,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="record the server with py-spy during the pinledger part (collapsed stacks)",
     )
     args = parser.parse_args(argv)
+    names = [n.strip().lower() for given in args.peer or ["pgqueuer"] for n in given.split(",")]
+    unknown = set(names) - {*PEERS, "none", ""}
+    if unknown:
+        parser.error(f"--peer: unknown {', '.join(sorted(unknown))} (known: {', '.join(PEERS)})")
+    args.peers = [] if args.no_peer else [p for p in PEERS if p in names]
     if args.concurrency < 1 or args.partitions < 1 or args.jobs < 1:
         parser.error("--concurrency, --partitions and --jobs must be at least 1")
     return args
@@ -114,7 +124,7 @@ def setup_rows(args: argparse.Namespace, sizes: Sizes, config: Config) -> list[t
             "kafka-python / psycopg / thriftpy2",
             " / ".join(version(p) for p in ("kafka-python", "psycopg", "thriftpy2")),
         ),
-        ("peer", "none (--no-peer)" if args.no_peer else f"PgQueuer {version('pgqueuer')}"),
+        ("peer", peer_text(args.peers)),
         ("partitions per queue", str(args.partitions)),
         ("concurrency", f"{args.concurrency} client threads (peer: connections)"),
         ("batch sizes", f"enqueue {sizes.enqueue_batch}, dequeue 1 and {sizes.dequeue_batch}"),
@@ -126,7 +136,19 @@ def setup_rows(args: argparse.Namespace, sizes: Sizes, config: Config) -> list[t
             f"{sizes.dequeue_batch}",
         ),
         ("load generator", "one process on the same machine as Kafka, Postgres, server"),
+        ("cpu per job", "from /proc, over each timed phase (docs/performance.md)"),
     ]
+
+
+def peer_text(peers: list[str]) -> str:
+    if not peers:
+        return "none"
+    names = {
+        "pgqueuer": f"PgQueuer {version('pgqueuer')}",
+        "river": f"River {river.VERSION} (`river bench`, {river.WORKERS:,} workers, "
+        f"{river.go_version()})",
+    }
+    return "; ".join(names[p] for p in peers)
 
 
 @contextmanager
@@ -160,119 +182,42 @@ def profiled(pid: int, directory: str | None) -> Iterator[None]:
         print(f"profile written to {out}", file=sys.stderr)
 
 
-def measure_pinledger(
-    server: ServerProcess, args: argparse.Namespace, sizes: Sizes, config: Config
-) -> dict[str, float]:
-    port, threads = server.port, args.concurrency
-    figures: dict[str, float] = {}
-    queue = load.create_queue(port)
-    figures["enqueue_single"] = load.enqueue(
-        port, queue, sizes.single_jobs, 1, threads, "enqueue, 1 job per call"
-    )
-    figures["enqueue_batch"] = load.enqueue(
-        port,
-        queue,
-        sizes.batched_jobs,
-        sizes.enqueue_batch,
-        threads,
-        f"enqueue, {sizes.enqueue_batch} jobs per call",
-    )
-    one = load.complete(
-        port, load.create_queue(port), sizes.complete_b1, 1, threads, "complete, batch 1"
-    )
-    figures["complete_b1"] = one.rate
-    figures["loaded_p99"] = percentile(one.latencies_ms, 0.99)
-    many = load.complete(
-        port,
-        load.create_queue(port),
-        sizes.complete_b50,
-        sizes.dequeue_batch,
-        threads,
-        f"complete, batch {sizes.dequeue_batch}",
-    )
-    figures["complete_b50"] = many.rate
-    alone = load.complete(
-        port,
-        load.create_queue(port),
-        sizes.dequeue_samples,
-        1,
-        1,
-        "dequeue latency, 1 client",
-        piggyback=False,
-    )
-    figures["dequeue_p50"] = percentile(alone.latencies_ms, 0.50)
-    figures["dequeue_p99"] = percentile(alone.latencies_ms, 0.99)
-    acking = load.complete(
-        port,
-        load.create_queue(port),
-        sizes.dequeue_samples,
-        1,
-        1,
-        "dequeue + ack latency, 1 client",
-    )
-    figures["acking_p50"] = percentile(acking.latencies_ms, 0.50)
-    figures["acking_p99"] = percentile(acking.latencies_ms, 0.99)
-    visible = load.visible(port, load.create_queue(port), sizes.visible_samples)
-    figures["visible_p50"] = percentile(visible, 0.50)
-    figures["visible_p99"] = percentile(visible, 0.99)
-    return figures
-
-
-def measure_peer(args: argparse.Namespace, sizes: Sizes, config: Config) -> dict[str, float]:
-    peer = Peer(config.pg_dsn)
-    threads = args.concurrency
-    try:
-        peer.install()
-        return {
-            "enqueue_single": peer.enqueue(sizes.single_jobs, 1, threads, "enqueue, 1 per call"),
-            "enqueue_batch": peer.enqueue(
-                sizes.batched_jobs,
-                sizes.enqueue_batch,
-                threads,
-                f"enqueue, {sizes.enqueue_batch} per call",
-            ),
-            "complete_b1": peer.complete(sizes.complete_b1, 1, threads, "complete, batch 1"),
-            "complete_b50": peer.complete(
-                sizes.complete_b50,
-                sizes.dequeue_batch,
-                threads,
-                f"complete, batch {sizes.dequeue_batch}",
-            ),
-        }
-    finally:
-        peer.close()
-
-
-def rows(ours: dict[str, float], peer: dict[str, float], sizes: Sizes, threads: int) -> list[Row]:
+def rows(
+    ours: dict[str, float], peers: list[dict[str, float]], sizes: Sizes, threads: int
+) -> list[Row]:
     b = sizes.dequeue_batch
+
+    def of(key: str) -> tuple[float | None, ...]:
+        return tuple(peer.get(key) for peer in peers)
+
     return [
         Row(
             "enqueue, 1 job per call",
             ours["enqueue_single"],
             "jobs/s",
             ">= 3000",
-            peer.get("enqueue_single"),
+            of("enqueue_single"),
         ),
         Row(
             f"enqueue, {sizes.enqueue_batch} jobs per call",
             ours["enqueue_batch"],
             "jobs/s",
             ">= 20000",
-            peer.get("enqueue_batch"),
+            of("enqueue_batch"),
         ),
         Row(
             "completed (dequeue + piggybacked ack), batch 1",
             ours["complete_b1"],
             "jobs/s",
             "",
-            peer.get("complete_b1"),
+            of("complete_b1"),
         ),
         Row(
             f"completed (dequeue + piggybacked ack), batch {b}",
             ours["complete_b50"],
             "jobs/s",
             ">= 15000",
-            peer.get("complete_b50"),
+            of("complete_b50"),
         ),
         Row("dequeue latency p50 (1 client, batch 1)", ours["dequeue_p50"], "ms", "<= 1"),
         Row("dequeue latency p99 (1 client, batch 1)", ours["dequeue_p99"], "ms", "<= 5"),
@@ -295,6 +240,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return scale_main(args)
     sizes = SMOKE if args.smoke else QUICK if args.quick else FULL
     config = Config.from_env()
+    skipped: dict[str, str] = {}
+    river_binary = prepare_river(args, skipped)
     setup = setup_rows(args, sizes, config)
     tag = uuid.uuid4().hex[:10]
     server = ServerProcess(
@@ -313,24 +260,88 @@ def main(argv: Sequence[str] | None = None) -> int:
         file=sys.stderr,
         flush=True,
     )
+    systems: list[tuple[str, dict[str, cpu.Window]]] = []
+    peers: list[dict[str, float]] = []
     try:
         with tempfile.TemporaryDirectory(prefix="pinledger-bench-") as logs:
             with running([server], Path(logs)):
                 assert server.proc is not None
+                ours_cpu = windows(
+                    meter(
+                        {
+                            "server": cpu.tree(server.proc.pid),
+                            "load generator (bench process)": cpu.alone(os.getpid()),
+                            cpu.POSTGRES: cpu.postgres,
+                            "kafka (broker JVM)": cpu.kafka(),
+                        }
+                    )
+                )
+                systems.append(("pinledger", ours_cpu))
                 with profiled(server.proc.pid, args.profile):
-                    ours = measure_pinledger(server, args, sizes, config)
+                    ours = measure_pinledger(server, args, sizes, config, ours_cpu)
             replayed = load.replay_rate(
                 config.kafka, config.store_url, server.prefix, server.schema
             )
             ours["replay"] = replayed.rate
             if not replayed.identical:
                 print("WARNING: the replay differs from the live projection", file=sys.stderr)
-        peer = {} if args.no_peer else measure_peer(args, sizes, config)
+        if "pgqueuer" in args.peers:
+            groups = {"PgQueuer + load generator (bench process)": cpu.alone(os.getpid())}
+            peer_cpu = windows(meter({**groups, cpu.POSTGRES: cpu.postgres}))
+            systems.append(("PgQueuer", peer_cpu))
+            peers.append(measure_peer(args, sizes, config, peer_cpu))
+        if "river" in args.peers:
+            river_cpu: dict[str, cpu.Window] = {}
+            systems.append(("River", river_cpu))
+            peers.append(run_river(river_binary, sizes, config, river_cpu, skipped))
     finally:
         cleanup(config, server)
+    if "river" in skipped:
+        setup = [
+            (k, f"{v}; River skipped: {skipped['river']}" if k == "peer" else v) for k, v in setup
+        ]
+    names = {"pgqueuer": "PgQueuer", "river": "River bench"}
+    table = render(
+        setup,
+        rows(ours, peers, sizes, args.concurrency),
+        [names[p] for p in args.peers],
+        cpu.table_rows(systems, [key for key, _ in PHASES]),
+        [label for _, label in PHASES],
+    )
     print()
-    print(render(setup, rows(ours, peer, sizes, args.concurrency), "PgQueuer"), flush=True)
+    print(table, flush=True)
     return 0
+
+
+def prepare_river(args: argparse.Namespace, skipped: dict[str, str]) -> Path | None:
+    """River's binary, built before anything is timed (a Go build would disturb the
+    figures); None, with the reason in `skipped` and on stderr, when it cannot be had."""
+    if "river" not in args.peers:
+        return None
+    try:
+        return river.prepare()
+    except river.RiverUnavailableError as exc:
+        skipped["river"] = str(exc)
+        print(f"River skipped: {exc}", file=sys.stderr, flush=True)
+        return None
+
+
+def run_river(
+    binary: Path | None,
+    sizes: Sizes,
+    config: Config,
+    cpus: dict[str, cpu.Window],
+    skipped: dict[str, str],
+) -> dict[str, float]:
+    """River's figures; {} when it was not built or does not run (the run goes on)."""
+    if binary is None:
+        return {}
+    try:
+        return measure_river(binary, sizes, config, cpus)
+    except river.RiverUnavailableError as exc:
+        skipped["river"] = str(exc)
+        print(f"River skipped: {exc}", file=sys.stderr, flush=True)
+        return {}
 
 
 def scale_main(args: argparse.Namespace) -> int:

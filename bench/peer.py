@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from pgqueuer import PsycopgDriver, Queries, QueueManager
 
+from bench.cpu import Window
 from bench.stats import Counter, Progress
 
 BODY = b'{"task":"noop"}'
@@ -70,8 +71,11 @@ class Peer:
 
         asyncio.run(run())
 
-    def enqueue(self, jobs: int, per_call: int, tasks: int, label: str) -> float:
-        """Enqueue `jobs` no-op jobs, `per_call` per call; returns jobs/s."""
+    def enqueue(
+        self, jobs: int, per_call: int, tasks: int, label: str, cpu: Window | None = None
+    ) -> float:
+        """Enqueue `jobs` no-op jobs, `per_call` per call; returns jobs/s (and the CPU
+        the phase cost, into `cpu`)."""
         calls = max(1, jobs // per_call)
         shares = [calls // tasks + (1 if i < calls % tasks else 0) for i in range(tasks)]
         done = Counter()
@@ -86,10 +90,16 @@ class Peer:
                     )
                 done.add(per_call)
 
-        seconds = self._timed(tasks, lambda i, q: work(shares[i], q), label, calls * per_call, done)
+        seconds = self._timed(
+            tasks, lambda i, q: work(shares[i], q), label, calls * per_call, done, cpu=cpu
+        )
+        if cpu is not None:
+            cpu.jobs = done.get()
         return done.get() / seconds
 
-    def complete(self, jobs: int, batch: int, tasks: int, label: str) -> float:
+    def complete(
+        self, jobs: int, batch: int, tasks: int, label: str, cpu: Window | None = None
+    ) -> float:
         """Prefill `jobs`, then run `tasks` QueueManagers (dequeue batch `batch`, a no-op
         entrypoint) until the queue is drained; returns completed jobs/s."""
         self._clear()
@@ -124,7 +134,9 @@ class Peer:
             for manager in managers:
                 manager.shutdown.set()
 
-        seconds = self._timed(tasks + 1, work, label, jobs, done, stop_at=tasks)
+        seconds = self._timed(tasks + 1, work, label, jobs, done, stop_at=tasks, cpu=cpu)
+        if cpu is not None:
+            cpu.jobs = jobs
         return jobs / seconds
 
     def _timed(
@@ -135,20 +147,29 @@ class Peer:
         total: int,
         done: Counter,
         stop_at: int | None = None,
+        cpu: Window | None = None,
     ) -> float:
         """Run `work(index, queries)` on `tasks` connections; the time ends when every
-        task ended, or when task `stop_at` did (the others then wind down untimed)."""
+        task ended, or when task `stop_at` did (the others then wind down untimed).
+        `cpu` samples over the same time."""
 
         async def run() -> float:
             opened = [await self._queries() for _ in range(tasks)]
             try:
+                if cpu is not None:
+                    cpu.start()
                 started = time.perf_counter()
                 running = [asyncio.ensure_future(work(i, q)) for i, (_, q) in enumerate(opened)]
                 if stop_at is None:
                     await asyncio.gather(*running)
-                    return time.perf_counter() - started
+                    seconds = time.perf_counter() - started
+                    if cpu is not None:
+                        cpu.stop()
+                    return seconds
                 await running[stop_at]
                 seconds = time.perf_counter() - started
+                if cpu is not None:
+                    cpu.stop()
                 # Workers take seconds to notice shutdown; nothing is timed any more.
                 _, late = await asyncio.wait(running, timeout=2)
                 for task in late:

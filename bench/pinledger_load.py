@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.cpu import Window
 from bench.stats import Counter, Progress
 from pinledger.idl import pinlater
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
@@ -50,9 +51,10 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def _run_threads(threads: int, work: Callable[[int], None]) -> float:
+def _run_threads(threads: int, work: Callable[[int], None], cpu: Window | None = None) -> float:
     """Run `work(index)` on `threads` threads started together; returns the seconds
-    from the common start to the last one's end. A thread's error is re-raised."""
+    from the common start to the last one's end, over which `cpu` samples. A thread's
+    error is re-raised."""
     barrier = threading.Barrier(threads + 1)
     errors: list[BaseException] = []
 
@@ -66,18 +68,31 @@ def _run_threads(threads: int, work: Callable[[int], None]) -> float:
     pool = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(threads)]
     for thread in pool:
         thread.start()
+    if cpu is not None:
+        cpu.start()
     barrier.wait()
     started = time.perf_counter()
     for thread in pool:
         thread.join()
     seconds = time.perf_counter() - started
+    if cpu is not None:
+        cpu.stop()
     if errors:
         raise errors[0]
     return seconds
 
 
-def enqueue(port: int, queue: str, jobs: int, per_call: int, threads: int, label: str) -> float:
-    """Enqueue `jobs` no-op jobs, `per_call` per enqueueJobs call; returns jobs/s."""
+def enqueue(
+    port: int,
+    queue: str,
+    jobs: int,
+    per_call: int,
+    threads: int,
+    label: str,
+    cpu: Window | None = None,
+) -> float:
+    """Enqueue `jobs` no-op jobs, `per_call` per enqueueJobs call; returns jobs/s
+    (and the CPU the phase cost, into `cpu`)."""
     calls = _split(max(1, jobs // per_call), threads)
     done = Counter()
     request = pinlater.PinLaterEnqueueRequest(
@@ -94,7 +109,9 @@ def enqueue(port: int, queue: str, jobs: int, per_call: int, threads: int, label
             client.close()
 
     with Progress(label, sum(calls) * per_call, done.get):
-        seconds = _run_threads(threads, work)
+        seconds = _run_threads(threads, work, cpu)
+    if cpu is not None:
+        cpu.jobs = done.get()
     return done.get() / seconds
 
 
@@ -141,6 +158,7 @@ def complete(
     threads: int,
     label: str,
     piggyback: bool = True,
+    cpu: Window | None = None,
 ) -> CompleteResult:
     """Dequeue `batch` at a time, each call acking the previous call's jobs (no-op
     jobs: PinLater's piggybacked acks); returns completed (acked) jobs/s and each
@@ -195,7 +213,9 @@ def complete(
             client.close()
 
     with Progress(label, jobs, completed.get):
-        seconds = _run_threads(threads, work)
+        seconds = _run_threads(threads, work, cpu)
+    if cpu is not None:
+        cpu.jobs = completed.get()
     return CompleteResult(completed.get(), seconds, [x for part in latencies for x in part])
 
 

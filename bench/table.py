@@ -1,5 +1,6 @@
 """The printed report: the setup, then one row per measure with its target and, where
-the peer ran the same workload, its figure and the ratio pinledger/peer."""
+a peer ran the same workload, its figure and the ratio pinledger/peer (one pair of
+columns per peer); then the CPU per job of each system's processes, phase by phase."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ class Row:
     unit: str
     # ">= 3000" or "<= 5": the issue's target on a 2-core machine; "" when none.
     target: str = ""
-    peer: float | None = None
+    # One figure per peer, in the order of the peers' columns; None where that peer
+    # did not run this workload.
+    peers: tuple[float | None, ...] = ()
 
     @property
     def met(self) -> str:
@@ -24,11 +27,14 @@ class Row:
         ok = self.value >= float(number) if sign == ">=" else self.value <= float(number)
         return "yes" if ok else "NO"
 
-    @property
-    def ratio(self) -> str:
-        if self.peer is None or not self.peer or math.isnan(self.value):
+    def peer(self, index: int) -> float | None:
+        return self.peers[index] if index < len(self.peers) else None
+
+    def ratio(self, index: int) -> str:
+        peer = self.peer(index)
+        if peer is None or not peer or math.isnan(self.value):
             return ""
-        return f"{self.value / self.peer:.2f}x"
+        return f"{self.value / peer:.2f}x"
 
 
 def _number(value: float) -> str:
@@ -50,23 +56,41 @@ def _grid(header: list[str], rows: list[list[str]], right: set[int]) -> str:
     return "\n".join([line(header), rule, *(line(r) for r in rows)])
 
 
-def render(setup: list[tuple[str, str]], rows: list[Row], peer_name: str) -> str:
+def _peer_cells(row: Row, count: int) -> list[str]:
+    cells: list[str] = []
+    for i in range(count):
+        peer = row.peer(i)
+        cells += ["" if peer is None else _number(peer), row.ratio(i)]
+    return cells
+
+
+def render(
+    setup: list[tuple[str, str]],
+    rows: list[Row],
+    peer_names: list[str],
+    cpu: list[tuple[str, list[float | str | None]]] | None = None,
+    phases: list[str] | None = None,
+) -> str:
+    """The setup, the results, and (given `cpu` rows, one value per phase) the CPU
+    per job table."""
     setup_text = _grid(["setup", "value"], [[k, v] for k, v in setup], set())
+    header = ["measure", "pinledger", "unit", "target", "met"]
+    for name in peer_names:
+        header += [name, "pinledger/peer" if len(peer_names) == 1 else f"pinledger/{name}"]
     body = [
-        [
-            r.measure,
-            _number(r.value),
-            r.unit,
-            r.target,
-            r.met,
-            "" if r.peer is None else _number(r.peer),
-            r.ratio,
-        ]
+        [r.measure, _number(r.value), r.unit, r.target, r.met, *_peer_cells(r, len(peer_names))]
         for r in rows
     ]
-    results = _grid(
-        ["measure", "pinledger", "unit", "target", "met", peer_name, "pinledger/peer"],
-        body,
-        {1, 5, 6},
-    )
-    return f"{setup_text}\n\n{results}"
+    right = {1, *range(5, len(header))}
+    parts = [setup_text, _grid(header, body, right)]
+    if cpu and phases:
+        cells = [[name, *(_cpu_cell(v) for v in values)] for name, values in cpu]
+        parts.append(_grid(["CPU us per job", *phases], cells, set(range(1, len(phases) + 1))))
+    return "\n\n".join(parts)
+
+
+def _cpu_cell(value: float | str | None) -> str:
+    """A phase the system did not run is blank (""); a group not found is n/a."""
+    if isinstance(value, str):
+        return value
+    return "n/a" if value is None else _number(value)

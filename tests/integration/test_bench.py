@@ -42,6 +42,18 @@ RESULT_ROWS = (
 )
 # Rows where PgQueuer ran the same workload: they end with a ratio.
 PEER_ROWS = RESULT_ROWS[:4]
+# The CPU per job table (read from /proc): every group of both systems.
+CPU_ROWS = (
+    "CPU us per job",
+    "pinledger: server",
+    "pinledger: load generator (bench process)",
+    "pinledger: postgres (every process)",
+    "pinledger: kafka (broker JVM)",
+    "pinledger: total",
+    "PgQueuer: PgQueuer + load generator (bench process)",
+    "PgQueuer: postgres (every process)",
+    "PgQueuer: total",
+)
 
 
 def test_smoke_run_prints_the_whole_table(kafka: KafkaLog) -> None:
@@ -55,7 +67,7 @@ def test_smoke_run_prints_the_whole_table(kafka: KafkaLog) -> None:
     )
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.splitlines()
-    for name in SETUP_ROWS + RESULT_ROWS:
+    for name in SETUP_ROWS + RESULT_ROWS + CPU_ROWS:
         assert any(line.startswith(name) for line in lines), f"no row {name!r}:\n{run.stdout}"
     for name in PEER_ROWS:
         row = next(line for line in lines if line.startswith(name))

@@ -1,0 +1,248 @@
+"""The benchmark's parts that need no server: the CPU-per-job meter (bench/cpu.py)
+reads /proc correctly (the stat fields, process trees, Postgres and Kafka found by
+name, CPU that moved to a parent when a child exited); River's summary line and
+database URL (bench/river.py); the choice of peers and their columns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench import __main__ as bench_main
+from bench import cpu, river
+from bench.table import Row, render
+
+# A real /proc/<pid>/stat line (fields 1..52), with utime 1500, stime 300,
+# cutime 40, cstime 2.
+LINE = (
+    "4242 (python3) S 4000 4242 4000 34816 4242 4194304 52000 0 12 0 1500 300 40 2 20 0 "
+    "12 0 987654 500000000 30000 18446744073709551615 1 1 0 0 0 0 0 16781312 134234626 "
+    "0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+)
+
+
+def stat_line(pid: int, comm: str, ppid: int, utime: int, stime: int, reaped: int = 0) -> str:
+    return (
+        f"{pid} ({comm}) S {ppid} {pid} {pid} 0 -1 4194560 10 0 0 0 {utime} {stime} "
+        f"{reaped} 0 20 0 1 0 100 1000 10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 "
+        "17 0 0 0 0 0 0\n"
+    )
+
+
+class FakeProc:
+    """A /proc tree in a temporary directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.machine("cpu  100 0 50 1000 5 0 0 0 0 0\n")
+        (root / "self").mkdir()
+        (root / "self" / "stat").write_text(LINE)
+
+    def process(
+        self,
+        pid: int,
+        comm: str,
+        ppid: int,
+        utime: int,
+        stime: int = 0,
+        reaped: int = 0,
+        cmdline: list[str] | None = None,
+    ) -> None:
+        folder = self.root / str(pid)
+        folder.mkdir(exist_ok=True)
+        (folder / "stat").write_text(stat_line(pid, comm, ppid, utime, stime, reaped))
+        (folder / "cmdline").write_bytes(b"\0".join(a.encode() for a in cmdline or [comm]))
+
+    def exit(self, pid: int) -> None:
+        for child in (self.root / str(pid)).iterdir():
+            child.unlink()
+        (self.root / str(pid)).rmdir()
+
+    def machine(self, line: str) -> None:
+        (self.root / "stat").write_text(line + "intr 1 2 3\n")
+
+
+@pytest.fixture
+def proc(tmp_path: Path) -> FakeProc:
+    return FakeProc(tmp_path)
+
+
+def test_parse_stat_reads_the_fields_after_the_command_name() -> None:
+    stat = cpu.parse_stat(LINE)
+    assert (stat.pid, stat.comm, stat.ppid) == (4242, "python3", 4000)
+    assert (stat.utime, stat.stime, stat.cutime, stat.cstime) == (1500, 300, 40, 2)
+    assert (stat.own, stat.reaped) == (1800, 42)
+
+
+def test_a_command_name_with_spaces_and_parentheses_does_not_shift_the_fields() -> None:
+    stat = cpu.parse_stat(LINE.replace("(python3)", "(a b) (c))"))
+    assert stat.comm == "a b) (c)"
+    assert (stat.ppid, stat.utime, stat.stime) == (4000, 1500, 300)
+
+
+def test_machine_busy_ticks_leave_out_idle_and_iowait() -> None:
+    # user 10, nice 1, system 5, idle 1000, iowait 7, irq 2, softirq 3, steal 4
+    assert cpu.parse_machine("cpu  10 1 5 1000 7 2 3 4 0 0\ncpu0 1 1 1 1 1 1 1 1\n") == 25
+    with pytest.raises(ValueError):
+        cpu.parse_machine("intr 1\n")
+
+
+def test_a_tree_counts_its_children_and_not_its_parent(proc: FakeProc) -> None:
+    proc.process(10, "bench", 1, utime=100, stime=10)
+    proc.process(11, "server", 10, utime=200, stime=20, reaped=5)
+    proc.process(12, "worker", 11, utime=30)
+    stats = cpu.read_stats(proc.root)
+    assert cpu.tree(11)(stats) == 200 + 20 + 5 + 30
+    assert cpu.alone(10)(stats) == 110
+    assert cpu.tree(99)(stats) is None
+    assert cpu.alone(99)(stats) is None
+
+
+def test_postgres_is_every_process_under_each_postmaster(proc: FakeProc) -> None:
+    proc.process(20, "postgres", 1, utime=50, reaped=7)  # postmaster
+    proc.process(21, "postgres", 20, utime=5)  # checkpointer
+    proc.process(22, "postgres", 20, utime=300, stime=30)  # a backend
+    proc.process(30, "python3", 1, utime=999)
+    assert cpu.postgres(cpu.read_stats(proc.root)) == 50 + 7 + 5 + 330
+
+
+def test_kafka_is_the_jvm_that_runs_kafka_dot_kafka(proc: FakeProc) -> None:
+    proc.process(40, "java", 1, utime=700, cmdline=["java", "-Xmx512m", "kafka.Kafka", "a"])
+    proc.process(41, "java", 1, utime=900, cmdline=["java", "-jar", "other.jar"])
+    assert cpu.kafka(proc.root)(cpu.read_stats(proc.root)) == 700
+
+
+def test_no_postgres_or_kafka_on_the_machine_is_none_not_zero(proc: FakeProc) -> None:
+    proc.process(30, "python3", 1, utime=999)
+    stats = cpu.read_stats(proc.root)
+    assert cpu.postgres(stats) is None
+    assert cpu.kafka(proc.root)(stats) is None
+
+
+def test_a_window_counts_a_backend_that_exited_through_its_postmaster(proc: FakeProc) -> None:
+    proc.process(20, "postgres", 1, utime=50)
+    proc.process(22, "postgres", 20, utime=300)
+    proc.process(11, "server", 1, utime=1000)
+    meter = cpu.Meter({"server": cpu.tree(11), "postgres": cpu.postgres}, proc.root)
+    window = meter.window()
+    window.start()
+    # The backend worked 100 ticks more, then exited; the postmaster reaped it.
+    proc.exit(22)
+    proc.process(20, "postgres", 1, utime=52, reaped=400)
+    proc.process(11, "server", 1, utime=1300, stime=100)
+    proc.machine("cpu  1000 0 150 1000 5 0 0 0 0 0\n")
+    window.stop()
+    window.jobs = 1_000
+    seconds = window.seconds()
+    ticks = cpu.TICKS_PER_SECOND
+    assert seconds["server"] == pytest.approx(400 / ticks)
+    assert seconds["postgres"] == pytest.approx(102 / ticks)
+    # The machine was busy 1000 ticks more; 502 of them are the groups'.
+    assert seconds[cpu.REST] == pytest.approx(498 / ticks)
+    per_job = window.per_job_us()
+    assert per_job["server"] == pytest.approx(400 / ticks * 1e6 / 1_000)
+    assert per_job["total"] == pytest.approx(502 / ticks * 1e6 / 1_000)
+
+
+def test_a_window_without_jobs_reports_nothing(proc: FakeProc) -> None:
+    window = cpu.Meter({}, proc.root).window()
+    window.start()
+    window.stop()
+    assert window.per_job_us() == {}
+
+
+def test_the_cpu_table_has_a_row_per_group_and_a_blank_where_a_phase_did_not_run(
+    proc: FakeProc,
+) -> None:
+    proc.process(11, "server", 1, utime=0)
+    meter = cpu.Meter({"server": cpu.tree(11)}, proc.root)
+    window = meter.window()
+    window.start()
+    proc.process(11, "server", 1, utime=cpu.TICKS_PER_SECOND)
+    window.stop()
+    window.jobs = 1_000
+    rows = dict(cpu.table_rows([("River", {"b50": window})], ["b1", "b50"]))
+    assert rows["River: server"] == ["", pytest.approx(1_000.0)]
+    assert rows["River: total"] == ["", pytest.approx(1_000.0)]
+    assert list(rows) == ["River: server", "River: total", f"River: {cpu.REST}"]
+
+
+SUMMARY_LINE = (
+    "bench: total jobs worked [       5000 ], total jobs inserted [       5000 ], "
+    "overall job/sec [    17097.2 ], running 292.446077ms\n"
+)
+
+
+def test_rivers_summary_line_is_read_and_its_progress_lines_are_not() -> None:
+    summary = river.parse_summary("\x1b[2m" + SUMMARY_LINE)
+    assert summary == river.Summary(5000, 5000, 17097.2, "292.446077ms")
+    progress = "bench: jobs worked [       5000 ], inserted [          0 ], job/sec [ 2500.0 ] [2s]"
+    assert river.parse_summary(progress) is None
+
+
+def test_rivers_database_url_puts_its_schema_first_on_the_search_path() -> None:
+    url = river.database_url("postgresql://pin:secret@127.0.0.1:54329/ledger", "bench_river_1")
+    assert url == "postgresql://pin:secret@127.0.0.1:54329/ledger?search_path=bench_river_1"
+    keywords = "host=db port=5432 user=pin password=p@ss dbname=x sslmode=disable"
+    assert river.database_url(keywords, "s") == (
+        "postgresql://pin:p%40ss@db:5432/x?sslmode=disable&search_path=s"
+    )
+
+
+@pytest.mark.parametrize(
+    ("given", "peers"),
+    [
+        ([], ["pgqueuer"]),
+        (["--peer", "river"], ["river"]),
+        (["--peer", "river,pgqueuer"], ["pgqueuer", "river"]),
+        (["--peer", "pgqueuer", "--peer", "river"], ["pgqueuer", "river"]),
+        (["--peer", "none"], []),
+        (["--no-peer"], []),
+    ],
+)
+def test_peers_are_chosen_with_peer_and_pgqueuer_is_the_default(
+    given: list[str], peers: list[str]
+) -> None:
+    assert bench_main.parse_args(given).peers == peers
+
+
+def test_an_unknown_peer_is_refused() -> None:
+    with pytest.raises(SystemExit):
+        bench_main.parse_args(["--peer", "sidekiq"])
+
+
+def test_each_peer_has_its_columns_and_only_the_rows_it_ran() -> None:
+    rows = [
+        Row("enqueue, 1 job per call", 1000.0, "jobs/s", ">= 3000", (500.0, None)),
+        Row("completed, batch 50", 9000.0, "jobs/s", ">= 15000", (3000.0, 18000.0)),
+    ]
+    text = render([("run", "smoke")], rows, ["PgQueuer", "River bench"])
+    header = next(line for line in text.splitlines() if line.startswith("measure"))
+    assert header.index("PgQueuer") < header.index("pinledger/PgQueuer")
+    assert header.index("pinledger/PgQueuer") < header.index("pinledger/River bench")
+    enqueue = next(line for line in text.splitlines() if line.startswith("enqueue"))
+    completed = next(line for line in text.splitlines() if line.startswith("completed"))
+    assert enqueue.rstrip().endswith("2.00x")
+    assert completed.rstrip().endswith("0.50x")
+    assert "3.00x" in completed
+
+
+def test_go_durations_as_river_prints_them() -> None:
+    assert cpu.go_seconds("292.446077ms") == pytest.approx(0.292446077)
+    assert cpu.go_seconds("4.5s") == pytest.approx(4.5)
+    assert cpu.go_seconds("1m2.25s") == pytest.approx(62.25)
+    assert cpu.go_seconds("750µs") == pytest.approx(0.00075)
+    with pytest.raises(ValueError):
+        cpu.go_seconds("soon")
+
+
+def test_a_trace_ends_its_window_at_the_first_sample_after_the_period(proc: FakeProc) -> None:
+    proc.process(11, "river", 1, utime=0)
+    trace = cpu.Trace(cpu.Meter({"river": cpu.tree(11)}, proc.root), interval=3600)
+    trace.start()
+    trace.stop()
+    start, end = trace.samples
+    # A period longer than the trace: the window ends at its last sample.
+    assert trace.window(10_000).last is end
+    assert trace.window(0).last is start
