@@ -84,8 +84,13 @@ def test_a_failed_commit_after_the_hand_out_does_not_hand_the_job_out_again() ->
             # The pass fails; the owner reloads from Postgres, where the job is not yet.
         # While the partition catches up past the claim, nobody gets the job again.
         seen: list[str] = []
+
+        def dequeued_until_projected() -> bool:
+            seen.extend(node.dequeue("mail", 10))
+            return rt.projected()
+
         rt.advance_until(
-            lambda: bool(seen.extend(node.dequeue("mail", 10)) or True) and rt.projected(),
+            dequeued_until_projected,
             "the owner to project the enqueue and the claim again",
             timeout_s=RECOVERY_S * 5,
         )
