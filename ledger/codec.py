@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -232,12 +233,67 @@ def _decode_event(obj: Any) -> Event:
 
 
 def decode(value: bytes) -> Envelope:
+    """A record of one envelope (catalog records, and queue records of one part)."""
     try:
         obj = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
         raise CodecError(f"record value is not JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise CodecError("record value must be a JSON object")
+    return _envelope(obj)
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One caller's envelope within a record: a group commit (ledger/group_commit.py)
+    puts the envelopes of concurrent callers to one partition in one record, each with
+    its own time, actor and trace context. `first` is the index of its first event in
+    the record, so event i of the part is event `first + i` of the record (what an
+    enqueued job's local id and a timeline row's idx are made of)."""
+
+    envelope: Envelope
+    traceparent: str | None
+    first: int
+
+
+def encode_part(envelope: Envelope, traceparent: str | None, value: bytes | None = None) -> bytes:
+    """An envelope as a member of a group record: its trace context inside. `value` is
+    `encode(envelope)` when the caller has it already."""
+    if value is None:
+        value = encode(envelope)
+    if not traceparent:
+        return value
+    return value[:-1] + b',"tp":' + orjson.dumps(traceparent) + b"}"
+
+
+def encode_group(parts: Sequence[bytes]) -> bytes:
+    """A record of several envelopes (each from `encode_part`), in order."""
+    return b"[" + b",".join(parts) + b"]"
+
+
+def decode_parts(value: bytes, headers: Sequence[tuple[str, bytes]] | None) -> list[Part]:
+    """Every envelope of a queue record: one for a plain record (its trace context in
+    the headers), several for a group record (each with its own)."""
+    if not value.startswith(b"["):
+        return [Part(decode(value), traceparent_of(headers), 0)]
+    try:
+        items = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise CodecError(f"record value is not JSON: {exc}") from None
+    if not isinstance(items, list) or not items:
+        raise CodecError("a group record must be a non-empty JSON array of envelopes")
+    parts: list[Part] = []
+    first = 0
+    for obj in items:
+        if not isinstance(obj, dict):
+            raise CodecError("each envelope of a group record must be a JSON object")
+        envelope = _envelope(obj)
+        parts.append(Part(envelope, _opt(obj, "tp", str), first))
+        first += len(envelope.events)
+    return parts
+
+
+def _envelope(obj: dict[str, Any]) -> Envelope:
     # `type(...) is int`: JSON true and 1.0 compare equal to 1 in Python.
     if type(obj.get("v")) is not int or obj["v"] != VERSION:
         raise CodecError(

@@ -12,6 +12,7 @@ from pinledger.ledger import codec
 from pinledger.ledger.commands import check_queue_name
 from pinledger.ledger.descriptor import JOBS_PER_RECORD, JobDescriptor, local_id_for
 from pinledger.ledger.events import Actor, Enqueued, Envelope, Event, QueueCreated, QueueDeleted
+from pinledger.ledger.group_commit import GroupCommit, Part
 from pinledger.ledger.log import Append, Log, catalog_topic, queue_topic
 
 
@@ -23,6 +24,7 @@ class LedgerWriter:
         # this server waits for the projection to reach (read-your-writes).
         self.appended: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
+        self.group = GroupCommit(log)
 
     def topic(self, queue: str) -> str:
         return queue_topic(self.prefix, queue)
@@ -71,24 +73,58 @@ class LedgerWriter:
         actor: Actor,
         traceparent: str | None = None,
     ) -> list[int]:
-        """Append one record per (queue, partition, events); offsets in order."""
-        headers = codec.trace_headers(traceparent)
+        """Append the events of each (queue, partition, events); returns the offset of
+        the record each landed in, in order. Concurrent callers to one partition share
+        records (group_commit.py)."""
+        return [part.offset for part in self._commit(batches, at, actor, traceparent)]
+
+    def append_records(
+        self,
+        batches: Sequence[tuple[str, int, Sequence[Event]]],
+        at: int,
+        actor: Actor,
+    ) -> list[int]:
+        """One record of its own per (queue, partition, events), never shared: for
+        what needs the offsets to move (import_guard's fillers)."""
+        value_of = codec.encode
         appends = [
-            Append(
-                self.topic(queue),
-                partition,
-                codec.encode(Envelope(at=at, actor=actor, events=tuple(events))),
-                headers,
-            )
+            Append(self.topic(queue), partition, value_of(Envelope(at, actor, tuple(events))))
             for queue, partition, events in batches
         ]
         offsets = self.log.append(appends)
+        self._note([(a.topic, a.partition) for a in appends], offsets)
+        return offsets
+
+    def _commit(
+        self,
+        batches: Sequence[tuple[str, int, Sequence[Event]]],
+        at: int,
+        actor: Actor,
+        traceparent: str | None,
+    ) -> list[Part]:
+        parts = []
+        for queue, partition, events in batches:
+            envelope = Envelope(at=at, actor=actor, events=tuple(events))
+            value = codec.encode(envelope)
+            parts.append(
+                Part(
+                    self.topic(queue),
+                    partition,
+                    value,
+                    codec.encode_part(envelope, traceparent, value),
+                    traceparent,
+                    len(envelope.events),
+                )
+            )
+        self.group.append(parts)
+        self._note([p.key for p in parts], [p.offset for p in parts])
+        return parts
+
+    def _note(self, keys: Sequence[tuple[str, int]], offsets: Sequence[int]) -> None:
         with self._lock:
-            for append, offset in zip(appends, offsets, strict=True):
-                key = (append.topic, append.partition)
+            for key, offset in zip(keys, offsets, strict=True):
                 if offset > self.appended.get(key, -1):
                     self.appended[key] = offset
-        return offsets
 
     def enqueue(
         self,
@@ -103,13 +139,13 @@ class LedgerWriter:
         RECORD_BODY_BYTES of bodies each) to one partition; returns one descriptor per
         job, in order."""
         chunks = _chunks(jobs)
-        offsets = self.append_many(
+        parts = self._commit(
             [(queue, partition, chunk) for chunk in chunks], at, actor, traceparent
         )
         return [
-            JobDescriptor(queue, partition, job.priority, local_id_for(offset, index))
-            for offset, chunk in zip(offsets, chunks, strict=True)
-            for index, job in enumerate(chunk)
+            JobDescriptor(queue, partition, job.priority, local_id_for(part.offset, part.first + i))
+            for part, chunk in zip(parts, chunks, strict=True)
+            for i, job in enumerate(chunk)
         ]
 
 

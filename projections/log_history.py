@@ -57,30 +57,38 @@ class _Fold:
         self.collected = False
 
     def record(self, record: LogRecord) -> None:
-        envelope = codec.decode(record.value)
+        for part in codec.decode_parts(record.value, record.headers):
+            if self._part(record.offset, part):
+                return
+
+    def _part(self, offset: int, part: codec.Part) -> bool:
+        """Fold one envelope; True once the job was collected (its history ends)."""
+        envelope = part.envelope
         stamp = Stamp(envelope.at, envelope.actor)
-        traceparent = codec.traceparent_of(record.headers)
-        for idx, event in enumerate(envelope.events):
+        for idx, event in enumerate(envelope.events, start=part.first):
             if isinstance(event, QueueCreated | QueueDeleted):
                 continue
-            local_id = event_local_id(event, record.offset, idx)
+            local_id = event_local_id(event, offset, idx)
             if local_id != self.job.local_id:
                 continue
             prior = self.current
             after, verdict = evolve(prior, event, stamp, local_id)
             row = timeline_row(
-                local_id, record.offset, idx, envelope, event, prior, after, verdict, traceparent
+                local_id, offset, idx, envelope, event, prior, after, verdict, part.traceparent
             )
             self.rows.append(row)
             self.current = after
             if isinstance(event, Collected) and verdict.applied:
                 self.collected = True
-                return
+                return True
+        return False
 
 
 def _enqueued_here(record: LogRecord, job: JobDescriptor) -> bool:
     """Whether the record at the descriptor's offset enqueued the job."""
-    events = codec.decode(record.value).events
+    events = [
+        e for p in codec.decode_parts(record.value, record.headers) for e in p.envelope.events
+    ]
     return job.index < len(events) and isinstance(events[job.index], Enqueued)
 
 

@@ -18,7 +18,6 @@ from pinledger.ledger import codec
 from pinledger.ledger.events import (
     Claimed,
     Enqueued,
-    Envelope,
     JobEvent,
     QueueCreated,
     QueueDeleted,
@@ -170,8 +169,8 @@ class PartitionProjector:
         if self.listener is not None:
             claimed = {
                 event.local_id
-                for _, envelope in fresh
-                for event in envelope.events
+                for _, part in fresh
+                for event in part.envelope.events
                 if isinstance(event, Claimed)
             }
             self.listener(working, claimed)
@@ -180,28 +179,29 @@ class PartitionProjector:
         self.cache.absorb(working)
         return len(batch.events)
 
-    def _fresh(self, records: Sequence[LogRecord]) -> list[tuple[LogRecord, Envelope]]:
-        """Decoded records not yet projected and within the bound."""
-        fresh = []
+    def _fresh(self, records: Sequence[LogRecord]) -> list[tuple[LogRecord, codec.Part]]:
+        """The envelopes of the records not yet projected, within the bound (a group
+        record's envelopes are bounded one by one: each has its own time)."""
+        fresh: list[tuple[LogRecord, codec.Part]] = []
         for record in records:
             if record.offset < self.next_offset or self.done:
                 continue
-            envelope = codec.decode(record.value)
-            if self.bound.excludes(record.offset, envelope.at):
-                self.done = True
-                break
-            fresh.append((record, envelope))
+            for part in codec.decode_parts(record.value, record.headers):
+                if self.bound.excludes(record.offset, part.envelope.at):
+                    self.done = True
+                    return fresh
+                fresh.append((record, part))
         return fresh
 
     def _fold(
-        self, fresh: list[tuple[LogRecord, Envelope]], batch: PartitionBatch
+        self, fresh: list[tuple[LogRecord, codec.Part]], batch: PartitionBatch
     ) -> tuple[dict[int, Job | None], dict[int, Job | None]]:
         """Apply every event through `evolve`, recording the timeline rows in `batch`.
         Returns each touched job before and after the batch."""
         named = {
             event.local_id
-            for _, envelope in fresh
-            for event in envelope.events
+            for _, part in fresh
+            for event in part.envelope.events
             if not isinstance(event, Enqueued | QueueCreated | QueueDeleted)
         }
         # One cache lookup and at most one store read per batch. An Enqueued's id is
@@ -212,10 +212,11 @@ class PartitionProjector:
         )
         before.update(cached)
         working: dict[int, Job | None] = {}
-        for record, envelope in fresh:
+        for record, part in fresh:
+            envelope = part.envelope
             stamp = Stamp(envelope.at, envelope.actor)
-            traceparent = codec.traceparent_of(record.headers)
-            for idx, event in enumerate(envelope.events):
+            traceparent = part.traceparent
+            for idx, event in enumerate(envelope.events, start=part.first):
                 if isinstance(event, QueueCreated | QueueDeleted):
                     log.warning(
                         "%s[%d]@%d: queue event in a queue partition, ignored",

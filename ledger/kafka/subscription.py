@@ -3,14 +3,19 @@
     from pinledger.ledger.kafka.subscription import subscribe
 
     with subscribe("127.0.0.1:19092", "pinledger.", "billing-audit") as records:
-        for queue, partition, offset, envelope, traceparent in records:
-            for event in envelope.events:
+        for record in records:
+            for event in record.envelope.events:
                 ...  # Enqueued, Claimed, Succeeded, Failed, ... (ledger/events.py)
 
 What you get: every record of every queue's topic under the prefix (new queues are
 picked up within a second or so), decoded into an `Envelope` (when, who, and the events
 of one append, all in one partition of one queue), with the W3C traceparent of the call
 that appended it. Order is the log's within a partition, none across partitions.
+A group record (the appends of concurrent calls to one partition share a Kafka record,
+docs/decisions/0020-group-commit.md) is yielded as one `LedgerRecord` per call, with
+the same offset; `first` is the index of its first event in the Kafka record, so the
+job an `Enqueued` at position i creates has local id `offset * 1000 + first + i`
+(`ledger.descriptor.local_id_for`).
 The events are the ledger's facts as appended, applied or not: to know whether an
 event applied (a stale ack does not), fold them through `ledger.state.evolve` per job,
 as the projection does, or read the job's history (`pinledger trace`).
@@ -50,6 +55,7 @@ class LedgerRecord(NamedTuple):
     offset: int
     envelope: Envelope
     traceparent: str | None
+    first: int = 0
 
 
 class Subscription:
@@ -101,7 +107,7 @@ class Subscription:
             quiet_since = time.monotonic()
             for record in records:
                 try:
-                    envelope = codec.decode(record.value)
+                    parts = codec.decode_parts(record.value, record.headers)
                 except codec.CodecError as exc:
                     raise codec.CodecError(
                         f"{record.topic}[{record.partition}]@{record.offset}: {exc}"
@@ -111,13 +117,15 @@ class Subscription:
                     if record.topic == catalog_topic(self.prefix)
                     else queue_of_topic(self.prefix, record.topic)
                 )
-                yield LedgerRecord(
-                    queue,
-                    record.partition,
-                    record.offset,
-                    envelope,
-                    codec.traceparent_of(record.headers),
-                )
+                for part in parts:
+                    yield LedgerRecord(
+                        queue,
+                        record.partition,
+                        record.offset,
+                        part.envelope,
+                        part.traceparent,
+                        part.first,
+                    )
                 # Asked for the next one: the caller is done with this one.
                 self._pending[(record.topic, record.partition)] = record.offset + 1
 

@@ -116,7 +116,7 @@ def _push_past(
     while (end := log.end_offset(writer.topic(queue), partition)) <= target:
         count = min(target - end + 1, FILLERS_PER_APPEND)
         empty: Sequence[Event] = ()
-        ours.update(writer.append_many([(queue, partition, empty)] * count, at, actor))
+        ours.update(writer.append_records([(queue, partition, empty)] * count, at, actor))
     return ours
 
 
@@ -153,8 +153,12 @@ def _enqueued_ids(
                 expected = record.offset + 1
                 if record.offset in skip or record.offset >= end:
                     continue
-                envelope = codec.decode(record.value)
-                for idx, event in enumerate(envelope.events):
+                events = [
+                    e
+                    for part in codec.decode_parts(record.value, record.headers)
+                    for e in part.envelope.events
+                ]
+                for idx, event in enumerate(events):
                     local_id = local_id_for(record.offset, idx)
                     if isinstance(event, Enqueued) and low <= local_id <= high:
                         found.setdefault(event.priority, set()).add(local_id)

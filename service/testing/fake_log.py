@@ -154,6 +154,11 @@ class FakeLog:
             self._cond.notify_all()
             return offsets
 
+    def records(self, topic: str, partition: int) -> list[LogRecord]:
+        """Every record of a partition (for tests)."""
+        with self._cond:
+            return list(self._topics[topic][partition])
+
     def end_offset(self, topic: str, partition: int) -> int:
         ends = self.end_offsets([(topic, partition)])
         if (topic, partition) not in ends:
