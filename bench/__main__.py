@@ -64,6 +64,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--smoke", action="store_true", help="tiny counts: checks it runs")
     parser.add_argument("--concurrency", type=int, default=8, help="client threads/connections")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of each queue")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="server processes (serve --processes N)"
+    )
     parser.add_argument("--no-peer", action="store_true", help="skip the PgQueuer side")
     parser.add_argument(
         "--scale",
@@ -305,10 +308,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "PINLEDGER_PG_DSN": config.pg_dsn,
             "PINLEDGER_STORE_DSN": config.store_url,
             "PINLEDGER_PARTITIONS": str(args.partitions),
+            "PINLEDGER_PROCESSES": str(args.processes),
         },
     )
     print(
-        f"benchmark ({setup[0][1]}): server on port {server.port}, topics {server.prefix}*, "
+        f"benchmark ({setup[0][1]}): server ({args.processes} process(es)) on port "
+        f"{server.port}, topics {server.prefix}*, "
         f"schema {server.schema}",
         file=sys.stderr,
         flush=True,

@@ -17,6 +17,8 @@
 | PROCESSES                         | 1 (server processes sharing PORT: `serve --processes`) |
 | PEER_PORT                         | 0: PORT (the port peers forward dequeues to; with     |
 |                                   | PROCESSES > 1 the first of N, 0 = free ones)          |
+| FORWARD_QUIET_MS                  | 10 (a peer that had no jobs for a queue is not asked  |
+|                                   | again for it this long; 0 = always ask)               |
 | PARTITIONS                        | 4 (partitions of a new queue)                         |
 | MAX_PRIORITY                      | 3                                                     |
 | MAX_BODY_BYTES                    | 524288                                                |
@@ -90,6 +92,9 @@ class Config:
     # advertises in its member id; 0: `port`. With processes > 1 the workers take
     # peer_port, peer_port + 1, ... (0: ports the OS picks).
     peer_port: int = 0
+    # A peer that answered a forwarded dequeue with nothing is not asked again for that
+    # queue this long (service/api/forwarding.py); 0: always ask.
+    forward_quiet_ms: int = 10
     partitions: int = 4
     max_priority: int = 3
     max_body_bytes: int = 512 * 1024

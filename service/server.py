@@ -91,7 +91,7 @@ class Server:
         # Listen first, then read: a change in between is not missed.
         self.queues.on_change = self.owner.set_queues
         self.owner.set_queues(self.queues.names())
-        self.peers = CountingPeerPool(self.metrics)
+        self.peers = CountingPeerPool(self.metrics, quiet_s=config.forward_quiet_ms / 1000)
         self.handler = Handler(
             config,
             self.store,

@@ -27,6 +27,7 @@ from pinledger.service.processes.plan import (
     worker_server_id,
 )
 from pinledger.service.processes.supervisor import worker_command
+from pinledger.service.testing.clock import FakeClock
 
 
 def test_a_worker_serves_alone_on_its_own_ports_whatever_the_supervisor_had() -> None:
@@ -152,3 +153,44 @@ def test_each_forwarded_dequeue_is_counted_with_what_it_brought(jobs: int, outco
         assert outcome == "failed"
     assert metrics.snapshot_counter(FORWARDS, outcome=outcome) == 1
     assert metrics.snapshot_counter(FORWARDED_JOBS) == max(jobs, 0)
+
+
+def test_a_peer_that_had_nothing_is_not_asked_again_until_the_quiet_time_ends() -> None:
+    metrics = Metrics()
+    clock = FakeClock()
+    pool = CountingPeerPool(metrics, quiet_s=0.01, clock=clock)
+    peer = _Peer(0)
+    asked: list[str] = []
+
+    def client(address: str) -> _Peer:
+        asked.append(address)
+        return peer
+
+    pool._client = client  # type: ignore[method-assign]
+    request = DequeueRequest(queue="q", limit=5, dry_run=False, coverage=1.0)
+    assert pool.dequeue("a:1", None, request, 5).jobs == {}
+    assert pool.dequeue("a:1", None, request, 5).jobs == {}  # quiet: not asked
+    other = DequeueRequest(queue="other", limit=5, dry_run=False, coverage=1.0)
+    pool.dequeue("a:1", None, other, 5)  # another queue is asked
+    assert asked == ["a:1", "a:1"]
+    assert metrics.snapshot_counter(FORWARDS, outcome="quiet") == 1
+    clock.advance(0.011)
+    peer.jobs = 2
+    assert len(pool.dequeue("a:1", None, request, 5).jobs) == 2  # asked again
+    assert len(pool.dequeue("a:1", None, request, 5).jobs) == 2  # it had jobs: asked
+    assert len(asked) == 4
+
+
+def test_the_quiet_time_can_be_switched_off() -> None:
+    pool = CountingPeerPool(Metrics(), quiet_s=0)
+    asked: list[str] = []
+
+    def client(address: str) -> _Peer:
+        asked.append(address)
+        return _Peer(0)
+
+    pool._client = client  # type: ignore[method-assign]
+    request = DequeueRequest(queue="q", limit=5, dry_run=False, coverage=1.0)
+    pool.dequeue("a:1", None, request, 5)
+    pool.dequeue("a:1", None, request, 5)
+    assert len(asked) == 2
