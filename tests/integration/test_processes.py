@@ -15,7 +15,14 @@ import pytest
 
 from pinledger.idl import pinlater as p
 from pinledger.ledger.kafka import KafkaLog
-from pinledger.service.testing.servers import ServerProcess, context, dequeue_until, wait_for
+from pinledger.service.testing.servers import (
+    ServerProcess,
+    context,
+    dequeue_until,
+    free_port,
+    run_pinledger,
+    wait_for,
+)
 from tests.integration.conftest import Names, server_settings
 
 pytestmark = pytest.mark.integration
@@ -137,3 +144,21 @@ def test_two_processes_share_one_port_survive_a_kill_and_stop_on_sigterm(
         assert not any(alive(pid) for pid in workers)
     finally:
         server.stop()
+
+
+def test_the_supervisor_gives_up_on_processes_that_keep_failing() -> None:
+    """Each process exits at start (no Postgres at that address): after 5 such exits in
+    a row the supervisor stops and exits 1, so systemd or Kubernetes sees the failure."""
+    nowhere = "postgresql://pinledger:pinledger@127.0.0.1:1/pinledger"
+    done = run_pinledger(
+        "serve",
+        "--processes",
+        "2",
+        timeout=180,
+        PINLEDGER_STORE_DSN=nowhere,
+        PINLEDGER_PG_DSN=nowhere,
+        PINLEDGER_PORT=str(free_port()),
+        PINLEDGER_ADMIN_PORT=str(free_port()),
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "exited 5 times in a row" in done.stderr and "giving up" in done.stderr
