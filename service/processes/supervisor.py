@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,6 @@ class _Slot:
     proc: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     start_at: float = 0.0  # when to start it (again) while proc is None
-    history: list[int] = field(default_factory=list)  # exit codes, newest last
 
     def view(self) -> WorkerView:
         spec = self.spec
@@ -133,7 +132,6 @@ class Supervisor:
         ran = now - slot.started_at
         with self._lock:
             slot.proc = None
-            slot.history.append(code)
         delay = slot.restarts.exited(ran)
         if delay is None:
             log.error(
