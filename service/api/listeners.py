@@ -12,15 +12,14 @@ from thriftpy2.transport import TServerSocket
 
 class SharedListener(TServerSocket):
     """The public port. thriftpy2 sets SO_REUSEPORT where the platform has it; this
-    says so on purpose, and fails loudly where it cannot be set, since the processes of
-    `serve --processes` depend on it."""
+    says so on purpose, since the processes of `serve --processes` depend on it (the
+    supervisor refuses to start where the platform lacks it)."""
 
     def _init_sock(self) -> None:
         super()._init_sock()  # type: ignore[no-untyped-call]
-        if not hasattr(socket, "SO_REUSEPORT"):
-            raise OSError("SO_REUSEPORT is not available here: use PINLEDGER_PROCESSES=1")
         assert self.sock is not None
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if hasattr(socket, "SO_REUSEPORT"):
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
 
 
 class PrivateListener(TServerSocket):

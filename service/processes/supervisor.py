@@ -11,6 +11,7 @@ import ctypes
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -155,6 +156,9 @@ class Supervisor:
 
     def run(self) -> int:
         """Until SIGTERM/SIGINT (0) or a worker that keeps failing (1)."""
+        if not hasattr(socket, "SO_REUSEPORT"):
+            log.error("this platform has no SO_REUSEPORT: processes cannot share a port")
+            return 2
 
         def stop(signum: int, _: Any) -> None:
             log.info("signal %d: stopping the server processes", signum)
