@@ -19,9 +19,10 @@ def label_prometheus(line: str, label: str) -> str:
         return line
     name, brace = match.group(1), match.group(2)
     rest = line[match.end() :]
-    if brace:
-        return f"{name}{{{label},{rest}" if not rest.startswith("}") else f"{name}{{{label}{rest}"
-    return f"{name}{{{label}}}{rest}"
+    if not brace:
+        return f"{name}{{{label}}}{rest}"
+    separator = "" if rest.startswith("}") else ","  # `name{}` has no labels to follow
+    return f"{name}{{{label}{separator}{rest}"
 
 
 @dataclass

@@ -194,3 +194,7 @@ def test_the_quiet_time_can_be_switched_off() -> None:
     pool.dequeue("a:1", None, request, 5)
     pool.dequeue("a:1", None, request, 5)
     assert len(asked) == 2
+
+
+def test_a_sample_with_empty_braces_gets_the_label_alone() -> None:
+    assert label_prometheus("a_total{} 3", 'process="0"') == 'a_total{process="0"} 3'
