@@ -71,6 +71,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-peer", action="store_true", help="no peer (same as --peer none)")
     parser.add_argument(
+        "--processes", type=int, default=1, help="server processes (serve --processes N)"
+    )
+    parser.add_argument(
         "--scale",
         action="store_true",
         help="the scale run instead: a backlog of --jobs jobs of 512 B (bench/scale.py)",
@@ -252,10 +255,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "PINLEDGER_PG_DSN": config.pg_dsn,
             "PINLEDGER_STORE_DSN": config.store_url,
             "PINLEDGER_PARTITIONS": str(args.partitions),
+            "PINLEDGER_PROCESSES": str(args.processes),
         },
     )
     print(
-        f"benchmark ({setup[0][1]}): server on port {server.port}, topics {server.prefix}*, "
+        f"benchmark ({setup[0][1]}): server ({args.processes} process(es)) on port "
+        f"{server.port}, topics {server.prefix}*, "
         f"schema {server.schema}",
         file=sys.stderr,
         flush=True,

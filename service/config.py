@@ -14,6 +14,11 @@
 | PORT                              | 9010 (Thrift, framed transport + binary protocol)     |
 | ADVERTISE_HOST                    | HOST, or the hostname when HOST is 0.0.0.0            |
 | ADMIN_PORT                        | 9999 (/metrics, /stats.txt, /health; 0 = any free)    |
+| PROCESSES                         | 1 (server processes sharing PORT: `serve --processes`) |
+| PEER_PORT                         | 0: PORT (the port peers forward dequeues to; with     |
+|                                   | PROCESSES > 1 the first of N, 0 = free ones)          |
+| FORWARD_QUIET_MS                  | 10 (a peer that had no jobs for a queue is not asked  |
+|                                   | again for it this long; 0 = always ask)               |
 | PARTITIONS                        | 4 (partitions of a new queue)                         |
 | MAX_PRIORITY                      | 3                                                     |
 | MAX_BODY_BYTES                    | 524288                                                |
@@ -80,6 +85,16 @@ class Config:
     port: int = 9010
     advertise_host: str = ""
     admin_port: int = 9999
+    # Server processes on this host sharing `port` (SO_REUSEPORT), each its own owner
+    # (docs/decisions/0019-processes.md); 1: this process serves alone.
+    processes: int = 1
+    # The Thrift port peers forward dequeues to, which this process also listens on and
+    # advertises in its member id; 0: `port`. With processes > 1 the workers take
+    # peer_port, peer_port + 1, ... (0: ports the OS picks).
+    peer_port: int = 0
+    # A peer that answered a forwarded dequeue with nothing is not asked again for that
+    # queue this long (service/api/forwarding.py); 0: always ask.
+    forward_quiet_ms: int = 10
     partitions: int = 4
     max_priority: int = 3
     max_body_bytes: int = 512 * 1024
@@ -137,11 +152,12 @@ class Config:
 
     @property
     def address(self) -> str:
-        """host:port other servers and clients reach this server's Thrift port at."""
+        """host:port other servers reach this server's Thrift port at: its peer port
+        when it has one (a worker of `serve --processes`), else its port."""
         host = self.advertise_host or (
             socket.gethostname() if self.host in ("0.0.0.0", "") else self.host
         )
-        return f"{host}:{self.port}"
+        return f"{host}:{self.peer_port or self.port}"
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -172,9 +188,10 @@ _AT_LEAST_ONE = frozenset(
         "history_scan_records",
         "append_timeout_s",
         "ready_window",
+        "processes",
     }
 )
-_PORTS = frozenset({"port", "admin_port"})
+_PORTS = frozenset({"port", "admin_port", "peer_port"})
 
 
 def _convert(name: str, value: Any) -> Any:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from thriftpy2.thrift import TProcessor
-from thriftpy2.transport import TServerSocket
 
 from pinledger.idl import pinlater
 from pinledger.ledger import descriptor
@@ -32,7 +31,9 @@ from pinledger.projections.store import LedgerStore
 from pinledger.service.api.connections import ConnectionLimits, ThriftServer
 from pinledger.service.api.core import Api
 from pinledger.service.api.directory import QueueDirectory
+from pinledger.service.api.forwarding import CountingPeerPool
 from pinledger.service.api.handler import Handler
+from pinledger.service.api.listeners import PrivateListener, SharedListener
 from pinledger.service.api.peers import PeerPool
 from pinledger.service.api.ratelimit import QueueRateLimits
 from pinledger.service.config import Config
@@ -90,7 +91,7 @@ class Server:
         # Listen first, then read: a change in between is not missed.
         self.queues.on_change = self.owner.set_queues
         self.owner.set_queues(self.queues.names())
-        self.peers = PeerPool()
+        self.peers = CountingPeerPool(self.metrics, quiet_s=config.forward_quiet_ms / 1000)
         self.handler = Handler(
             config,
             self.store,
@@ -137,17 +138,25 @@ class Server:
             self.health.progress,
             pages=self.dashboard,
         )
-        self._socket = TServerSocket(host=config.host, port=config.port, client_timeout=None)
-        self._thrift = ThriftServer(
-            TProcessor(pinlater.PinLater, self.handler),
-            self._socket,
-            ConnectionLimits(
-                max_connections=config.max_connections,
-                idle_timeout_s=config.idle_timeout_s,
-                max_frame_bytes=config.max_frame_bytes,
-            ),
-            self.metrics,
+        limits = ConnectionLimits(
+            max_connections=config.max_connections,
+            idle_timeout_s=config.idle_timeout_s,
+            max_frame_bytes=config.max_frame_bytes,
         )
+        processor = TProcessor(pinlater.PinLater, self.handler)
+        self._socket = SharedListener(host=config.host, port=config.port, client_timeout=None)
+        self._thrift = ThriftServer(processor, self._socket, limits, self.metrics)
+        # A worker of `serve --processes` also listens on its own peer port, the address
+        # in its member id, so a forwarded dequeue reaches this process and not whichever
+        # process the kernel picks on the shared port. Its connections are counted apart
+        # (a Metrics of their own): the open-connections gauge stays the clients'.
+        self._peer_socket: PrivateListener | None = None
+        self._peer_thrift: ThriftServer | None = None
+        if config.peer_port and config.peer_port != config.port:
+            self._peer_socket = PrivateListener(
+                host=config.host, port=config.peer_port, client_timeout=None
+            )
+            self._peer_thrift = ThriftServer(processor, self._peer_socket, limits, Metrics())
         self._stopped = threading.Event()
         self._stop_lock = threading.Lock()
         self._stopping = False
@@ -168,6 +177,8 @@ class Server:
         threading.stack_size(_THREAD_STACK_BYTES)
         # Listen first: /health answering means the Thrift port takes connections.
         self._socket.listen()
+        if self._peer_socket is not None:
+            self._peer_socket.listen()
         self.owner.start()
         self.queues.start()
         self.queue_config.start()
@@ -176,12 +187,17 @@ class Server:
         threading.Thread(
             target=self._thrift.serve_forever, name="thrift-accept", daemon=True
         ).start()
+        if self._peer_thrift is not None:
+            threading.Thread(
+                target=self._peer_thrift.serve_forever, name="thrift-peer-accept", daemon=True
+            ).start()
         log.info(
-            "pinledger %s serving PinLater on %s:%d (admin http :%d), Kafka %s, Postgres "
-            "schema %s, topic prefix %r",
+            "pinledger %s serving PinLater on %s:%d (peers: %s, admin http :%d), Kafka %s, "
+            "Postgres schema %s, topic prefix %r",
             self.config.server_id,
             self.config.host,
             self.config.port,
+            self.config.address,
             self.admin.port,
             self.config.kafka,
             self.config.schema,
@@ -196,6 +212,9 @@ class Server:
         self._thrift.close()
         # close() alone does not unblock accept(): close the listening socket too.
         self._socket.close()
+        if self._peer_thrift is not None and self._peer_socket is not None:
+            self._peer_thrift.close()
+            self._peer_socket.close()
         self.owner.stop()
         self.queues.stop()
         self.queue_config.stop()

@@ -26,6 +26,7 @@ from pinledger.service.cli.demo import run_demo
 from pinledger.service.cli.tool import main as client_main
 from pinledger.service.config import Config, ConfigError
 from pinledger.service.password import hash_password
+from pinledger.service.processes.supervisor import die_with_supervisor, run_processes
 from pinledger.service.server import DashboardServer, Server
 
 log = logging.getLogger("pinledger")
@@ -133,6 +134,16 @@ def _time_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def cmd_replay(config: Config, args: argparse.Namespace) -> int:
     if args.as_of is not None or args.explain or args.json:
         return asof_cli.run(config, args)
@@ -171,12 +182,24 @@ def cmd_demo(config: Config, _: argparse.Namespace) -> int:
     return run_demo(config)
 
 
-def cmd_serve(config: Config, _: argparse.Namespace) -> int:
+def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     logging.getLogger("pinledger.service").setLevel(logging.INFO)
     # Partition ownership is the owners' consumer group: its joins, assignments and
     # revocations (a few lines per rebalance) are what explains a partition that is
     # served late.
     logging.getLogger("kafka.coordinator").setLevel(logging.INFO)
+    processes = config.processes if args.processes is None else args.processes
+    if args.worker is not None:
+        # One of a supervisor's processes: its log lines say which.
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(
+                logging.Formatter(
+                    f"%(asctime)s %(levelname)s [process {args.worker}] %(name)s: %(message)s"
+                )
+            )
+        die_with_supervisor(args.supervisor)
+    elif processes > 1:
+        return run_processes(config, processes, args.verbose)
     Server(config).run_forever()
     return 0
 
@@ -242,7 +265,15 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
 
-    commands.add_parser("serve", help="run a PinLater server (Thrift, default port 9010)")
+    serve = commands.add_parser("serve", help="run a PinLater server (Thrift, default port 9010)")
+    serve.add_argument(
+        "--processes",
+        type=_at_least_one,
+        help="server processes sharing the port, one per core (default: PINLEDGER_PROCESSES, 1)",
+    )
+    # Set by the supervisor of --processes for each process it starts.
+    serve.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    serve.add_argument("--supervisor", type=int, default=0, help=argparse.SUPPRESS)
     commands.add_parser(
         "dashboard",
         help="the web dashboard alone, on the admin port (PINLEDGER_ADMIN_PORT), for the "
