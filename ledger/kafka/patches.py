@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import selectors
 from typing import Any
 
 import kafka
@@ -24,6 +25,7 @@ from kafka.cluster import ClusterMetadata
 from kafka.coordinator.consumer import ConsumerCoordinator
 from kafka.errors import UnknownTopicOrPartitionError
 from kafka.net.inet import KafkaNetSocket
+from kafka.net.selector import NetworkSelector, Task
 from kafka.producer.record_accumulator import RecordAccumulator
 from kafka.protocol.metadata import CoordinatorType
 
@@ -63,6 +65,7 @@ def check_kafka_python() -> None:
             (RecordAccumulator, "deallocate"),
             (ClusterMetadata, "get_coordinator"),
             (KafkaNetSocket, "sock_connect"),
+            (NetworkSelector, "register_event"),
         )
         if not hasattr(cls, name)
     ]
@@ -73,6 +76,37 @@ def check_kafka_python() -> None:
             f"{', '.join(sorted(TESTED_KAFKA_PYTHON))}."
         )
     close_failed_connects()
+    register_without_repr()
+
+
+def register_without_repr() -> None:
+    """Register an I/O event without formatting a socket's repr. kafka-python 3.0.12's
+    `NetworkSelector.register_event` asks the stdlib selector for the socket's key and,
+    when it is not registered yet (every send and every read wait of a connection that
+    was idle), catches the KeyError, whose message the stdlib builds twice with
+    `repr(socket)` (a getsockname and a getpeername each). py-spy put that at a quarter
+    of the producer's network thread, with the GIL held (docs/performance.md). Same
+    logic, with a dictionary lookup instead. Wrapped once per process (idempotent)."""
+    original = NetworkSelector.register_event
+    if getattr(original, "_pinledger_no_repr", False):
+        return
+
+    def register_event(self: NetworkSelector, fileobj: Any, event: int, task: Any) -> None:
+        selector = self._selector
+        try:
+            key = selector._fd_to_key.get(selector._fileobj_lookup(fileobj))
+        except (KeyError, ValueError):  # a closed socket: let the original say so
+            key = None
+        if key is not None:
+            original(self, fileobj, event, task)  # already registered: modify
+            return
+        if not isinstance(task, Task):
+            task = Task(task)
+        data = (task, None) if event == selectors.EVENT_READ else (None, task)
+        selector.register(fileobj, event, data)
+
+    register_event._pinledger_no_repr = True  # type: ignore[attr-defined]
+    NetworkSelector.register_event = register_event
 
 
 def close_failed_connects() -> None:

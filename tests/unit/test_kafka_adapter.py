@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import select
+import selectors
 import socket
 
 import kafka
 import pytest
 from kafka.errors import KafkaConnectionError, KafkaTimeoutError, UnknownTopicOrPartitionError
 from kafka.net.inet import KafkaNetSocket
+from kafka.net.selector import NetworkSelector
 
 from pinledger.ledger.kafka import TESTED_KAFKA_PYTHON, patches
 from pinledger.ledger.kafka.errors import log_error, translated
@@ -71,3 +73,35 @@ def test_a_kafka_error_becomes_a_log_error_saying_what_to_check() -> None:
 def test_a_missing_topic_is_named_as_such() -> None:
     error = log_error(UnknownTopicOrPartitionError(), "cannot append", "h:1")
     assert "topic does not exist" in str(error)
+
+
+class _NoRepr(socket.socket):
+    """A socket whose repr must not be asked for (but by an error message)."""
+
+    allowed = False
+
+    def __repr__(self) -> str:
+        if not self.allowed:
+            raise AssertionError("repr(socket) was formatted")
+        return "<the socket>"
+
+
+def test_registering_io_events_keeps_kafka_pythons_semantics_without_formatting_repr() -> None:
+    patches.register_without_repr()
+    selector = NetworkSelector()
+    sock = _NoRepr(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        selector.register_event(sock, selectors.EVENT_READ, lambda: None)  # new: register
+        key = selector._selector.get_key(sock)
+        assert key.events == selectors.EVENT_READ
+        selector.register_event(sock, selectors.EVENT_WRITE, lambda: None)  # add: modify
+        key = selector._selector.get_key(sock)
+        assert key.events == selectors.EVENT_READ | selectors.EVENT_WRITE
+        reader, writer = key.data
+        assert reader is not None and writer is not None
+        sock.allowed = True  # the error names the socket, as kafka-python's does
+        with pytest.raises(RuntimeError, match="EVENT_READ already registered"):
+            selector.register_event(sock, selectors.EVENT_READ, lambda: None)
+    finally:
+        sock.close()
+        selector.close()
