@@ -2,12 +2,13 @@
 trip (docs/decisions/0020-group-commit.md).
 
 Every caller hands in its parts (one envelope for one partition each). Per partition
-one append is in flight at a time; parts that arrive meanwhile wait, and the next
-append takes all of them (up to a record's limits) as one group record. Who appends is
-one of the callers, never a thread of its own: a caller whose partition is idle
-appends at once (a lone caller waits no longer than before), and a caller whose
-append completes hands the partition to a caller still waiting there, which appends
-the next group. Order within a partition is the order parts arrived in.
+at most `max_in_flight` appends are in flight; parts that arrive while they are wait,
+and the next append takes all of them (up to a record's limits) as one group record.
+Who appends is one of the callers, never a thread of its own: a caller finding room
+appends at once (a lone caller waits no longer than before); when an append completes,
+the callers waiting there are woken and one of them appends the next group. Two
+appends in flight to one partition may land in either order (they are concurrent
+calls); one caller's parts never are in flight together, so they land in its order.
 
 Memory is bounded by the callers: each waits for its own parts, so at most one part
 per blocked call is pending.
@@ -16,6 +17,7 @@ per blocked call is pending.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -26,6 +28,11 @@ from pinledger.ledger.log import Append, Log
 # A group record's value stays under this (the broker's record limit is 1 MiB; one
 # part alone may be bigger, up to what an enqueue record holds, and goes alone).
 GROUP_RECORD_BYTES = 512 * 1024
+# Appends in flight per partition. One would make every call behind another wait for
+# it (a second call to an idle-ish partition paid up to two round trips); two keep the
+# next call going at once while a third and later ones share records (measured,
+# docs/performance.md "Hot path").
+MAX_IN_FLIGHT = 2
 # A waiting caller re-checks this often in case a wake-up was missed (it never should).
 _RECHECK_S = 1.0
 
@@ -72,16 +79,18 @@ class GroupCommit:
         log: Log,
         max_events: int = JOBS_PER_RECORD,
         max_bytes: int = GROUP_RECORD_BYTES,
+        max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
         self.log = log
         self.max_events = max_events
         self.max_bytes = max_bytes
+        self.max_in_flight = max_in_flight
         self._cond = threading.Condition()
         self._pending: dict[Key, list[Part]] = {}
-        # Partitions with an append in flight, or handed to a waiting caller.
-        self._busy: set[Key] = set()
-        # Partition -> the caller it was handed to.
-        self._handed: dict[Key, object] = {}
+        # Per partition, the callers with a part in an append in flight, one entry per
+        # part (how many appends are in flight is `_flights`).
+        self._flying: dict[Key, Counter[object]] = {}
+        self._flights: Counter[Key] = Counter()
         # Records appended and the parts they held (read by tests and metrics).
         self.records = 0
         self.parts = 0
@@ -96,7 +105,7 @@ class GroupCommit:
                 self._pending.setdefault(part.key, []).append(part)
             keys = {part.key for part in parts}
             while not all(part.done for part in parts):
-                taken = self._lead(keys, me)
+                taken = self._lead(keys)
                 if not taken:
                     self._cond.wait(_RECHECK_S)
                     continue
@@ -110,25 +119,29 @@ class GroupCommit:
             if part.error is not None:
                 raise part.error
 
-    def _lead(self, keys: set[Key], me: object) -> dict[Key, list[Part]]:
-        """Take the partitions among `keys` this caller may append to now (idle with
-        parts pending, or handed to it), and their next group each. Lock held."""
+    def _lead(self, keys: set[Key]) -> dict[Key, list[Part]]:
+        """Take the next group of each partition among `keys` that may take another
+        append now (lock held)."""
         taken: dict[Key, list[Part]] = {}
         for key in keys:
             pending = self._pending.get(key)
-            if not pending:
+            if not pending or self._flights[key] >= self.max_in_flight:
                 continue
-            if key in self._busy and self._handed.get(key) is not me:
-                continue
-            self._handed.pop(key, None)
-            self._busy.add(key)
-            taken[key] = self._next_group(pending)
+            group = self._next_group(pending, self._flying.get(key, Counter()))
+            if group:
+                self._flights[key] += 1
+                self._flying.setdefault(key, Counter()).update(p.owner for p in group)
+                taken[key] = group
         return taken
 
-    def _next_group(self, pending: list[Part]) -> list[Part]:
-        """The longest prefix of `pending` that fits a record (at least one part)."""
+    def _next_group(self, pending: list[Part], flying: Counter[object]) -> list[Part]:
+        """The longest prefix of `pending` that fits a record (one part at least), and
+        holds no part of a caller with an earlier part still in flight there: two
+        appends in flight may land in either order, a caller's own parts may not."""
         events = size = count = 0
         for part in pending:
+            if flying[part.owner]:
+                break
             if count and (
                 events + part.events > self.max_events or size + len(part.grouped) > self.max_bytes
             ):
@@ -156,17 +169,19 @@ class GroupCommit:
                 part.offset = offset
 
     def _finish(self, taken: dict[Key, list[Part]]) -> None:
-        """Mark the parts done and hand each partition on to a caller waiting there
-        (lock held)."""
+        """Mark the parts done and wake the callers waiting for a partition (lock
+        held)."""
         for key, group in taken.items():
             for part in group:
                 part.done = True
             self.records += 1
             self.parts += len(group)
-            pending = self._pending.get(key)
-            if pending:
-                self._handed[key] = pending[0].owner
-            else:
-                self._busy.discard(key)
+            self._flights[key] -= 1
+            flying = self._flying[key]
+            flying.subtract(p.owner for p in group)
+            if not self._flights[key]:
+                del self._flights[key]
+                del self._flying[key]
+            if not self._pending.get(key):
                 self._pending.pop(key, None)
         self._cond.notify_all()
