@@ -26,7 +26,7 @@ check.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -386,6 +386,21 @@ class ReadStore(Protocol):
 
     def last_event_time(self, queue: str) -> int | None:
         """The time of the newest event projected for a queue (None: none)."""
+        ...
+
+    # -- the verify's streams (projections/verify.py): both sides of a comparison ---------
+
+    def stream_jobs(
+        self, queue: str, partition: int, lo: int | None, hi: int | None
+    ) -> Iterator[HeldJob]:
+        """Every job of a partition with `lo` <= local_id < `hi` (None: no limit), by
+        local id, with bodies and enqueue trace contexts. Streamed: the caller's memory
+        does not grow with the partition (close the iterator when stopping early)."""
+        ...
+
+    def stream_events(self, queue: str, partition: int, from_offset: int) -> Iterator[EventRow]:
+        """The partition's timeline rows of the records at or after `from_offset`, in log
+        order (offset, idx, then local id and time). Streamed, like `stream_jobs`."""
         ...
 
     # -- the dashboard's reads (service/dashboard): each bounded, each on an index -------

@@ -414,3 +414,25 @@ WHERE queue = %(queue)s AND type = ANY(%(types)s) AND at >= %(since)s AND at < %
   AND applied
 GROUP BY 1, 2
 ORDER BY 1, 2;
+
+-- name: stream_jobs
+-- The verify's live side (projections/verify.py): a partition's jobs in a range of local
+-- ids, by local id (the primary key's order: no sort), read through a server-side
+-- cursor so the reader's memory does not grow with the partition.
+SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, claim_source, touched_at,
+       traceparent
+FROM jobs
+WHERE queue = %(queue)s AND partition = %(partition)s
+  AND local_id >= %(lo)s AND local_id < %(hi)s
+ORDER BY local_id;
+
+-- name: stream_events
+-- The verify's live side: a partition's timeline from an offset on, in log order (the
+-- order the fold produces it), through a server-side cursor. Postgres sorts the
+-- partition's rows once (spilling to disk past work_mem), not per page.
+SELECT local_id, "offset", idx, type, at, source, request_id, server, claim, applied,
+       verdict, state_after, attempts_remaining_after, detail, traceparent
+FROM job_events
+WHERE queue = %(queue)s AND partition = %(partition)s AND "offset" >= %(from_offset)s
+ORDER BY "offset", idx, local_id, at;
