@@ -403,6 +403,18 @@ class ReadStore(Protocol):
         order (offset, idx, then local id and time). Streamed, like `stream_jobs`."""
         ...
 
+    def job_lines(
+        self, queue: str, partition: int, lo: int | None, hi: int | None
+    ) -> Iterator[bytes]:
+        """The rows of `stream_jobs`, each as its line of text (projections/row_text.py
+        `job_line`: what Postgres's COPY prints), in the same order, streamed."""
+        ...
+
+    def event_lines(self, queue: str, partition: int, from_offset: int) -> Iterator[bytes]:
+        """The rows of `stream_events`, each as its line of text (`event_line`), in the
+        same order, streamed."""
+        ...
+
     # -- the dashboard's reads (service/dashboard): each bounded, each on an index -------
 
     def find_jobs(self, search: JobSearch, after: ScanKey | None, limit: int) -> list[JobRow]:

@@ -436,3 +436,26 @@ SELECT local_id, "offset", idx, type, at, source, request_id, server, claim, app
 FROM job_events
 WHERE queue = %(queue)s AND partition = %(partition)s AND "offset" >= %(from_offset)s
 ORDER BY "offset", idx, local_id, at;
+
+-- name: job_lines
+-- The verify's live jobs as Postgres prints them (projections/row_text.py), streamed by
+-- COPY: the rows never become Python objects; the fold's lines compare as bytes.
+COPY (
+    SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
+           custom_status, created_at, run_after, updated_at, claim, claim_source,
+           touched_at, traceparent
+    FROM jobs
+    WHERE queue = %(queue)s AND partition = %(partition)s
+      AND local_id >= %(lo)s AND local_id < %(hi)s
+    ORDER BY local_id
+) TO STDOUT;
+
+-- name: event_lines
+-- The verify's live timeline as Postgres prints it, in log order, streamed by COPY.
+COPY (
+    SELECT "offset", idx, local_id, at, type, source, request_id, server, claim, applied,
+           verdict, state_after, attempts_remaining_after, detail, traceparent
+    FROM job_events
+    WHERE queue = %(queue)s AND partition = %(partition)s AND "offset" >= %(from_offset)s
+    ORDER BY "offset", idx, local_id, at
+) TO STDOUT;

@@ -1,6 +1,7 @@
 """The verify's streams (`pinledger replay`, projections/verify.py): a partition's jobs
-and timeline read through server-side cursors, a page at a time, so a partition of any
-size is compared in bounded memory."""
+and timeline as rows (through a server-side cursor, a page at a time) or as lines of
+text (through COPY: Postgres formats them in C, projections/row_text.py), so a partition
+of any size is compared in bounded memory."""
 
 from __future__ import annotations
 
@@ -26,6 +27,31 @@ class PgStreams(PgConnection):
             cur.itersize = PAGE_ROWS
             cur.execute(query(name), params)
             yield from cur
+
+    def _lines(self, what: str, name: str, params: dict[str, Any]) -> Iterator[bytes]:
+        with (
+            self.connection(what) as conn,
+            conn.cursor() as cur,
+            cur.copy(query(name), params) as copy,
+        ):
+            # libpq hands over one row per block (a message of its own); split anyway.
+            for block in copy:
+                yield from bytes(block).split(b"\n")[:-1]
+
+    def job_lines(
+        self, queue: str, partition: int, lo: int | None, hi: int | None
+    ) -> Iterator[bytes]:
+        params = {
+            "queue": queue,
+            "partition": partition,
+            "lo": _SMALLEST if lo is None else lo,
+            "hi": _LARGEST if hi is None else hi,
+        }
+        return self._lines("streaming a partition's jobs", "job_lines", params)
+
+    def event_lines(self, queue: str, partition: int, from_offset: int) -> Iterator[bytes]:
+        params = {"queue": queue, "partition": partition, "from_offset": from_offset}
+        return self._lines("streaming a partition's timeline", "event_lines", params)
 
     def stream_jobs(
         self, queue: str, partition: int, lo: int | None, hi: int | None

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.projections.history_partitions import HistoryPartition
 from pinledger.projections.pg.sql import migrations
+from pinledger.projections.row_text import event_line, job_line
 from pinledger.projections.store import (
     DueJob,
     EventBucket,
@@ -498,6 +499,16 @@ class FakeStore:
             return sorted(found, key=lambda row: (row.offset, row.idx, row.local_id, row.at))
 
         yield from self._run("streaming a partition's timeline", run)
+
+    def job_lines(
+        self, queue: str, partition: int, lo: int | None, hi: int | None
+    ) -> Iterator[bytes]:
+        for held in self.stream_jobs(queue, partition, lo, hi):
+            yield job_line(held.job, held.traceparent)
+
+    def event_lines(self, queue: str, partition: int, from_offset: int) -> Iterator[bytes]:
+        for row in self.stream_events(queue, partition, from_offset):
+            yield event_line(row)
 
     # -- the replay's diff ----------------------------------------------------------------
 

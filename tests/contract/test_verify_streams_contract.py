@@ -4,10 +4,23 @@ is what the verify compares the log's fold with, row for row."""
 
 from __future__ import annotations
 
+from pinledger.ledger.events import Actor, Checkpointed, Claimed, Succeeded
+from pinledger.ledger.log import queue_topic
 from pinledger.ledger.state import JobState
+from pinledger.projections.projector import PartitionProjector
+from pinledger.projections.row_text import EVENT_COLUMNS, columns, event_line, job_line
 from pinledger.projections.store import LedgerStore
 from tests.contract.store_fixtures import store
-from tests.contract.test_store_contract import TP, _mail
+from tests.contract.test_store_contract import (
+    PREFIX,
+    T0,
+    TP,
+    WORKER,
+    FakeLog,
+    _create_queues,
+    _enqueued,
+    _mail,
+)
 
 __all__ = ["store"]  # the fixture, used by name
 
@@ -64,3 +77,43 @@ def test_a_stream_stopped_early_leaves_the_store_usable(store: LedgerStore) -> N
         next(iter(events))
         getattr(events, "close", lambda: None)()
     assert len(list(store.stream_jobs("mail", 0, None, None))) == 4
+
+
+ODD = 'tab\there, line\nbreak, back\\slash, "quotes", \x01ctl, \x0bvt, é ✓'
+
+
+def test_lines_are_the_rows_as_postgres_prints_them_odd_text_and_all(store: LedgerStore) -> None:
+    # The fold's lines (row_text) and the store's must agree byte for byte, or a
+    # consistent projection would verify as different.
+    _create_queues(store, ("odd", 1))
+    topic = queue_topic(PREFIX, "odd")
+    log = FakeLog(topic)
+    log.append(T0, WORKER, _enqueued(b"\x00\xff\\\t\n", 1, T0), traceparent=TP)
+    log.append(T0 + 1, Actor(ODD, ODD, ODD), Claimed(0, ODD))
+    log.append(T0 + 2, WORKER, Checkpointed(0, prepend_status=ODD, claim=ODD, new_body=b""))
+    log.append(T0 + 3, WORKER, Succeeded(0, ODD), Succeeded(77, ODD))
+    PartitionProjector(store, "odd", topic, 0).apply(log.records)
+    jobs = list(store.stream_jobs("odd", 0, None, None))
+    assert ODD in jobs[0].job.custom_status
+    assert list(store.job_lines("odd", 0, None, None)) == [
+        job_line(h.job, h.traceparent) for h in jobs
+    ]
+    events = list(store.stream_events("odd", 0, 0))
+    assert len(events) == 5
+    lines = list(store.event_lines("odd", 0, 0))
+    assert lines == [event_line(row) for row in events]
+    assert list(store.event_lines("odd", 0, 2)) == lines[2:]
+    assert columns(lines[1], EVENT_COLUMNS)["source"] == ODD
+    assert columns(lines[1], EVENT_COLUMNS)["claim"] == ODD
+    assert columns(lines[0], EVENT_COLUMNS)["claim"] is None
+
+
+def test_the_lines_of_the_mail_queue_are_its_rows(store: LedgerStore) -> None:
+    _mail(store)
+    for partition in (0, 1):
+        assert list(store.job_lines("mail", partition, 1, None)) == [
+            job_line(h.job, h.traceparent) for h in store.stream_jobs("mail", partition, 1, None)
+        ]
+        assert list(store.event_lines("mail", partition, 0)) == [
+            event_line(row) for row in store.stream_events("mail", partition, 0)
+        ]
