@@ -68,7 +68,7 @@ def open_ports(kafka: str, store_url: str, schema: str) -> tuple[LedgerStore, Lo
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.replay_ab", description=__doc__)
     parser.add_argument("--jobs", type=int, default=40_000)
     parser.add_argument("--partitions", type=int, default=4)
@@ -76,7 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", action="append", help="run only these variants (repeatable)", default=None
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     config = Config.from_env()
     tag = uuid.uuid4().hex[:8]
     prefix, schema = f"replayab{tag}.", f"replayab_{tag}"

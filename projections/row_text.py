@@ -109,7 +109,73 @@ def json_text(value: Any) -> str:
     return json.dumps(value)
 
 
+def detail_text(detail: dict[str, Any]) -> str:
+    """An event's detail (a flat object of integers, strings and booleans) as Postgres
+    prints the jsonb: the common case of json_text, without its recursion. Many events
+    share a detail (the acks of a batch, jobs enqueued alike): the text is remembered."""
+    items = tuple(detail.items())
+    text = _DETAILS.get(items)
+    if text is None:
+        if len(_DETAILS) >= _DETAILS_KEPT:
+            _DETAILS.clear()
+        text = _DETAILS[items] = _detail_text(detail)
+    return text
+
+
+# Detail texts remembered (bounded: forgotten all at once when full). Keyed by the items:
+# True == 1 as a key, but a detail field has one type (an event's field's), so a key
+# never holds a boolean in one detail and an integer in another.
+_DETAILS: dict[tuple[tuple[str, Any], ...], str] = {}
+_DETAILS_KEPT = 4096
+
+
+def _detail_text(detail: dict[str, Any]) -> str:
+    keys = _KEY_ORDER.get(tuple(detail))
+    if keys is None:
+        keys = _KEY_ORDER[tuple(detail)] = tuple(
+            sorted(detail, key=lambda k: (len(k.encode()), k.encode()))
+        )
+    parts = []
+    for key in keys:
+        value = detail[key]
+        if value.__class__ is str:
+            parts.append(f'"{key}": {_json_string(value)}')
+        elif value.__class__ is int:
+            parts.append(f'"{key}": {value}')
+        else:
+            parts.append(f"{_json_string(key)}: {json_text(value)}")
+    return "{" + ", ".join(parts) + "}"
+
+
+# The order Postgres prints an object's keys in, per set of keys (events have a few).
+_KEY_ORDER: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
 def event_line(row: EventRow) -> bytes:
+    detail = detail_text(row.detail)
+    claim, traceparent = row.claim, row.traceparent
+    texts = (row.type, row.source, row.request_id, row.server, row.verdict, detail)
+    if (
+        _COPY_SPECIAL.search("".join(texts))
+        or (claim is not None and _COPY_SPECIAL.search(claim))
+        or (traceparent is not None and _COPY_SPECIAL.search(traceparent))
+    ):
+        return _escaped_event_line(row, detail)
+    state_after, remaining = row.state_after, row.attempts_remaining_after
+    return (
+        f"{row.offset}\t{row.idx}\t{row.local_id}\t{row.at}\t{row.type}\t{row.source}\t"
+        f"{row.request_id}\t{row.server}\t{_NULL if claim is None else claim}\t"
+        f"{'t' if row.applied else 'f'}\t{row.verdict}\t"
+        f"{_NULL if state_after is None else state_after}\t"
+        f"{_NULL if remaining is None else remaining}\t{detail}\t"
+        f"{_NULL if traceparent is None else traceparent}"
+    ).encode()
+
+
+_NULL = "\\N"
+
+
+def _escaped_event_line(row: EventRow, detail: str) -> bytes:
     return "\t".join(
         (
             str(row.offset),
@@ -125,7 +191,7 @@ def event_line(row: EventRow) -> bytes:
             _text(row.verdict),
             _number(row.state_after),
             _number(row.attempts_remaining_after),
-            _text(json_text(row.detail)),
+            _text(detail),
             _text(row.traceparent),
         )
     ).encode()

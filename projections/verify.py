@@ -17,7 +17,7 @@ import atexit
 import multiprocessing
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -38,6 +38,7 @@ from pinledger.projections.verify_fold import (
     event_sample,
     job_key,
     job_sample,
+    owned_lines,
 )
 
 # Jobs a partition's fold holds at once before it is folded in ranges of local ids
@@ -124,14 +125,10 @@ def verify_partition(
         fold = PartitionFold(id_range, max_jobs)
         events_diff = TableDiff("job_events")
         records = read_partition(log, task.topic, task.partition, id_range.start, task.end)
-        live_events = store.stream_events(task.queue, task.partition, id_range.start)
+        live_events = store.event_lines(task.queue, task.partition, id_range.start)
         try:
             with _closing(records, live_events):
-                owned = (
-                    live_events
-                    if id_range == IdRange()
-                    else (r for r in live_events if id_range.owns(r.local_id, r.offset))
-                )
+                owned = live_events if id_range == IdRange() else owned_lines(live_events, id_range)
                 compare_sorted(
                     fold.events(records), owned, event_key, events_diff, event_sample, samples
                 )
@@ -139,9 +136,9 @@ def verify_partition(
             id_range = IdRange(id_range.lo, overflow.hi)  # the same pass, on fewer jobs
             continue
         jobs_diff = TableDiff("jobs")
-        live_jobs = store.stream_jobs(task.queue, task.partition, id_range.lo, id_range.hi)
+        live_jobs = store.job_lines(task.queue, task.partition, id_range.lo, id_range.hi)
         with _closing(live_jobs):
-            compare_sorted(fold.held_jobs(), live_jobs, job_key, jobs_diff, job_sample, samples)
+            compare_sorted(fold.job_lines(), live_jobs, job_key, jobs_diff, job_sample, samples)
         result.events += fold.rows
         result.job_events.add(events_diff, samples)
         result.jobs.add(jobs_diff, samples)
@@ -257,15 +254,23 @@ def verify(
 
     if workers > 1 and open_ports is not None and len(tasks) > 1:
         with ProcessPoolExecutor(
-            max_workers=min(workers, len(tasks)),
+            max_workers=min(workers, len(tasks)) - 1,
             # Not fork: the parent's Kafka client threads must not be copied mid-flight.
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_open_worker,
             initargs=(open_ports,),
         ) as pool:
+            # The workers take the largest partitions first; this process, one of the
+            # workers too, takes from the smallest end every task no worker has started
+            # (a task cancelled before it starts is this process's to do). It starts at
+            # once, while the workers are still importing.
             futures = [pool.submit(_verify_in_worker, t, max_jobs, samples) for t in tasks]
-            for future in as_completed(futures):
-                absorb(future.result())
+            for task, future in reversed(list(zip(tasks, futures, strict=True))):
+                if future.cancel():
+                    absorb(verify_settled(live, log, task, max_jobs, samples))
+            for future in futures:
+                if not future.cancelled():
+                    absorb(future.result())
     else:
         for task in tasks:
             absorb(verify_settled(live, log, task, max_jobs, samples))

@@ -1,7 +1,7 @@
 """The pure half of `pinledger replay`'s verify (projections/verify.py): fold one
-partition's records through `evolve` into the rows the live tables must hold, and
-compare two key-ordered streams of rows. No I/O here: the records and the live rows
-come in as iterables.
+partition's records through `evolve` into the rows the live tables must hold, as lines
+of text (projections/row_text.py), and compare two key-ordered streams of lines. No I/O
+here: the records and the live lines come in as iterables.
 
 Memory is bounded by `max_jobs`, not by the backlog. The timeline rows are produced
 in log order and compared as they come (nothing of them is kept); only the jobs a
@@ -14,7 +14,7 @@ of enqueue offsets: a pass starts reading at its range's first offset.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pinledger.ledger import codec
@@ -22,7 +22,14 @@ from pinledger.ledger.descriptor import JOBS_PER_RECORD
 from pinledger.ledger.events import Enqueued, QueueCreated, QueueDeleted
 from pinledger.ledger.log import LogRecord
 from pinledger.ledger.state import Job, Stamp, event_local_id, evolve
-from pinledger.projections.store import EventRow, HeldJob
+from pinledger.projections.row_text import (
+    EVENT_COLUMNS,
+    JOB_COLUMNS,
+    columns,
+    event_line,
+    job_line,
+    leading_ints,
+)
 from pinledger.projections.timeline_rows import timeline_row
 
 T = TypeVar("T")
@@ -75,16 +82,17 @@ def compare_sorted(
 
     while want is not _end or have is not _end:
         compared += 1
-        if have is _end or (want is not _end and key(want) < key(have)):
+        if want == have:  # nearly every row: no key needed
+            want, have = next(left, _end), next(right, _end)
+        elif have is _end or (want is not _end and key(want) < key(have)):
             only_replay(want)
             want = next(left, _end)
         elif want is _end or key(have) < key(want):
             only_live(have)
             have = next(right, _end)
-        else:
-            if want != have:
-                only_replay(want)
-                only_live(have)
+        else:  # the same key, other values
+            only_replay(want)
+            only_live(have)
             want, have = next(left, _end), next(right, _end)
     return compared
 
@@ -146,7 +154,8 @@ class PartitionFold:
         # Timeline rows yielded: one per job event this range owns.
         self.rows = 0
 
-    def events(self, records: Iterable[LogRecord]) -> Iterator[EventRow]:
+    def events(self, records: Iterable[LogRecord]) -> Iterator[bytes]:
+        """The timeline rows this range owns, as lines (projections/row_text.py)."""
         whole = self.range == IdRange()
         holds, owns = self.range.holds, self.range.owns
         jobs, traceparents = self.jobs, self.traceparents
@@ -174,32 +183,48 @@ class PartitionFold:
                             traceparents[local_id] = traceparent
                 if whole or owns(local_id, offset):
                     self.rows += 1
-                    yield timeline_row(
-                        local_id, offset, idx, envelope, event, prior, after, verdict, traceparent
+                    yield event_line(
+                        timeline_row(
+                            local_id,
+                            offset,
+                            idx,
+                            envelope,
+                            event,
+                            prior,
+                            after,
+                            verdict,
+                            traceparent,
+                        )
                     )
             if self.max_jobs is not None and self.range.hi is None and len(jobs) > self.max_jobs:
                 raise Overflow(cut_point(jobs, self.range.lo))
 
-    def held_jobs(self) -> Iterator[HeldJob]:
-        """The range's jobs after the fold, by local id."""
+    def job_lines(self) -> Iterator[bytes]:
+        """The range's jobs after the fold, by local id, as lines."""
         for local_id in sorted(self.jobs):
-            yield HeldJob(self.jobs[local_id], self.traceparents.get(local_id))
+            yield job_line(self.jobs[local_id], self.traceparents.get(local_id))
 
 
-def event_key(row: EventRow) -> tuple[int, int, int, int]:
-    return (row.offset, row.idx, row.local_id, row.at)
+def event_key(line: bytes) -> tuple[int, ...]:
+    """(offset, idx, local_id, at): the order of both sides of the timeline."""
+    return leading_ints(line, 4)
 
 
-def job_key(row: HeldJob) -> int:
-    return row.job.local_id
+def job_key(line: bytes) -> tuple[int, ...]:
+    return leading_ints(line, 1)
 
 
-def event_sample(row: EventRow) -> dict[str, Any]:
-    return asdict(row)
+def event_sample(line: bytes) -> dict[str, str | None]:
+    return columns(line, EVENT_COLUMNS)
 
 
-def job_sample(row: HeldJob) -> dict[str, Any]:
-    sample = asdict(row.job)
-    sample["state"] = int(row.job.state)
-    sample["traceparent"] = row.traceparent
-    return sample
+def job_sample(line: bytes) -> dict[str, str | None]:
+    return columns(line, JOB_COLUMNS)
+
+
+def owned_lines(lines: Iterable[bytes], id_range: IdRange) -> Iterator[bytes]:
+    """The live timeline lines a range owns."""
+    for line in lines:
+        offset, _, local_id = leading_ints(line, 3)
+        if id_range.owns(local_id, offset):
+            yield line
