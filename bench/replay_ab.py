@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import resource
 import statistics
 import sys
 import time
@@ -60,6 +61,15 @@ def write_log(writer: LedgerWriter, queue: str, partitions: int, jobs: int) -> N
                 [(queue, partition, [Succeeded(i) for i in b]) for b in batches], at + 2, ACTOR
             )
             done += count
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the verify's workers)."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def open_ports(kafka: str, store_url: str, schema: str) -> tuple[LedgerStore, Log]:
@@ -125,14 +135,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.only:
             variants = {k: v for k, v in variants.items() if any(o in k for o in args.only)}
         rates: dict[str, list[float]] = {name: [] for name in variants}
+        cpu: dict[str, list[float]] = {name: [] for name in variants}
         for round_ in range(args.rounds):
             for name, run in variants.items():
+                before = _cpu_seconds()
                 report = run()
                 rate = report.events / report.seconds
                 rates[name].append(rate)
+                cpu[name].append((_cpu_seconds() - before) / report.events * 1e6)
                 print(
                     f"round {round_ + 1}: {name}: {report.events:,} events in "
-                    f"{report.seconds:.2f}s = {rate:,.0f} events/s"
+                    f"{report.seconds:.2f}s = {rate:,.0f} events/s, "
+                    f"{cpu[name][-1]:.1f} CPU us/event (this process and its workers)"
                     f"{'' if report.identical else ' (DIFFERENT)'}",
                     file=sys.stderr,
                     flush=True,
@@ -140,7 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         print()
         for name, found in rates.items():
             runs = ", ".join(f"{r:,.0f}" for r in found)
-            print(f"{name:<48} median {statistics.median(found):>9,.0f} events/s  ({runs})")
+            print(
+                f"{name:<48} median {statistics.median(found):>9,.0f} events/s, "
+                f"{statistics.median(cpu[name]):5.1f} CPU us/event  ({runs})"
+            )
     finally:
         live.drop()
         for topic in log.topics():

@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from pinledger.ledger import codec
 from pinledger.ledger.events import QueueCreated, QueueDeleted
 from pinledger.ledger.log import Log, LogRecord, Position, catalog_topic, queue_topic
+from pinledger.projections.prefetch import Prefetched
 from pinledger.projections.projector import Scope
 from pinledger.projections.replay import ReplayReport
 from pinledger.projections.store import LedgerStore, QueueRow, ReadStore
@@ -74,7 +74,7 @@ class PartitionResult:
     passes: int = 0
 
 
-def _closing(*streams: Iterator[Any]) -> ExitStack:
+def _closing(*streams: object) -> ExitStack:
     """Closes the streams (generators holding a reader or a connection) on the way out,
     also when a comparison stops early."""
     stack = ExitStack()
@@ -124,21 +124,29 @@ def verify_partition(
         result.passes += 1
         fold = PartitionFold(id_range, max_jobs)
         events_diff = TableDiff("job_events")
-        records = read_partition(log, task.topic, task.partition, id_range.start, task.end)
-        live_events = store.event_lines(task.queue, task.partition, id_range.start)
+        # Both sides of both tables are read ahead, each in a thread: the log's fetches and
+        # Postgres's sorts overlap the fold.
+        what = f"{task.topic}[{task.partition}]"
+        records = Prefetched(
+            read_partition(log, task.topic, task.partition, id_range.start, task.end), what
+        )
+        live_events = Prefetched(
+            store.event_lines(task.queue, task.partition, id_range.start), f"{what} timeline"
+        )
+        live_jobs = Prefetched(
+            store.job_lines(task.queue, task.partition, id_range.lo, id_range.hi), f"{what} jobs"
+        )
+        jobs_diff = TableDiff("jobs")
         try:
-            with _closing(records, live_events):
+            with _closing(records, live_events, live_jobs):
                 owned = live_events if id_range == IdRange() else owned_lines(live_events, id_range)
                 compare_sorted(
                     fold.events(records), owned, event_key, events_diff, event_sample, samples
                 )
+                compare_sorted(fold.job_lines(), live_jobs, job_key, jobs_diff, job_sample, samples)
         except Overflow as overflow:
             id_range = IdRange(id_range.lo, overflow.hi)  # the same pass, on fewer jobs
             continue
-        jobs_diff = TableDiff("jobs")
-        live_jobs = store.job_lines(task.queue, task.partition, id_range.lo, id_range.hi)
-        with _closing(live_jobs):
-            compare_sorted(fold.job_lines(), live_jobs, job_key, jobs_diff, job_sample, samples)
         result.events += fold.rows
         result.job_events.add(events_diff, samples)
         result.jobs.add(jobs_diff, samples)
