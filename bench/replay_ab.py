@@ -26,6 +26,7 @@ from pinledger.ledger.log import Log
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections import verify as verify_module
 from pinledger.projections.factory import open_store
+from pinledger.projections.pg import writes as pg_writes
 from pinledger.projections.projector import ProjectionRunner, Scope
 from pinledger.projections.replay import ReplayReport, replay
 from pinledger.projections.store import LedgerStore
@@ -89,6 +90,50 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def prepare(log: KafkaLog, live: LedgerStore, prefix: str, args: argparse.Namespace) -> None:
+    """Write the jobs and project them into the live schema."""
+    writer = LedgerWriter(log, prefix)
+    writer.create_queue("q", args.partitions, 0, ACTOR)
+    started = time.monotonic()
+    write_log(writer, "q", args.partitions, args.jobs)
+    print(f"wrote {args.jobs:,} jobs in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    runner = ProjectionRunner(live, log, prefix)
+    try:
+        started = time.monotonic()
+        projected = runner.catch_up()
+    finally:
+        runner.close()
+    print(f"projected {projected:,} events in {time.monotonic() - started:.1f}s", file=sys.stderr)
+
+
+def alternate(variants: dict[str, Callable[[], ReplayReport]], rounds: int) -> None:
+    """Run each variant once per round, in turn; print each run and the medians."""
+    rates: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
+    for round_ in range(rounds):
+        for name, run in variants.items():
+            before = _cpu_seconds()
+            report = run()
+            rate = report.events / report.seconds
+            rates[name].append(rate)
+            cpu[name].append((_cpu_seconds() - before) / report.events * 1e6)
+            print(
+                f"round {round_ + 1}: {name}: {report.events:,} events in "
+                f"{report.seconds:.2f}s = {rate:,.0f} events/s, "
+                f"{cpu[name][-1]:.1f} CPU us/event (this process and its workers)"
+                f"{'' if report.identical else ' (DIFFERENT)'}",
+                file=sys.stderr,
+                flush=True,
+            )
+    print()
+    for name, found in rates.items():
+        runs = ", ".join(f"{r:,.0f}" for r in found)
+        print(
+            f"{name:<40} median {statistics.median(found):>9,.0f} events/s, "
+            f"{statistics.median(cpu[name]):5.1f} CPU us/event  ({runs})"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     config = Config.from_env()
@@ -97,67 +142,36 @@ def main(argv: list[str] | None = None) -> int:
     log = KafkaLog(KafkaSettings(bootstrap=config.kafka, client_id="pinledger-bench"))
     live = open_store(config.store_url, schema)
     live.migrate()
-    try:
-        writer = LedgerWriter(log, prefix)
-        writer.create_queue("q", args.partitions, 0, ACTOR)
-        started = time.monotonic()
-        write_log(writer, "q", args.partitions, args.jobs)
-        print(f"wrote {args.jobs:,} jobs in {time.monotonic() - started:.1f}s", file=sys.stderr)
-        runner = ProjectionRunner(live, log, prefix)
-        try:
-            started = time.monotonic()
-            projected = runner.catch_up()
-        finally:
-            runner.close()
-        print(
-            f"projected {projected:,} events in {time.monotonic() - started:.1f}s",
-            file=sys.stderr,
-        )
-        ports = functools.partial(open_ports, config.kafka, config.store_url, schema)
+    ports = functools.partial(open_ports, config.kafka, config.store_url, schema)
 
-        def into_schema() -> ReplayReport:
+    def into_schema(binary: bool) -> Callable[[], ReplayReport]:
+        def run() -> ReplayReport:
+            pg_writes.BINARY_COPY = binary
             scratch = open_store(config.store_url, f"{schema}_scratch")
             try:
                 return replay(live, scratch, log, prefix, Scope())
             finally:
                 scratch.drop()
+                pg_writes.BINARY_COPY = True
 
-        def verifying(workers: int) -> Callable[[], ReplayReport]:
-            return lambda: verify_module.verify(
-                live, log, prefix, Scope(), workers=workers, open_ports=ports
-            )
+        return run
 
-        variants: dict[str, Callable[[], ReplayReport]] = {
-            "into a scratch schema (INSERT ... unnest)": into_schema,
-            "verify, 1 process": verifying(1),
-            "verify, 2 processes": verifying(2),
-        }
-        if args.only:
-            variants = {k: v for k, v in variants.items() if any(o in k for o in args.only)}
-        rates: dict[str, list[float]] = {name: [] for name in variants}
-        cpu: dict[str, list[float]] = {name: [] for name in variants}
-        for round_ in range(args.rounds):
-            for name, run in variants.items():
-                before = _cpu_seconds()
-                report = run()
-                rate = report.events / report.seconds
-                rates[name].append(rate)
-                cpu[name].append((_cpu_seconds() - before) / report.events * 1e6)
-                print(
-                    f"round {round_ + 1}: {name}: {report.events:,} events in "
-                    f"{report.seconds:.2f}s = {rate:,.0f} events/s, "
-                    f"{cpu[name][-1]:.1f} CPU us/event (this process and its workers)"
-                    f"{'' if report.identical else ' (DIFFERENT)'}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-        print()
-        for name, found in rates.items():
-            runs = ", ".join(f"{r:,.0f}" for r in found)
-            print(
-                f"{name:<48} median {statistics.median(found):>9,.0f} events/s, "
-                f"{statistics.median(cpu[name]):5.1f} CPU us/event  ({runs})"
-            )
+    def verifying(workers: int) -> Callable[[], ReplayReport]:
+        return lambda: verify_module.verify(
+            live, log, prefix, Scope(), workers=workers, open_ports=ports
+        )
+
+    variants: dict[str, Callable[[], ReplayReport]] = {
+        "into a scratch schema, text COPY": into_schema(False),
+        "into a scratch schema, binary COPY": into_schema(True),
+        "verify, 1 process": verifying(1),
+        "verify, 2 processes": verifying(2),
+    }
+    if args.only:
+        variants = {k: v for k, v in variants.items() if any(o in k for o in args.only)}
+    try:
+        prepare(log, live, prefix, args)
+        alternate(variants, args.rounds)
     finally:
         live.drop()
         for topic in log.topics():

@@ -459,3 +459,10 @@ COPY (
     WHERE queue = %(queue)s AND partition = %(partition)s AND "offset" >= %(from_offset)s
     ORDER BY "offset", idx, local_id, at
 ) TO STDOUT;
+
+-- name: copy_job_events_binary
+-- The timeline rows of a batch in COPY's binary format: nothing formatted as text on
+-- either side (docs/performance.md, "Replay").
+COPY job_events (queue, partition, local_id, "offset", idx, type, at, source, request_id,
+                 server, claim, applied, verdict, state_after, attempts_remaining_after,
+                 detail, traceparent) FROM STDIN (FORMAT BINARY);
