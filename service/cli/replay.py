@@ -46,8 +46,9 @@ def add_arguments(rep: argparse.ArgumentParser, time_arg: Callable[[str], int]) 
     rep.add_argument(
         "--workers",
         type=int,
-        default=1,
-        help="verify partitions in this many processes (0: one per core; default 1)",
+        default=0,
+        help="verify partitions in this many processes (default 0: one per core; 1: this "
+        "process only, to leave the other cores to a server on the same machine)",
     )
     rep.add_argument(
         "--max-jobs",
