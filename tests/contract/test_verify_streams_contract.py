@@ -73,9 +73,9 @@ def test_a_partitions_timeline_streams_in_log_order_from_an_offset(store: Ledger
 def test_a_stream_stopped_early_leaves_the_store_usable(store: LedgerStore) -> None:
     _mail(store)
     for _ in range(12):  # more than a pool holds: each stopped stream gave its connection back
-        events = store.stream_events("mail", 0, 0)
-        next(iter(events))
-        getattr(events, "close", lambda: None)()
+        for stream in (store.stream_events("mail", 0, 0), store.event_lines("mail", 0, 0)):
+            next(iter(stream))
+            getattr(stream, "close", lambda: None)()
     assert len(list(store.stream_jobs("mail", 0, None, None))) == 4
 
 
