@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+from pinledger.ledger.descriptor import JOBS_PER_RECORD
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import Log
 from pinledger.projections.factory import open_store
@@ -52,12 +53,20 @@ def add_arguments(rep: argparse.ArgumentParser, time_arg: Callable[[str], int]) 
     )
     rep.add_argument(
         "--max-jobs",
-        type=int,
+        type=_max_jobs,
         default=MAX_JOBS,
         help="jobs of one partition held in memory at once while verifying; a partition "
         f"holding more is verified in ranges, one pass each (default {MAX_JOBS:,})",
     )
     asof_cli.add_arguments(rep)
+
+
+def _max_jobs(text: str) -> int:
+    value = int(text)
+    if value < JOBS_PER_RECORD:
+        # A range of ids is never narrower than one record's jobs.
+        raise argparse.ArgumentTypeError(f"--max-jobs must be at least {JOBS_PER_RECORD}")
+    return value
 
 
 def open_log(config: Config) -> KafkaLog:
