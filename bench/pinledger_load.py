@@ -3,6 +3,8 @@ transport, one connection per thread) against one `pinledger serve` process."""
 
 from __future__ import annotations
 
+import functools
+import os
 import threading
 import time
 import uuid
@@ -14,9 +16,12 @@ from bench.cpu import Window
 from bench.stats import Counter, Progress
 from pinledger.idl import pinlater
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
+from pinledger.ledger.log import Log
 from pinledger.projections.factory import open_store
 from pinledger.projections.projector import Scope
 from pinledger.projections.replay import replay
+from pinledger.projections.store import LedgerStore
+from pinledger.projections.verify import verify
 from pinledger.service.testing.servers import connect
 
 BODY = b'{"task":"noop"}'
@@ -294,7 +299,42 @@ class ReplayResult:
 
 
 def replay_rate(kafka: str, store_dsn: str, prefix: str, schema: str) -> ReplayResult:
-    """`pinledger replay` of everything the benchmark wrote, into a scratch schema."""
+    """`pinledger replay` as an operator runs it by default: a verify of everything the
+    benchmark wrote against the live tables, one process per core."""
+    live = open_store(store_dsn, schema)
+    log = KafkaLog(KafkaSettings(bootstrap=kafka, client_id="pinledger-bench"))
+    done = Counter()
+    bar = Progress("replay (events verified)", 0, done.get)
+
+    def progress(events: int, total: int) -> None:
+        done.value = events
+
+    try:
+        with bar:
+            report = verify(
+                live,
+                log,
+                prefix,
+                Scope(),
+                workers=os.cpu_count() or 1,
+                open_ports=functools.partial(_replay_ports, kafka, store_dsn, schema),
+                progress=progress,
+            )
+    finally:
+        log.close()
+        live.close()
+    return ReplayResult(report.events, report.seconds, report.identical)
+
+
+def _replay_ports(kafka: str, store_dsn: str, schema: str) -> tuple[LedgerStore, Log]:
+    """A verify worker's store and log (module level: pickled to the process)."""
+    return open_store(store_dsn, schema), KafkaLog(
+        KafkaSettings(bootstrap=kafka, client_id="pinledger-bench")
+    )
+
+
+def scratch_replay_rate(kafka: str, store_dsn: str, prefix: str, schema: str) -> ReplayResult:
+    """`pinledger replay --into-schema` of everything the benchmark wrote."""
     live = open_store(store_dsn, schema)
     scratch = open_store(store_dsn, f"{schema}_replay")
     log = KafkaLog(KafkaSettings(bootstrap=kafka, client_id="pinledger-bench"))

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from pinledger.ledger.log import Log, queue_topic
 from pinledger.projections.projector import Bound, ProjectionRunner, Scope
 from pinledger.projections.store import LedgerStore
+from pinledger.projections.verify_fold import TableDiff
 
 # (table, column naming the queue, integer column naming the partition)
 _COMPARED = (
@@ -24,15 +24,6 @@ _COMPARED = (
     ("job_events", "queue", "partition"),
     ("imported_descriptors", "queue", "partition"),
 )
-
-
-@dataclass(slots=True)
-class TableDiff:
-    table: str
-    only_live: int
-    only_replay: int
-    live_samples: list[Any] = field(default_factory=list)
-    replay_samples: list[Any] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -26,7 +26,7 @@ check.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -402,6 +402,33 @@ class ReadStore(Protocol):
 
     def last_event_time(self, queue: str) -> int | None:
         """The time of the newest event projected for a queue (None: none)."""
+        ...
+
+    # -- the verify's streams (projections/verify.py): both sides of a comparison ---------
+
+    def stream_jobs(
+        self, queue: str, partition: int, lo: int | None, hi: int | None
+    ) -> Iterator[HeldJob]:
+        """Every job of a partition with `lo` <= local_id < `hi` (None: no limit), by
+        local id, with bodies and enqueue trace contexts. Streamed: the caller's memory
+        does not grow with the partition (close the iterator when stopping early)."""
+        ...
+
+    def stream_events(self, queue: str, partition: int, from_offset: int) -> Iterator[EventRow]:
+        """The partition's timeline rows of the records at or after `from_offset`, in log
+        order (offset, idx, then local id and time). Streamed, like `stream_jobs`."""
+        ...
+
+    def job_lines(
+        self, queue: str, partition: int, lo: int | None, hi: int | None
+    ) -> Iterator[bytes]:
+        """The rows of `stream_jobs`, each as its line of text (projections/row_text.py
+        `job_line`: what Postgres's COPY prints), in the same order, streamed."""
+        ...
+
+    def event_lines(self, queue: str, partition: int, from_offset: int) -> Iterator[bytes]:
+        """The rows of `stream_events`, each as its line of text (`event_line`), in the
+        same order, streamed."""
         ...
 
     # -- the dashboard's reads (service/dashboard): each bounded, each on an index -------

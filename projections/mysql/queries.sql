@@ -384,3 +384,24 @@ SELECT DISTINCT TABLE_NAME, PARTITION_METHOD, PARTITION_EXPRESSION
 FROM information_schema.PARTITIONS
 WHERE TABLE_SCHEMA = DATABASE() AND PARTITION_METHOD IS NOT NULL
 ORDER BY TABLE_NAME;
+
+-- name: stream_jobs
+-- The verify's live side (projections/verify.py): a partition's jobs in a range of local
+-- ids, by local id (the primary key's order), read unbuffered so the reader's memory
+-- does not grow with the partition.
+SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, claim_source, touched_at,
+       traceparent
+FROM jobs
+WHERE queue = %(queue)s AND `partition` = %(partition)s
+  AND local_id >= %(lo)s AND local_id < %(hi)s
+ORDER BY local_id;
+
+-- name: stream_events
+-- The verify's live side: a partition's timeline from an offset on, in log order (the
+-- order the fold produces it), read unbuffered.
+SELECT local_id, `offset`, idx, type, at, source, request_id, server, claim, applied,
+       verdict, state_after, attempts_remaining_after, detail, traceparent
+FROM job_events
+WHERE queue = %(queue)s AND `partition` = %(partition)s AND `offset` >= %(from_offset)s
+ORDER BY `offset`, idx, local_id, at;

@@ -429,3 +429,88 @@ WHERE queue = %(queue)s AND type = ANY(%(types)s) AND at >= %(since)s AND at < %
   AND applied
 GROUP BY 1, 2
 ORDER BY 1, 2;
+
+-- name: stream_jobs
+-- The verify's live side (projections/verify.py): a partition's jobs in a range of local
+-- ids, by local id (the primary key's order: no sort), read through a server-side
+-- cursor so the reader's memory does not grow with the partition.
+SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, claim_source, touched_at,
+       traceparent
+FROM jobs
+WHERE queue = %(queue)s AND partition = %(partition)s
+  AND local_id >= %(lo)s AND local_id < %(hi)s
+ORDER BY local_id;
+
+-- name: stream_events
+-- The verify's live side: a partition's timeline from an offset on, in log order (the
+-- order the fold produces it), through a server-side cursor. Postgres sorts the
+-- partition's rows once (spilling to disk past work_mem), not per page.
+SELECT local_id, "offset", idx, type, at, source, request_id, server, claim, applied,
+       verdict, state_after, attempts_remaining_after, detail, traceparent
+FROM job_events
+WHERE queue = %(queue)s AND partition = %(partition)s AND "offset" >= %(from_offset)s
+ORDER BY "offset", idx, local_id, at;
+
+-- name: job_lines
+-- The verify's live jobs as Postgres prints them (projections/row_text.py), streamed by
+-- COPY: the rows never become Python objects; the fold's lines compare as bytes.
+COPY (
+    SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
+           custom_status, created_at, run_after, updated_at, claim, claim_source,
+           touched_at, traceparent
+    FROM jobs
+    WHERE queue = %(queue)s AND partition = %(partition)s
+      AND local_id >= %(lo)s AND local_id < %(hi)s
+    ORDER BY local_id
+) TO STDOUT;
+
+-- name: event_lines
+-- The verify's live timeline as Postgres prints it, in log order, streamed by COPY.
+COPY (
+    SELECT "offset", idx, local_id, at, type, source, request_id, server, claim, applied,
+           verdict, state_after, attempts_remaining_after, detail, traceparent
+    FROM job_events
+    WHERE queue = %(queue)s AND partition = %(partition)s AND "offset" >= %(from_offset)s
+    ORDER BY "offset", idx, local_id, at
+) TO STDOUT;
+
+-- name: copy_job_events_binary
+-- The timeline rows of a batch in COPY's binary format: nothing formatted as text on
+-- either side (docs/performance.md, "Replay").
+COPY job_events (queue, partition, local_id, "offset", idx, type, at, source, request_id,
+                 server, claim, applied, verdict, state_after, attempts_remaining_after,
+                 detail, traceparent) FROM STDIN (FORMAT BINARY);
+
+-- name: create_jobs_stage
+-- A large batch's jobs are copied (binary COPY) into this table of the session, then
+-- upserted from it in one statement (upsert_staged_jobs): ~60% less of our CPU than
+-- building upsert_jobs's arrays (docs/performance.md, "Replay"). Emptied at each commit.
+CREATE TEMP TABLE IF NOT EXISTS jobs_stage (LIKE jobs) ON COMMIT DELETE ROWS;
+
+-- name: copy_jobs_stage
+COPY jobs_stage (queue, partition, local_id, priority, state, body, attempts_allowed,
+                 attempts_remaining, custom_status, created_at, run_after, updated_at,
+                 claim, claim_source, touched_at, traceparent) FROM STDIN (FORMAT BINARY);
+
+-- name: upsert_staged_jobs
+-- As upsert_jobs: the first created_at and trace context of a job stay.
+INSERT INTO jobs (queue, partition, local_id, priority, state, body, attempts_allowed,
+                  attempts_remaining, custom_status, created_at, run_after, updated_at,
+                  claim, claim_source, touched_at, traceparent)
+SELECT queue, partition, local_id, priority, state, body, attempts_allowed,
+       attempts_remaining, custom_status, created_at, run_after, updated_at, claim,
+       claim_source, touched_at, traceparent
+FROM jobs_stage
+ON CONFLICT (queue, partition, local_id) DO UPDATE SET
+    priority = EXCLUDED.priority,
+    state = EXCLUDED.state,
+    body = EXCLUDED.body,
+    attempts_allowed = EXCLUDED.attempts_allowed,
+    attempts_remaining = EXCLUDED.attempts_remaining,
+    custom_status = EXCLUDED.custom_status,
+    run_after = EXCLUDED.run_after,
+    updated_at = EXCLUDED.updated_at,
+    claim = EXCLUDED.claim,
+    claim_source = EXCLUDED.claim_source,
+    touched_at = EXCLUDED.touched_at;

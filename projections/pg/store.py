@@ -3,7 +3,8 @@
 `Store` implements projections.store.LedgerStore; it is assembled from one module per
 responsibility: the connection, pool, migrations and error translation
 (connection.py), the projector's writes (writes.py), the reads of current jobs
-(reads.py), the timeline and as-of reads (timeline.py) and the replay's diff (diff.py).
+(reads.py), the timeline and as-of reads (timeline.py), the replay's diff (diff.py)
+and the verify's streams (streams.py).
 The errors and rows are the port's (projections/store.py), named here too for the
 callers that import them from the adapter.
 """
@@ -14,6 +15,7 @@ from pinledger.projections.pg.connection import check_schema_name
 from pinledger.projections.pg.dashboard import PgDashboardReads
 from pinledger.projections.pg.diff import PgDiff
 from pinledger.projections.pg.reads import PgReads
+from pinledger.projections.pg.streams import PgStreams
 from pinledger.projections.pg.timeline import PgTimeline
 from pinledger.projections.pg.writes import PgWrites
 from pinledger.projections.store import (
@@ -55,5 +57,5 @@ __all__ = [
 ]
 
 
-class Store(PgWrites, PgReads, PgTimeline, PgDashboardReads, PgDiff):
+class Store(PgWrites, PgReads, PgTimeline, PgDashboardReads, PgDiff, PgStreams):
     """A projection in one Postgres schema."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 import psycopg
 from psycopg.types.json import Jsonb
 
@@ -23,10 +24,11 @@ from pinledger.projections.store import (
     fenced,
 )
 
-# From this many jobs on, a batch's upserts go as one statement over arrays
-# (upsert_jobs); below it, as pipelined single-row upserts (upsert_job). The owner's
-# batches are small and ~18% faster pipelined; a replay's are large and ~1.6x faster
-# as one statement (bench A/Bs in docs/performance.md).
+# From this many jobs on, a batch's upserts go as one statement (a binary COPY into a
+# staging table and one upsert from it; with BINARY_COPY off, upsert_jobs over arrays);
+# below it, as pipelined single-row upserts (upsert_job). The owner's batches are small
+# and ~18% faster pipelined; a replay's are large and ~1.6x faster as one statement
+# (bench A/Bs in docs/performance.md).
 ONE_STATEMENT_UPSERTS = 1000
 
 
@@ -80,7 +82,9 @@ class PgWrites(PgHistory):
                 )
             if batch.imported:
                 conn.cursor().executemany(query("record_imported"), imported_params(batch))
-            if len(batch.upserts) >= ONE_STATEMENT_UPSERTS:
+            if len(batch.upserts) >= ONE_STATEMENT_UPSERTS and BINARY_COPY:
+                _copy_upserts(conn, batch)
+            elif len(batch.upserts) >= ONE_STATEMENT_UPSERTS:
                 conn.execute(query("upsert_jobs"), _upsert_arrays(batch))
             elif batch.upserts:
                 conn.cursor().executemany(
@@ -136,13 +140,48 @@ def _fenced(conn: psycopg.Connection, batch: PartitionBatch) -> None:
     raise fenced(batch, None if found is None else int(found[0]))
 
 
+# A batch's timeline rows go by binary COPY (the detail serialized by orjson), and a
+# large batch's jobs by binary COPY into a staging table and one upsert from it: ~20%
+# less of our CPU per replayed event than text COPY, the json module and upsert_jobs's
+# arrays (docs/performance.md, "Replay"). False: those (the A/B's other side,
+# bench/replay_ab.py).
+BINARY_COPY = True
+
+# The column types of copy_job_events_binary, in its order.
+_EVENT_TYPES = (
+    "text",
+    "int4",
+    "int8",
+    "int8",
+    "int4",
+    "text",
+    "int8",
+    "text",
+    "text",
+    "text",
+    "text",
+    "bool",
+    "text",
+    "int2",
+    "int4",
+    "jsonb",
+    "text",
+)
+
+
 def _copy_events(conn: psycopg.Connection, batch: PartitionBatch) -> None:
-    with conn.cursor().copy(query("copy_job_events")) as copy:
+    binary = BINARY_COPY
+    with conn.cursor().copy(
+        query("copy_job_events_binary" if binary else "copy_job_events")
+    ) as copy:
+        if binary:
+            copy.set_types(_EVENT_TYPES)
+        queue, partition = batch.queue, batch.partition
         for row in batch.events:
             copy.write_row(
                 (
-                    batch.queue,
-                    batch.partition,
+                    queue,
+                    partition,
                     row.local_id,
                     row.offset,
                     row.idx,
@@ -156,10 +195,62 @@ def _copy_events(conn: psycopg.Connection, batch: PartitionBatch) -> None:
                     row.verdict,
                     row.state_after,
                     row.attempts_remaining_after,
-                    Jsonb(row.detail),
+                    Jsonb(row.detail, dumps=orjson.dumps) if binary else Jsonb(row.detail),
                     row.traceparent,
                 )
             )
+
+
+# The column types of copy_jobs_stage, in its order.
+_JOB_TYPES = (
+    "text",
+    "int4",
+    "int8",
+    "int2",
+    "int2",
+    "bytea",
+    "int4",
+    "int4",
+    "text",
+    "int8",
+    "int8",
+    "int8",
+    "text",
+    "text",
+    "int8",
+    "text",
+)
+
+
+def _copy_upserts(conn: psycopg.Connection, batch: PartitionBatch) -> None:
+    """A large batch's jobs: binary COPY into the session's staging table, then one
+    upsert from it."""
+    conn.execute(query("create_jobs_stage"))
+    queue, partition, traceparents = batch.queue, batch.partition, batch.traceparents
+    with conn.cursor().copy(query("copy_jobs_stage")) as copy:
+        copy.set_types(_JOB_TYPES)
+        for job in batch.upserts:
+            copy.write_row(
+                (
+                    queue,
+                    partition,
+                    job.local_id,
+                    job.priority,
+                    int(job.state),
+                    job.body,
+                    job.attempts_allowed,
+                    job.attempts_remaining,
+                    job.custom_status,
+                    job.created_at,
+                    job.run_after,
+                    job.updated_at,
+                    job.claim,
+                    job.claim_source,
+                    job.touched_at,
+                    traceparents.get(job.local_id),
+                )
+            )
+    conn.execute(query("upsert_staged_jobs"))
 
 
 def _upsert_row(batch: PartitionBatch, job: Job) -> dict[str, Any]:

@@ -7,8 +7,6 @@ import getpass
 import logging
 import secrets
 import sys
-import time
-import uuid
 from collections.abc import Callable, Sequence
 
 from pinledger.ledger.codec import CodecError
@@ -16,11 +14,10 @@ from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import LogError
 from pinledger.ledger.times import parse_ms
 from pinledger.projections.factory import open_store
-from pinledger.projections.projector import Bound, ProjectionRunner, Scope
-from pinledger.projections.replay import ReplayReport, replay
+from pinledger.projections.projector import ProjectionRunner
 from pinledger.projections.store import LedgerStore, StoreError
-from pinledger.service.cli import asof as asof_cli
 from pinledger.service.cli import doctor, import_pinlater
+from pinledger.service.cli import replay as replay_cli
 from pinledger.service.cli import trace as trace_cli
 from pinledger.service.cli.demo import run_demo
 from pinledger.service.cli.tool import main as client_main
@@ -84,48 +81,6 @@ def cmd_project(config: Config, args: argparse.Namespace) -> int:
         store.close()
 
 
-def _progress_printer() -> Callable[[int, int], None]:
-    started = time.monotonic()
-    last = [0.0]
-
-    def show(done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - last[0] < 1.0:
-            return
-        last[0] = now
-        rate = done / max(now - started, 1e-9)
-        print(f"  replayed {done:,} of ~{total:,} events ({rate:,.0f}/s)", flush=True)
-
-    return show
-
-
-def _print_report(report: ReplayReport, scratch: LedgerStore) -> None:
-    rate = report.events / max(report.seconds, 1e-9)
-    print(
-        f"replayed {report.events:,} events in {report.seconds:.2f}s ({rate:,.0f} events/s) "
-        f"into schema {scratch.schema}"
-    )
-    if not report.compared:
-        print("bounded replay (--until-offset/--until-time): state at that point:")
-        for queue, state, priority, count in scratch.job_counts():
-            print(f"  {queue:<24} {state.name:<12} p{priority}  {count:>8,}")
-        return
-    if report.identical:
-        print("identical: the replayed projection equals the live tables")
-        return
-    print("DIFFERENT: the replayed projection does not match the live tables")
-    for diff in report.diffs:
-        if diff.only_live or diff.only_replay:
-            print(
-                f"  {diff.table}: {diff.only_live} rows only live, "
-                f"{diff.only_replay} rows only in the replay"
-            )
-            for row in diff.live_samples:
-                print(f"    live:   {row}")
-            for row in diff.replay_samples:
-                print(f"    replay: {row}")
-
-
 def _time_arg(text: str) -> int:
     try:
         return parse_ms(text)
@@ -145,37 +100,7 @@ def _at_least_one(text: str) -> int:
 
 
 def cmd_replay(config: Config, args: argparse.Namespace) -> int:
-    if args.as_of is not None or args.explain or args.json:
-        return asof_cli.run(config, args)
-    bound = Bound(
-        offset=args.until_offset,
-        at=args.until_time,
-    )
-    scope = Scope(
-        queues=frozenset(args.queue) if args.queue else None, partition=args.partition, bound=bound
-    )
-    scratch_name = args.scratch or f"replay_{uuid.uuid4().hex[:8]}"
-    live = _store(config)
-    scratch = _store(config, scratch_name)
-    kafka = _log(config)
-    try:
-        print(
-            f"replaying {'all queues' if scope.queues is None else ', '.join(args.queue)}"
-            f"{'' if args.partition is None else f' partition {args.partition}'} from "
-            f"{config.kafka} into schema {scratch_name}",
-            flush=True,
-        )
-        report = replay(live, scratch, kafka, config.topic_prefix, scope, _progress_printer())
-        _print_report(report, scratch)
-        return 0 if report.identical else 1
-    finally:
-        kafka.close()
-        live.close()
-        if args.keep:
-            scratch.close()
-            print(f"kept schema {scratch_name}")
-        else:
-            scratch.drop()
+    return replay_cli.run(config, args)
 
 
 def cmd_demo(config: Config, _: argparse.Namespace) -> int:
@@ -236,16 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
     project.add_argument("--once", action="store_true", help="stop when caught up")
     project.add_argument("--batch", type=int, default=5000, help="records per transaction")
 
-    rep = commands.add_parser(
-        "replay", help="rebuild the projection from the log into a scratch schema and diff it"
+    replay_cli.add_arguments(
+        commands.add_parser(
+            "replay",
+            help="check the live projection against the log (verify in memory, or rebuild "
+            "into a scratch schema with --into-schema)",
+        ),
+        _time_arg,
     )
-    rep.add_argument("--queue", action="append", help="only this queue (repeatable)")
-    rep.add_argument("--partition", type=int, help="only this partition")
-    rep.add_argument("--until-offset", type=int, help="stop before this offset per partition")
-    rep.add_argument("--until-time", type=_time_arg, help="stop after this time (ms or ISO-8601)")
-    rep.add_argument("--scratch", help="scratch schema name (default: a fresh one)")
-    rep.add_argument("--keep", action="store_true", help="keep the scratch schema")
-    asof_cli.add_arguments(rep)
 
     commands.add_parser(
         "client", help="PinLater's client tool: queues, jobs, load (`client --help`)"

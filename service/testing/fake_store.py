@@ -12,13 +12,14 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.projections.history_partitions import HistoryPartition
 from pinledger.projections.pg.sql import migrations
+from pinledger.projections.row_text import event_line, job_line
 from pinledger.projections.store import (
     DueJob,
     EventBucket,
@@ -492,6 +493,44 @@ class FakeStore:
             return [EventBucket(start, kind, n) for (start, kind), n in sorted(counts.items())]
 
         return self._run("counting events by time", run)
+
+    # -- the verify's streams ---------------------------------------------------------------
+
+    def stream_jobs(
+        self, queue: str, partition: int, lo: int | None, hi: int | None
+    ) -> Iterator[HeldJob]:
+        def run() -> list[HeldJob]:
+            return [
+                HeldJob(job, tp)
+                for k, (job, tp) in sorted(self._jobs.items(), key=lambda item: item[0][2])
+                if k[:2] == (queue, partition)
+                and (lo is None or k[2] >= lo)
+                and (hi is None or k[2] < hi)
+            ]
+
+        # A snapshot taken at the first step, as a database's statement would.
+        yield from self._run("streaming a partition's jobs", run)
+
+    def stream_events(self, queue: str, partition: int, from_offset: int) -> Iterator[EventRow]:
+        def run() -> list[EventRow]:
+            found = [
+                row
+                for k, row in self._events.items()
+                if k[:2] == (queue, partition) and row.offset >= from_offset
+            ]
+            return sorted(found, key=lambda row: (row.offset, row.idx, row.local_id, row.at))
+
+        yield from self._run("streaming a partition's timeline", run)
+
+    def job_lines(
+        self, queue: str, partition: int, lo: int | None, hi: int | None
+    ) -> Iterator[bytes]:
+        for held in self.stream_jobs(queue, partition, lo, hi):
+            yield job_line(held.job, held.traceparent)
+
+    def event_lines(self, queue: str, partition: int, from_offset: int) -> Iterator[bytes]:
+        for row in self.stream_events(queue, partition, from_offset):
+            yield event_line(row)
 
     # -- the replay's diff ----------------------------------------------------------------
 

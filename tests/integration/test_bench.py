@@ -38,6 +38,7 @@ RESULT_ROWS = (
     "dequeue + ack p99 under load",
     "enqueue -> first dequeue p50",
     "enqueue -> first dequeue p99",
+    "replay (verify, one process per core)",
     "replay into a scratch projection",
 )
 # Rows where PgQueuer ran the same workload: they end with a ratio.

@@ -13,12 +13,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pinledger.ledger import codec
-from pinledger.ledger.descriptor import local_id_for
+from pinledger.ledger.descriptor import local_id_for, parse
 from pinledger.ledger.events import Actor, Claimed, Enqueued, Envelope
 from pinledger.ledger.group_commit import GroupCommit, Part
 from pinledger.ledger.log import Append, LogError
 from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.projector import ProjectionRunner, Scope
+from pinledger.projections.verify import verify
 from pinledger.service.testing.fake_log import FakeLog
+from pinledger.service.testing.fake_store import FakeStore
 from tests.unit.strategies import envelopes
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -195,3 +198,38 @@ def test_concurrent_enqueues_get_distinct_descriptors_naming_their_own_jobs() ->
     assert writer.group.records < callers
     for i, ids in found.items():
         assert [bodies[local_id] for local_id in ids] == [b"%d-0" % i, b"%d-1" % i]
+
+
+def test_group_records_project_and_verify_like_plain_ones() -> None:
+    log = _SlowLog()
+    writer = LedgerWriter(log, "p.")
+    writer.create_queue("q", 1, 0, Actor(source="admin"))
+    callers = 12
+    start = threading.Barrier(callers)
+    descriptors: dict[int, str] = {}
+
+    def enqueue(i: int) -> None:
+        job = Enqueued(body=b"job-%d" % i, priority=1, run_after=0, attempts_allowed=1)
+        start.wait()
+        [descriptor] = writer.enqueue("q", 0, [job], 1, Actor(source=f"s{i}"), TRACEPARENT)
+        descriptors[i] = str(descriptor)
+
+    threads = [threading.Thread(target=enqueue, args=(i,)) for i in range(callers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert writer.group.records < callers
+    store = FakeStore()
+    store.migrate()
+    runner = ProjectionRunner(store, log, "p.")
+    try:
+        runner.catch_up()
+    finally:
+        runner.close()
+    for i, text in descriptors.items():
+        d = parse(text)
+        [event] = store.job_events("q", d.partition, d.local_id)
+        assert (event.type, event.source, event.traceparent) == ("enq", f"s{i}", TRACEPARENT)
+    report = verify(store, log, "p.", Scope())
+    assert report.identical, report.diffs
