@@ -1,5 +1,5 @@
 """Group commit: concurrent appends to one partition share one record and one round
-trip (docs/decisions/0020-group-commit.md).
+trip (docs/decisions/0020-hot-path.md).
 
 Every caller hands in its parts (one envelope for one partition each). Per partition
 at most `max_in_flight` appends are in flight; parts that arrive while they are wait,
@@ -105,7 +105,7 @@ class GroupCommit:
                 self._pending.setdefault(part.key, []).append(part)
             keys = {part.key for part in parts}
             while not all(part.done for part in parts):
-                taken = self._lead(keys)
+                taken = self._lead(keys, me)
                 if not taken:
                     self._cond.wait(_RECHECK_S)
                     continue
@@ -119,28 +119,39 @@ class GroupCommit:
             if part.error is not None:
                 raise part.error
 
-    def _lead(self, keys: set[Key]) -> dict[Key, list[Part]]:
+    def _lead(self, keys: set[Key], me: object) -> dict[Key, list[list[Part]]]:
         """Take the next group of each partition among `keys` that may take another
-        append now (lock held)."""
-        taken: dict[Key, list[Part]] = {}
+        append now, followed by this caller's own parts queued right behind it, in
+        groups of their own (they go in the same append, in order: a call of many
+        records does not wait a round trip per record). Lock held."""
+        taken: dict[Key, list[list[Part]]] = {}
         for key in keys:
             pending = self._pending.get(key)
             if not pending or self._flights[key] >= self.max_in_flight:
                 continue
-            group = self._next_group(pending, self._flying.get(key, Counter()))
-            if group:
-                self._flights[key] += 1
-                self._flying.setdefault(key, Counter()).update(p.owner for p in group)
-                taken[key] = group
+            flying = self._flying.get(key) or Counter()
+            group = self._next_group(pending, flying)
+            if not group:
+                continue
+            groups = [group]
+            while pending and pending[0].owner is me and group[-1].owner is me:
+                group = self._next_group(pending, flying, only=me)
+                groups.append(group)
+            self._flights[key] += 1
+            self._flying.setdefault(key, Counter()).update(p.owner for g in groups for p in g)
+            taken[key] = groups
         return taken
 
-    def _next_group(self, pending: list[Part], flying: Counter[object]) -> list[Part]:
+    def _next_group(
+        self, pending: list[Part], flying: Counter[object], only: object | None = None
+    ) -> list[Part]:
         """The longest prefix of `pending` that fits a record (one part at least), and
-        holds no part of a caller with an earlier part still in flight there: two
-        appends in flight may land in either order, a caller's own parts may not."""
+        holds no part of a caller with an earlier part still in flight there (two
+        appends in flight may land in either order, a caller's own parts may not), and
+        only parts of `only` when it is given."""
         events = size = count = 0
         for part in pending:
-            if flying[part.owner]:
+            if flying[part.owner] or (only is not None and part.owner is not only):
                 break
             if count and (
                 events + part.events > self.max_events or size + len(part.grouped) > self.max_bytes
@@ -153,32 +164,32 @@ class GroupCommit:
         del pending[:count]
         return group
 
-    def _send(self, taken: dict[Key, list[Part]]) -> None:
-        """One record per partition, in one append (lock not held)."""
-        keys = list(taken)
-        appends = [_record(key, taken[key]) for key in keys]
+    def _send(self, taken: dict[Key, list[list[Part]]]) -> None:
+        """One record per group, all in one append (lock not held)."""
+        groups = [(key, group) for key, key_groups in taken.items() for group in key_groups]
+        appends = [_record(key, group) for key, group in groups]
         try:
             offsets = self.log.append(appends)
         except Exception as exc:  # LogError, or a bug: each caller raises it, none hangs
-            for key in keys:
-                for part in taken[key]:
+            for _, group in groups:
+                for part in group:
                     part.error = exc
             return
-        for key, offset in zip(keys, offsets, strict=True):
-            for part in taken[key]:
+        for (_, group), offset in zip(groups, offsets, strict=True):
+            for part in group:
                 part.offset = offset
 
-    def _finish(self, taken: dict[Key, list[Part]]) -> None:
+    def _finish(self, taken: dict[Key, list[list[Part]]]) -> None:
         """Mark the parts done and wake the callers waiting for a partition (lock
         held)."""
-        for key, group in taken.items():
-            for part in group:
-                part.done = True
-            self.records += 1
-            self.parts += len(group)
+        for key, groups in taken.items():
+            for group in groups:
+                for part in group:
+                    part.done = True
+                self.records += 1
+                self.parts += len(group)
             self._flights[key] -= 1
-            flying = self._flying[key]
-            flying.subtract(p.owner for p in group)
+            self._flying[key].subtract(p.owner for g in groups for p in g)
             if not self._flights[key]:
                 del self._flights[key]
                 del self._flying[key]

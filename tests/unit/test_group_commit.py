@@ -233,3 +233,18 @@ def test_group_records_project_and_verify_like_plain_ones() -> None:
         assert (event.type, event.source, event.traceparent) == ("enq", f"s{i}", TRACEPARENT)
     report = verify(store, log, "p.", Scope())
     assert report.identical, report.diffs
+
+
+def test_a_call_of_many_records_goes_out_in_one_append_in_its_order() -> None:
+    log = _SlowLog()
+    log.create_topic("t", 1)
+    group = GroupCommit(log, max_events=2)
+    parts = [
+        _part(0, [Claimed(local_id=i * 2 + k, claim="c") for k in range(2)], "s") for i in range(4)
+    ]
+    group.append(parts)
+    assert log.calls == 1  # not a round trip per record
+    assert [p.offset for p in parts] == [0, 1, 2, 3]
+    for i, part in enumerate(parts):
+        _, events = _landed(log, part)
+        assert [e.local_id for e in events] == [i * 2, i * 2 + 1]  # type: ignore[attr-defined]
