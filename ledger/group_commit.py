@@ -8,7 +8,8 @@ Who appends is one of the callers, never a thread of its own: a caller finding r
 appends at once (a lone caller waits no longer than before); when an append completes,
 the callers waiting there are woken and one of them appends the next group. Two
 appends in flight to one partition may land in either order (they are concurrent
-calls); one caller's parts never are in flight together, so they land in its order.
+calls); one caller's records to a partition go out in a single append, in its order
+(the producer keeps the order of one append), never in two appends in flight at once.
 
 Memory is bounded by the callers: each waits for its own parts, so at most one part
 per blocked call is pending.
