@@ -6,6 +6,10 @@ server], "e": [event, ...]}`; each event is an object with a type tag `t` and sh
 field names. Bodies are base64 (JSON has no bytes). Decoding is strict: an unknown
 version, type or a missing field raises `CodecError` naming the problem, so a record
 written by a newer pinledger is never half-understood.
+
+A *group record* (ledger/group_commit.py, decision 0020) is a JSON array of such
+objects, one per call that shared the record, each with its trace context inside
+(`"tp"`); `decode_parts` reads either form.
 """
 
 from __future__ import annotations
