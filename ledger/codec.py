@@ -297,6 +297,12 @@ def decode_parts(value: bytes, headers: Sequence[tuple[str, bytes]] | None) -> l
     return parts
 
 
+def record_events(value: bytes, headers: Sequence[tuple[str, bytes]] | None) -> list[Event]:
+    """Every event of a queue record in record order: event i is the one whose index
+    (an enqueued job's local id is `offset * 1000 + i`) is i, whatever the parts."""
+    return [e for part in decode_parts(value, headers) for e in part.envelope.events]
+
+
 def _envelope(obj: dict[str, Any]) -> Envelope:
     # `type(...) is int`: JSON true and 1.0 compare equal to 1 in Python.
     if type(obj.get("v")) is not int or obj["v"] != VERSION:

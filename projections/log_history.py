@@ -86,9 +86,7 @@ class _Fold:
 
 def _enqueued_here(record: LogRecord, job: JobDescriptor) -> bool:
     """Whether the record at the descriptor's offset enqueued the job."""
-    events = [
-        e for p in codec.decode_parts(record.value, record.headers) for e in p.envelope.events
-    ]
+    events = codec.record_events(record.value, record.headers)
     return job.index < len(events) and isinstance(events[job.index], Enqueued)
 
 

@@ -153,12 +153,7 @@ def _enqueued_ids(
                 expected = record.offset + 1
                 if record.offset in skip or record.offset >= end:
                     continue
-                events = [
-                    e
-                    for part in codec.decode_parts(record.value, record.headers)
-                    for e in part.envelope.events
-                ]
-                for idx, event in enumerate(events):
+                for idx, event in enumerate(codec.record_events(record.value, record.headers)):
                     local_id = local_id_for(record.offset, idx)
                     if isinstance(event, Enqueued) and low <= local_id <= high:
                         found.setdefault(event.priority, set()).add(local_id)

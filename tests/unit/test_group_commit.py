@@ -41,6 +41,15 @@ def test_a_group_record_decodes_to_each_envelope_with_its_trace_and_first_index(
     assert [p.first for p in parts] == firsts
 
 
+@given(st.lists(envelopes, min_size=1, max_size=6))
+def test_a_records_events_are_its_envelopes_events_in_order(members: list[Envelope]) -> None:
+    if len(members) == 1:
+        value = codec.encode(members[0])
+    else:
+        value = codec.encode_group([codec.encode_part(e, None) for e in members])
+    assert codec.record_events(value, None) == [e for m in members for e in m.events]
+
+
 @given(envelopes, traceparents)
 def test_a_plain_record_is_one_part_with_the_header_trace(
     envelope: Envelope, traceparent: str | None
