@@ -54,7 +54,25 @@ class _Server(ThreadingHTTPServer):
         self.pages = pages
 
 
-class _Handler(BaseHTTPRequestHandler):
+class AdminHandler(BaseHTTPRequestHandler):
+    """What every admin HTTP handler of pinledger shares (a server's, and the host's of
+    `serve --processes`): a text answer, and request lines at debug level."""
+
+    def _reply(self, code: int, content_type: str, text: str) -> None:
+        data = text.encode("utf-8")
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # http.server writes every request to stderr; scrapes every few seconds would
+        # drown the service's own log.
+        log.debug("admin http %s: " + format, self.address_string(), *args)
+
+
+class _Handler(AdminHandler):
     def do_GET(self) -> None:
         server = self.server
         assert isinstance(server, _Server)
@@ -130,19 +148,6 @@ class _Handler(BaseHTTPRequestHandler):
                 body["progress"] = seconds
         code = 200 if body["status"] == "ok" else 503
         self._reply(code, "application/json", json.dumps(body, sort_keys=True) + "\n")
-
-    def _reply(self, code: int, content_type: str, text: str) -> None:
-        data = text.encode("utf-8")
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        # http.server writes every request to stderr; scrapes every few seconds would
-        # drown the service's own log.
-        log.debug("admin http %s: " + format, self.address_string(), *args)
 
 
 class AdminHttpServer:

@@ -11,9 +11,9 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
 
+from pinledger.service.observability.admin_http import AdminHandler
 from pinledger.service.processes.merge import (
     WorkerView,
     host_health,
@@ -78,7 +78,7 @@ class _Server(ThreadingHTTPServer):
         return answers
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(AdminHandler):
     def do_GET(self) -> None:
         server = self.server
         assert isinstance(server, _Server)
@@ -131,17 +131,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-
-    def _reply(self, code: int, content_type: str, text: str) -> None:
-        data = text.encode("utf-8")
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("admin http %s: " + format, self.address_string(), *args)
 
 
 class HostAdminServer:

@@ -79,6 +79,9 @@ ALLOWED: dict[str, set[str]] = {
         "projections",
         "projections.factory",
     },
+    # The supervisor of `serve --processes`: its host admin port shares the admin
+    # server's handler (observability/admin_http.py), nothing of the workers' rooms.
+    "service.processes": {"service", "service.observability"},
     # The command line and the testing place may import anything.
     "service.cli": {"*"},
     "service.testing": {"*"},
