@@ -30,11 +30,11 @@ from pinledger.ledger.log import TopicPolicy
 from pinledger.projections.pg.store import Store
 from pinledger.projections.projector import Scope
 from pinledger.projections.replay import replay
-from pinledger.service.config import Config
 from pinledger.service.testing.servers import ServerProcess, context, wait_for
 from tests.chaos.conftest import stack
 from tests.chaos.load import Load
 from tests.chaos.report import ROWS, Row
+from tests.settings import stack_settings
 
 pytestmark = pytest.mark.chaos
 
@@ -103,7 +103,7 @@ def stage(cluster: str, tmp_path: Path) -> Iterator[Stage]:
                     log.delete_topic(topic)
         finally:
             log.close()
-        Store(Config.from_env().pg_dsn, schema).drop()
+        Store(stack_settings().pg_dsn, schema).drop()
 
 
 @dataclass
@@ -206,7 +206,7 @@ def still_running(stage: Stage, fault: Fault) -> None:
 
 
 def replay_is_identical(stage: Stage) -> None:
-    dsn = Config.from_env().pg_dsn
+    dsn = stack_settings().pg_dsn
     live = Store(dsn, stage.schema)
     scratch = Store(dsn, f"{stage.schema}_replay")
     log = stage.log()

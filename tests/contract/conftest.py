@@ -15,8 +15,8 @@ import pytest
 
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import Log, LogError
-from pinledger.service.config import Config
 from pinledger.service.testing.fake_log import FakeLog
+from tests.settings import stack_settings
 
 # -- the log port ---------------------------------------------------------------------
 
@@ -26,7 +26,7 @@ def kafka_log() -> Iterator[KafkaLog]:
     """The real adapter, on the broker of PINLEDGER_KAFKA."""
     try:
         log = KafkaLog(
-            KafkaSettings(bootstrap=Config.from_env().kafka, client_id="pinledger-contract")
+            KafkaSettings(bootstrap=stack_settings().kafka, client_id="pinledger-contract")
         )
         log.topics()
     except LogError as exc:

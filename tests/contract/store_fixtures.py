@@ -6,7 +6,6 @@ missing server fails the test with a message naming `make stack-up`; it never sk
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 
@@ -15,20 +14,14 @@ import pytest
 from pinledger.projections.factory import open_store
 from pinledger.projections.pg.store import Store as PgStore
 from pinledger.projections.store import LedgerStore, StoreError
-from pinledger.service.config import Config
 from pinledger.service.testing.fake_store import FakeStore
-
-# The stack's MariaDB (stack/stack.sh prints PINLEDGER_MYSQL_DSN).
-DEFAULT_MYSQL_DSN = "mysql://pinledger:pinledger@127.0.0.1:33069/pinledger"
-
-
-def mysql_dsn() -> str:
-    return os.environ.get("PINLEDGER_MYSQL_DSN") or DEFAULT_MYSQL_DSN
+from tests.settings import stack_settings
 
 
 def store_dsn(kind: str) -> str:
     """The DSN of the real store of a kind: "postgres" or "mysql"."""
-    return mysql_dsn() if kind == "mysql" else Config.from_env().pg_dsn
+    settings = stack_settings()
+    return settings.mysql_dsn if kind == "mysql" else settings.pg_dsn
 
 
 def fresh_store(kind: str, label: str, migrate: bool = True) -> LedgerStore:

@@ -20,6 +20,7 @@ from pinledger.projections.pg.store import Store, StoreError
 from pinledger.service.config import Config
 from pinledger.service.password import hash_password
 from pinledger.service.testing.servers import ServerProcess, context, running
+from tests.settings import stack_settings
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +106,7 @@ def server(kafka: KafkaLog, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     for topic in kafka.topics():
         if topic.startswith(process.prefix):
             kafka.delete_topic(topic)
-    Store(Config.from_env().pg_dsn, process.schema).drop()
+    Store(stack_settings().pg_dsn, process.schema).drop()
 
 
 @pytest.fixture

@@ -25,7 +25,8 @@ from pinledger.projections.projector import ProjectionRunner
 from pinledger.projections.store import LedgerStore
 from pinledger.service.cli.import_guard import ImportRefusedError
 from pinledger.service.cli.import_pinlater import run_import
-from tests.contract.store_fixtures import fresh_store, mysql_dsn
+from tests.contract.store_fixtures import fresh_store
+from tests.settings import stack_settings
 
 pytestmark = pytest.mark.integration
 
@@ -80,7 +81,7 @@ ROWS = [
 
 
 def _connect(database: str | None = None) -> pymysql.connections.Connection[pymysql.cursors.Cursor]:
-    url = urlsplit(mysql_dsn())
+    url = urlsplit(stack_settings().mysql_dsn)
     return pymysql.connect(
         host=url.hostname or "127.0.0.1",
         port=url.port or 3306,
@@ -148,7 +149,7 @@ def _project(store: LedgerStore, kafka: KafkaLog, prefix: str) -> int:
 def test_every_pinlater_job_is_imported_in_its_state_once(
     pinlater: str, writer: LedgerWriter, kafka: KafkaLog, prefix: str, my_store: LedgerStore
 ) -> None:
-    source = PinLaterSource(mysql_dsn())
+    source = PinLaterSource(stack_settings().mysql_dsn)
     lines: list[str] = []
     try:
         summary = run_import(source, writer, kafka, [pinlater], say=lines.append)
@@ -201,7 +202,7 @@ def test_every_pinlater_job_is_imported_in_its_state_once(
             assert job.claim == row.claim
 
     ends = kafka.end_offsets([(writer.topic(pinlater), p) for p in (0, 1)])
-    source = PinLaterSource(mysql_dsn())
+    source = PinLaterSource(stack_settings().mysql_dsn)
     try:
         again = run_import(source, writer, kafka, [pinlater], say=lines.append)
     finally:
@@ -219,7 +220,7 @@ def test_a_queue_whose_jobs_hold_pinlater_descriptors_is_refused(
     actor = Actor("svc:native", "", "")
     writer.create_queue(pinlater, 2, 0, actor)
     writer.enqueue(pinlater, 1, [Enqueued(b"n%d" % i, 1, 0, 1) for i in range(3)], 0, actor)
-    source = PinLaterSource(mysql_dsn())
+    source = PinLaterSource(stack_settings().mysql_dsn)
     try:
         with pytest.raises(ImportRefusedError, match=f"first: {pinlater}:s1:p1:1\\)"):
             run_import(source, writer, kafka, [pinlater], say=lambda _: None)

@@ -16,8 +16,9 @@ from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.projector import Bound, ProjectionRunner, Scope
 from pinledger.projections.replay import replay
 from pinledger.projections.store import LedgerStore
-from tests.contract.store_fixtures import fresh_store, mysql_dsn
+from tests.contract.store_fixtures import fresh_store
 from tests.integration.workload import Workload
+from tests.settings import stack_settings
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +84,7 @@ def test_replay_reports_a_tampered_live_table_on_mysql(
     Workload(writer, "q", 2, seed=3).run(60)
     _project(my_store, kafka, prefix)
     # Behind the store's back, as an operator's mistake would be.
-    dsn = urlsplit(mysql_dsn())
+    dsn = urlsplit(stack_settings().mysql_dsn)
     conn = pymysql.connect(
         host=dsn.hostname or "127.0.0.1",
         port=dsn.port or 3306,

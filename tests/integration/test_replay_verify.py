@@ -5,7 +5,6 @@ changed behind the projection's back is reported; nothing is written."""
 from __future__ import annotations
 
 import functools
-import os
 import subprocess
 from collections.abc import Iterator
 
@@ -21,8 +20,9 @@ from pinledger.projections.projector import ProjectionRunner, Scope
 from pinledger.projections.store import LedgerStore
 from pinledger.projections.verify import verify
 from pinledger.service.testing.servers import run_pinledger
-from tests.contract.store_fixtures import fresh_store, mysql_dsn
+from tests.contract.store_fixtures import fresh_store
 from tests.integration.workload import Workload
+from tests.settings import stack_settings
 
 pytestmark = pytest.mark.integration
 
@@ -50,9 +50,9 @@ def _tables(store: LedgerStore) -> list[object]:
 
 def open_ports(kind: str, schema: str) -> tuple[LedgerStore, Log]:
     """A worker process's store and log (module level: it is pickled)."""
-    url = mysql_dsn() if kind == "mysql" else os.environ["PINLEDGER_PG_DSN"]
+    url = stack_settings().mysql_dsn if kind == "mysql" else stack_settings().pg_dsn
     return open_store(url, schema), KafkaLog(
-        KafkaSettings(bootstrap=os.environ["PINLEDGER_KAFKA"], client_id="test-verify")
+        KafkaSettings(bootstrap=stack_settings().kafka, client_id="test-verify")
     )
 
 
@@ -123,7 +123,7 @@ def test_the_command_reports_a_tampered_timeline_row(
     same = replay("--workers", "2")
     assert same.returncode == 0, same.stdout + same.stderr
     assert "identical" in same.stdout
-    with psycopg.connect(os.environ["PINLEDGER_PG_DSN"], autocommit=True) as conn:
+    with psycopg.connect(stack_settings().pg_dsn, autocommit=True) as conn:
         conn.execute(
             f"UPDATE {store.schema}.job_events SET verdict = 'tampered', applied = false "
             'WHERE partition = 1 AND idx = 0 AND "offset" = '

@@ -17,6 +17,7 @@ from pinledger.projections.pg.store import Store
 from pinledger.service.config import Config
 from pinledger.service.testing.servers import ServerProcess, context, dequeue_until
 from tests.integration.test_api import ack, enqueue, job, lookup
+from tests.settings import stack_settings
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +35,7 @@ def live(server: ServerProcess, config: Config) -> Iterator[Store]:
 
 def _read(server: ServerProcess, group: str, **options: Any) -> list[LedgerRecord]:
     with subscribe(
-        Config.from_env().kafka, server.prefix, group, idle_timeout_s=IDLE_S, **options
+        stack_settings().kafka, server.prefix, group, idle_timeout_s=IDLE_S, **options
     ) as records:
         return list(records)
 
@@ -92,4 +93,4 @@ def test_a_subscription_sees_every_event_of_a_run(
 
 def test_the_servers_ownership_group_is_refused(server: ServerProcess) -> None:
     with pytest.raises(ValueError, match="ownership"):
-        subscribe(Config.from_env().kafka, server.prefix, f"{server.prefix}owners")
+        subscribe(stack_settings().kafka, server.prefix, f"{server.prefix}owners")

@@ -39,9 +39,9 @@ from pinledger.client.retry import RetryPolicy, constant, exponential, linear, n
 from pinledger.client.worker import Worker
 from pinledger.ledger.kafka import KafkaLog
 from pinledger.projections.pg.store import Store
-from pinledger.service.config import Config
 from pinledger.service.testing.servers import ROOT, ServerProcess, running, wait_for
 from tests.integration.conftest import server_settings
+from tests.settings import stack_settings
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +62,7 @@ def server(kafka: KafkaLog, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     for topic in kafka.topics():
         if topic.startswith(process.prefix):
             kafka.delete_topic(topic)
-    Store(Config.from_env().pg_dsn, process.schema).drop()
+    Store(stack_settings().pg_dsn, process.schema).drop()
 
 
 @pytest.fixture
@@ -376,7 +376,7 @@ def test_acks_made_while_the_server_is_down_reach_it_when_it_is_back(
         for topic in kafka.topics():
             if topic.startswith(server.prefix):
                 kafka.delete_topic(topic)
-        Store(Config.from_env().pg_dsn, server.schema).drop()
+        Store(stack_settings().pg_dsn, server.schema).drop()
 
 
 # -- crashing handlers -------------------------------------------------------------------
