@@ -33,13 +33,13 @@ from pinledger.service.api.core import Api
 from pinledger.service.api.directory import QueueDirectory
 from pinledger.service.api.forwarding import CountingPeerPool
 from pinledger.service.api.handler import Handler
-from pinledger.service.api.listeners import PrivateListener, SharedListener
 from pinledger.service.api.peers import PeerPool
 from pinledger.service.api.ratelimit import QueueRateLimits
 from pinledger.service.config import Config
 from pinledger.service.dashboard.app import Dashboard
 from pinledger.service.dashboard.auth import Sessions
 from pinledger.service.dashboard.backend import AsOfReader, Backend, NoOwner
+from pinledger.service.listeners import Listener
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.admin_http import AdminHttpServer
 from pinledger.service.observability.health import HealthMonitor, Loop
@@ -54,8 +54,17 @@ _THREAD_STACK_BYTES = 512 * 1024
 
 
 class Server:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, shares_port: bool = False) -> None:
+        """`shares_port`: a worker of `serve --processes`, whose siblings listen on the
+        same port; any other server refuses a port in use (PortInUseError) before it
+        connects to anything."""
         self.config = config
+        self._socket = Listener(config.host, config.port, shared=shares_port)
+        self._socket.bind()
+        self._peer_socket: Listener | None = None
+        if config.peer_port and config.peer_port != config.port:
+            self._peer_socket = Listener(config.host, config.peer_port)
+            self._peer_socket.bind()
         # OTLP trace export when the OTEL_* variables ask for it
         # (service/observability/telemetry.py).
         telemetry.setup()
@@ -144,18 +153,13 @@ class Server:
             max_frame_bytes=config.max_frame_bytes,
         )
         processor = TProcessor(pinlater.PinLater, self.handler)
-        self._socket = SharedListener(host=config.host, port=config.port, client_timeout=None)
         self._thrift = ThriftServer(processor, self._socket, limits, self.metrics)
         # A worker of `serve --processes` also listens on its own peer port, the address
         # in its member id, so a forwarded dequeue reaches this process and not whichever
         # process the kernel picks on the shared port. Its connections are counted apart
         # (a Metrics of their own): the open-connections gauge stays the clients'.
-        self._peer_socket: PrivateListener | None = None
         self._peer_thrift: ThriftServer | None = None
-        if config.peer_port and config.peer_port != config.port:
-            self._peer_socket = PrivateListener(
-                host=config.host, port=config.peer_port, client_timeout=None
-            )
+        if self._peer_socket is not None:
             self._peer_thrift = ThriftServer(processor, self._peer_socket, limits, Metrics())
         self._stopped = threading.Event()
         self._stop_lock = threading.Lock()

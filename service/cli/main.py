@@ -22,6 +22,7 @@ from pinledger.service.cli import trace as trace_cli
 from pinledger.service.cli.demo import run_demo
 from pinledger.service.cli.tool import main as client_main
 from pinledger.service.config import Config, ConfigError
+from pinledger.service.listeners import PortInUseError
 from pinledger.service.password import hash_password
 from pinledger.service.processes.supervisor import die_with_supervisor, run_processes
 from pinledger.service.server import DashboardServer, Server
@@ -125,7 +126,7 @@ def cmd_serve(config: Config, args: argparse.Namespace) -> int:
         die_with_supervisor(args.supervisor)
     elif processes > 1:
         return run_processes(config, processes, args.verbose)
-    Server(config).run_forever()
+    Server(config, shares_port=args.worker is not None).run_forever()
     return 0
 
 
@@ -248,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[args.command](config, args)
-    except (LogError, StoreError, CodecError, ValueError) as exc:
+    except (LogError, StoreError, CodecError, ValueError, PortInUseError) as exc:
         print(f"pinledger {args.command}: {exc}", file=sys.stderr)
         return 2
 

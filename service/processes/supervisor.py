@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pinledger.service.config import Config
+from pinledger.service.listeners import PortInUseError, check_port_free
 from pinledger.service.processes.admin import HostAdminServer
 from pinledger.service.processes.merge import WorkerView
 from pinledger.service.processes.plan import (
@@ -158,6 +159,13 @@ class Supervisor:
         """Until SIGTERM/SIGINT (0) or a worker that keeps failing (1)."""
         if not hasattr(socket, "SO_REUSEPORT"):
             log.error("this platform has no SO_REUSEPORT: processes cannot share a port")
+            return 2
+        try:
+            # The workers share the port with each other, so none of them could tell a
+            # sibling from a stranger already on it: the supervisor checks first.
+            check_port_free(self.config.host, self.config.port)
+        except PortInUseError as exc:
+            log.error("%s", exc)
             return 2
 
         def stop(signum: int, _: Any) -> None:

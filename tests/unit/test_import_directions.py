@@ -65,9 +65,12 @@ ALLOWED: dict[str, set[str]] = {
         "ledger.clock",
         "projections",
     },
+    # The Thrift listening sockets: a leaf the server and the supervisor both use.
+    "service.listeners": set(),
     # The server assembles every room of the service, never the client library.
     "service.server": {
         "service",
+        "service.listeners",
         "service.api",
         "service.dashboard",
         "service.ownership",
@@ -80,8 +83,8 @@ ALLOWED: dict[str, set[str]] = {
         "projections.factory",
     },
     # The supervisor of `serve --processes`: its host admin port shares the admin
-    # server's handler (observability/admin_http.py), nothing of the workers' rooms.
-    "service.processes": {"service", "service.observability"},
+    # server's handler (observability/admin_http.py), and the listener's port check.
+    "service.processes": {"service", "service.observability", "service.listeners"},
     # The command line and the testing place may import anything.
     "service.cli": {"*"},
     "service.testing": {"*"},
@@ -189,7 +192,14 @@ DRIVERS: dict[str, set[str]] = {
     "psycopg": {"projections.pg"},
     "psycopg_pool": {"projections.pg"},
     "pymysql": {"projections.mysql"},
-    "thriftpy2": {"idl", "service.api", "service.server", "service.testing", "client"},
+    "thriftpy2": {
+        "idl",
+        "service.api",
+        "service.listeners",
+        "service.server",
+        "service.testing",
+        "client",
+    },
 }
 
 
