@@ -11,8 +11,16 @@ TIMEOUT=${PINLEDGER_STACK_TIMEOUT:-120}
 say() { printf '[stack] %s\n' "$*" >&2; }
 die() { printf '[stack] ERROR: %s\n' "$*" >&2; exit 1; }
 
+# With no terminal on stdin (CI runs with none) sudo must not wait for a password: -n
+# makes it fail at once instead.
 as_root() {
-    if [[ $EUID -eq 0 ]]; then "$@"; else sudo "$@"; fi
+    if [[ $EUID -eq 0 ]]; then
+        "$@"
+    elif [[ -t 0 ]]; then
+        sudo "$@"
+    else
+        sudo -n "$@"
+    fi
 }
 
 port_open() {  # host port
