@@ -37,9 +37,14 @@ test-contract: ## the port contract suites, on the real adapters and on the fake
 test-integration: ## the tests against the real servers
 	$(PYTHON) -m pytest tests/integration $(PYTEST_FLAGS)
 
-lint: ## ruff
+# The shell scripts: the stack's, CI's, and any other *.sh in the repository.
+SHELL_SCRIPTS = $(sort $(wildcard stack/*.sh) .ci/run $(shell git ls-files '*.sh' 2>/dev/null))
+
+lint: ## ruff, and shellcheck on the shell scripts (installed if missing)
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
+	bash stack/install.sh shellcheck
+	shellcheck -x $(SHELL_SCRIPTS)
 
 types: ## mypy, strict
 	$(PYTHON) -m mypy
