@@ -16,6 +16,8 @@ string names given to importlib (`import_module`, `find_spec`, `resources.files`
 from __future__ import annotations
 
 import ast
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -133,3 +135,27 @@ def test_a_pinledger_name_passes(source: str) -> None:
 def test_the_interop_client_may_name_apache_thrift() -> None:
     assert _problem("tests/interop/py_client.py", "thrift.transport.TSocket") is None
     assert _problem("tests/unit/test_x.py", "thrift.transport.TSocket") is not None
+
+
+def test_the_editable_install_links_every_module() -> None:
+    """mypy reads the rooms in the link tree of `make install` (strict editable mode);
+    a module added, moved or removed since then is missing there or a dangling link,
+    and mypy would not see it: say so here, where `make test-unit` runs."""
+    trees = [
+        Path(entry) / "pinledger"
+        for entry in sys.path
+        if Path(entry).parent == ROOT / "build" and Path(entry).name.startswith("__editable__.")
+    ]
+    if not trees:
+        pytest.skip("pinledger is not installed from this checkout in strict editable mode")
+    (tree,) = trees
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        package_dir: dict[str, str] = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
+    expected = {
+        "/".join([*package.split(".")[1:], path.relative_to(ROOT / folder).as_posix()])
+        for package, folder in package_dir.items()
+        for path in (ROOT / folder).rglob("*.py")
+    }
+    linked = {p.relative_to(tree).as_posix() for p in tree.rglob("*.py") if p.exists()}
+    dangling = sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if not p.exists())
+    assert (sorted(expected - linked), dangling) == ([], []), "run make install again"
