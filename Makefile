@@ -10,7 +10,8 @@ help: ## list the targets
 
 # Strict editable mode: setuptools links every file of the package into
 # build/__editable__.*/pinledger/, the tree mypy checks (docs/decisions/0009-package-layout.md).
-# Run it again after adding a module.
+# Run it again after adding, moving or removing a module
+# (tests/unit/test_import_names.py says so).
 install: ## install pinledger and its dev tools into the current Python
 	$(PYTHON) -m pip install -q -e '.[dev]' --config-settings editable_mode=strict
 
