@@ -8,8 +8,12 @@ PYTEST_FLAGS ?=
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
 
+# Strict editable mode: setuptools links every file of the package into
+# build/__editable__.*/pinledger/, the tree mypy checks (docs/decisions/0009-package-layout.md).
+# Run it again after adding, moving or removing a module
+# (tests/unit/test_import_names.py says so).
 install: ## install pinledger and its dev tools into the current Python
-	$(PYTHON) -m pip install -q -e '.[dev]'
+	$(PYTHON) -m pip install -q -e '.[dev]' --config-settings editable_mode=strict
 
 stack-up: ## start the local Kafka, Postgres and MariaDB (idempotent)
 	bash stack/stack.sh up
@@ -55,11 +59,13 @@ check: install lint types test ## lint + types + tests: what CI runs
 PEERS ?= pgqueuer
 
 bench: ## the benchmark, PEERS=pgqueuer,river for River too (see docs/performance.md)
-	$(PYTHON) -m pip install -q -e '.[bench]'
+	$(PYTHON) -m pip install -q -e '.[bench]' --config-settings editable_mode=strict
 	$(PYTHON) -m bench --peer $(PEERS)
 
 wheel: ## build the wheel into dist/ (installable anywhere; see tests/integration/test_wheel.py)
 	$(PYTHON) -m pip wheel --no-deps -q -w dist .
 
-clean: ## remove caches
-	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage build dist *.egg-info
+# build/__editable__.* stays: it is the editable install (make install).
+clean: ## remove caches and build output
+	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage dist *.egg-info
+	if [ -d build ]; then find build -mindepth 1 -maxdepth 1 ! -name '__editable__.*' -exec rm -rf {} +; fi

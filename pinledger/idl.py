@@ -12,7 +12,7 @@ from typing import Any
 
 import thriftpy2
 
-IDL_RESOURCE = files("pinledger").joinpath("thrift", "pinlater.thrift")
+IDL_RESOURCE = files("pinledger.thrift").joinpath("pinlater.thrift")
 
 with as_file(IDL_RESOURCE) as _path:
     pinlater: Any = thriftpy2.load(str(_path), module_name="pinlater_thrift")

@@ -11,7 +11,7 @@ from importlib.resources import files
 # checkout has them too (docs/decisions/0009-package-layout.md).
 PACKAGE = files("pinledger.projections.mysql")
 QUERIES_FILE = PACKAGE.joinpath("queries.sql")
-MIGRATIONS_DIR = files("pinledger").joinpath("migrations").joinpath("mysql")
+MIGRATIONS_DIR = files("pinledger.migrations.mysql")
 
 _MIGRATION = re.compile(r"^[0-9]{4}_.*\.sql$")
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)

@@ -11,7 +11,7 @@ from psycopg import sql
 # Package data, found through importlib.resources so a wheel installed outside the
 # checkout has them too (docs/decisions/0009-package-layout.md).
 QUERIES_FILE = files("pinledger.projections.pg").joinpath("queries.sql")
-MIGRATIONS_DIR = files("pinledger").joinpath("migrations")
+MIGRATIONS_DIR = files("pinledger.migrations")
 
 _MIGRATION = re.compile(r"^[0-9]{4}_.*\.sql$")
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pinledger
 from pinledger.service.config import Config
 from pinledger.service.listeners import PortInUseError, check_port_free
 from pinledger.service.processes.admin import HostAdminServer
@@ -42,7 +43,7 @@ _POLL_S = 0.2
 STOP_GRACE_S = 30.0
 # The folder holding the `pinledger` package this supervisor runs from: the workers
 # import the same one, whatever their working directory holds.
-_IMPORT_ROOT = Path(__file__).parents[3]
+_IMPORT_ROOT = Path(pinledger.__file__).parents[1]
 
 
 @dataclass

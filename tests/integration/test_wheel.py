@@ -2,17 +2,24 @@
 and from that install migrate a scratch schema, serve, and make one enqueue ->
 dequeue -> ack -> lookup round trip with the installed client.
 
+The wheel also holds every file of the folders pyproject.toml's package-dir maps into
+pinledger (ledger/, service/, ... at the root: docs/decisions/0009-package-layout.md),
+and nothing else.
+
 The editable install of the checkout hides packaging mistakes (a data file left out of
-the wheel, an import of a module that only exists in the repository); this test is the
-only place that would notice them.
+the wheel, a subpackage missing from pyproject's list, an import of a module that only
+exists in the repository); this test is the only place that would notice them.
 """
 
 from __future__ import annotations
 
+import configparser
 import os
 import subprocess
 import sys
+import tomllib
 import uuid
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,19 +75,59 @@ def _run(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> st
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtualenv (no system site-packages) with only the built wheel and its
-    dependencies installed."""
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, built from the checkout as `make wheel` builds it."""
     base = tmp_path_factory.mktemp("wheel")
     dist = base / "dist"
     _run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)], base
     )
-    (wheel,) = dist.glob("pinledger-*.whl")
-    env_dir = base / "venv"
-    _run([sys.executable, "-m", "venv", str(env_dir)], base)
-    _run([str(env_dir / "bin" / "pip"), "install", "-q", str(wheel)], base)
+    (built,) = dist.glob("pinledger-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path) -> Path:
+    """A fresh virtualenv (no system site-packages) with only the built wheel and its
+    dependencies installed."""
+    env_dir = wheel.parent.parent / "venv"
+    _run([sys.executable, "-m", "venv", str(env_dir)], wheel.parent)
+    _run([str(env_dir / "bin" / "pip"), "install", "-q", str(wheel)], wheel.parent)
     return env_dir
+
+
+def _mapped_files() -> dict[str, Path]:
+    """Wheel name -> file in the checkout, for every file of every folder that
+    pyproject.toml's package-dir maps into pinledger (modules and data alike)."""
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        package_dir: dict[str, str] = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
+    files = {}
+    for package, folder in package_dir.items():
+        for path in (ROOT / folder).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                rel = path.relative_to(ROOT / folder).as_posix()
+                files[f"{package.replace('.', '/')}/{rel}"] = path
+    return files
+
+
+def test_the_wheel_holds_every_module_and_data_file_of_the_mapped_folders(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        entry_points = configparser.ConfigParser()
+        (dist_info,) = {n.split("/")[0] for n in names if ".dist-info/" in n}
+        entry_points.read_string(zf.read(f"{dist_info}/entry_points.txt").decode())
+    mapped = _mapped_files()
+    assert {"pinledger/__init__.py", "pinledger/ledger/state.py"} <= set(mapped)
+    assert "pinledger/thrift/pinlater.thrift" in mapped
+    assert "pinledger/migrations/mysql/0001_initial.sql" in mapped
+    missing = sorted(set(mapped) - names)
+    assert missing == [], f"in the checkout but not in the wheel (pyproject's packages?): {missing}"
+    # Nothing else: no top-level ledger/ or service/, only pinledger and its metadata.
+    stray = sorted(n for n in names - set(mapped) if not n.startswith(f"{dist_info}/"))
+    assert stray == []
+    # The command names a module the wheel holds.
+    module = entry_points["console_scripts"]["pinledger"].split(":")[0]
+    assert module.replace(".", "/") + ".py" in names
 
 
 def _installed_env(config: Config, schema: str) -> dict[str, str]:
@@ -101,7 +148,8 @@ def test_the_wheel_carries_the_idl_sql_and_migrations(venv: Path, tmp_path: Path
         [
             str(venv / "bin" / "python"),
             "-c",
-            "import pinledger.idl, pinledger.projections.pg.sql as s; "
+            "import pinledger, pinledger.idl, pinledger.projections.pg.sql as s; "
+            "assert len(pinledger.__path__) == 1, pinledger.__path__; "
             "import pinledger.projections.mysql.sql as m; "
             "print(len(s.migrations()), len(s.queries()), len(m.migrations()), "
             "len(m.queries()), pinledger.idl.pinlater.PinLater)",
