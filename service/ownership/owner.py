@@ -64,12 +64,7 @@ from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.claims import Claimed, Claims
 from pinledger.service.ownership.history import HistoryKeeper, HistoryThread
 from pinledger.service.ownership.loop import OwnerLoop
-from pinledger.service.ownership.maintenance import (
-    COLLECT_LIMIT,
-    ClaimTimeouts,
-    Collector,
-    Maintenance,
-)
+from pinledger.service.ownership.maintenance import ClaimTimeouts, Collector, Maintenance
 from pinledger.service.ownership.membership import Membership, MembersThread, member_id_of
 from pinledger.service.ownership.partitions import Owned, Partitions
 from pinledger.service.ownership.subscription import Subscription
@@ -248,11 +243,3 @@ class Owner:
         """Claim up to `limit` due jobs from owned partitions of `queue`: one claim
         record per partition, answered once the broker has them."""
         return self.claims.dequeue(queue, limit, now, actor, coverage)
-
-    def expire_claims(self, now: int) -> int:
-        """Append timeouts for claims not renewed within the claim timeout."""
-        return self.timeouts.run(now)
-
-    def collect(self, now: int, limit: int = COLLECT_LIMIT) -> int:
-        """Append Collected for finished jobs past their TTL in owned partitions."""
-        return self.collector.run(now, limit)
