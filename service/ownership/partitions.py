@@ -75,7 +75,7 @@ class Owned:
     # linked from claim and ack spans (the projection has every job's).
     traceparents: dict[int, str] = field(default_factory=dict)
     # (local_id, touched_at) of the claims whose timeout was appended and is on its way
-    # through the log (maintenance.py), so it is not appended twice.
+    # through the log (maintenance/claim_timeouts.py), so it is not appended twice.
     timing_out: set[tuple[int, int | None]] = field(default_factory=set)
 
 
