@@ -17,7 +17,7 @@ group assignment plays the part Helix plays in Pacer. The owner
 - partitions.py: the owned partitions, adoption and catch-up on assignment,
   projection, revocation (and the rebalance callbacks);
 - loop.py: the owner thread and its pass;
-- claims.py: dequeue (take from the ready buffers in dispatcher.py, append claims);
+- claims.py: dequeue (take from the ready buffers in ready_buffer.py, append claims);
 - maintenance/: one module per duty: claim timeouts and garbage collection, appended
   as events, and the timeline's retention (its day partitions made ahead and dropped
   past the history retention, a thread of its own);

@@ -50,7 +50,7 @@ from pinledger.projections.store import FencedError, LedgerStore, PartitionGoneE
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.ownership.dispatcher import DEFAULT_WINDOW, ReadyBuffer
+from pinledger.service.ownership.ready_buffer import DEFAULT_WINDOW, ReadyBuffer
 from pinledger.service.ownership.spans import apply_spans
 
 log = logging.getLogger(__name__)
