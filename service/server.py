@@ -1,51 +1,35 @@
-"""`pinledger serve`: one server process. Assembles the ledger writer, the partition
-owner, the Thrift handler, the queue-config watcher and the admin HTTP port, and runs
+"""`pinledger serve`: one server process. Adds to the parts it shares with the
+dashboard alone (assembly.py: store, log, writer, queue directory, queue config, admin
+HTTP port, signals) the partition owner, the Thrift handler and its listeners, and runs
 until SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import signal
 import threading
-import uuid
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 from thriftpy2.thrift import TProcessor
 
 from pinledger.idl import pinlater
-from pinledger.ledger import descriptor
 from pinledger.ledger.clock import SYSTEM_CLOCK
 from pinledger.ledger.commands import Limits
 from pinledger.ledger.durability import Severity, findings
-from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import LogError, LogInspector, catalog_topic
-from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.asof import QueueAsOf, jobs_then, queue_as_of, why_first
-from pinledger.projections.factory import open_store
-from pinledger.projections.projector import Bound, Scope
-from pinledger.projections.replay import replay
-from pinledger.projections.store import LedgerStore
 from pinledger.service.api.connections import ConnectionLimits, ThriftServer
 from pinledger.service.api.core import Api
-from pinledger.service.api.directory import QueueDirectory
 from pinledger.service.api.forwarding import CountingPeerPool
 from pinledger.service.api.handler import Handler
 from pinledger.service.api.peers import PeerPool
 from pinledger.service.api.ratelimit import QueueRateLimits
+from pinledger.service.assembly import Assembly, stop_on_signals
 from pinledger.service.config import Config
-from pinledger.service.dashboard.app import Dashboard
-from pinledger.service.dashboard.auth import Sessions
-from pinledger.service.dashboard.backend import AsOfReader, Backend, NoOwner
+from pinledger.service.dashboard.backend import NoOwner
 from pinledger.service.listeners import Listener
 from pinledger.service.observability import telemetry
-from pinledger.service.observability.admin_http import AdminHttpServer
 from pinledger.service.observability.health import HealthMonitor, Loop
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.owner import Owner
-from pinledger.service.queue_config import QueueConfig, QueueConfigWatcher
+from pinledger.service.queue_config import QueueConfig
 
 log = logging.getLogger(__name__)
 
@@ -69,25 +53,14 @@ class Server:
         # (service/observability/telemetry.py).
         telemetry.setup()
         self.metrics = Metrics()
-        self.store = open_store(config.store_url, config.schema, max_size=16)
-        self.store.migrate()
-        self.kafka = KafkaLog(
-            KafkaSettings(
-                bootstrap=config.kafka,
-                client_id=config.server_id,
-                topics=config.topic_policy(),
-                append_timeout_ms=round(config.append_timeout_s * 1000),
-            )
-        )
-        self.writer = LedgerWriter(self.kafka, config.topic_prefix)
-        self.writer.ensure_catalog()
-        warn_if_unsafe(self.kafka, catalog_topic(config.topic_prefix))
-        self.queues = QueueDirectory(self.store)
+        # Before the assembly: its queue-config watcher applies the config at once.
         self.rate_limits = QueueRateLimits()
         self._live_servers = 1
-        self.queue_config = QueueConfigWatcher(
-            _path(config.queue_config), self._queue_config_changed
-        )
+        self.parts = Assembly(config, store_size=16, on_queue_config=self._queue_config_changed)
+        self.store, self.kafka, self.writer = self.parts.store, self.parts.kafka, self.parts.writer
+        self.queues, self.queue_config = self.parts.queues, self.parts.queue_config
+        self.writer.ensure_catalog()
+        warn_if_unsafe(self.kafka, catalog_topic(config.topic_prefix))
         self.owner = Owner(
             config,
             self.store,
@@ -128,24 +101,12 @@ class Server:
             },
             metrics=self.metrics,
         )
-        self.dashboard = Dashboard(
-            Backend(
-                api=self.handler.api,
-                # Asked afresh: the owner's own list is up to 2 s old.
-                owners=lambda: self.kafka.group_members(f"{config.topic_prefix}owners"),
-                as_of=as_of_reader(config, self.store, self.kafka),
-                sessions=Sessions(config.admin_password_sha256, config.admin_salt, SYSTEM_CLOCK),
-                trace_url_template=config.trace_url_template,
-            )
-        )
-        self.admin = AdminHttpServer(
-            config.host,
-            config.admin_port,
+        self.dashboard, self.admin = self.parts.admin_http(
+            self.handler.api,
             self.metrics,
             self.health.liveness,
             self.health.readiness,
             self.health.progress,
-            pages=self.dashboard,
         )
         limits = ConnectionLimits(
             max_connections=config.max_connections,
@@ -225,24 +186,15 @@ class Server:
         self.admin.stop()
         self.health.stop()
         self.peers.close()
-        self.kafka.close()
-        self.store.close()
+        self.parts.close()
         telemetry.shutdown()  # flush the spans still batched
         self._stopped.set()
 
     def run_forever(self) -> None:
-        def stop(signum: int, _: Any) -> None:
-            log.info("signal %d: stopping", signum)
-            threading.Thread(target=self.stop, daemon=True).start()
-
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
+        # stop() joins threads: not in the signal handler.
+        stop_on_signals(lambda: threading.Thread(target=self.stop, daemon=True).start())
         self.start()
         self._stopped.wait()
-
-
-def _path(value: str) -> Path | None:
-    return Path(value) if value else None
 
 
 def warn_if_unsafe(inspector: LogInspector, topic: str) -> None:
@@ -268,28 +220,6 @@ def warn_if_unsafe(inspector: LogInspector, topic: str) -> None:
             )
 
 
-def as_of_reader(config: Config, live: LedgerStore, kafka: KafkaLog) -> AsOfReader:
-    """The dashboard's queue as of a moment: a bounded replay of one queue into a
-    scratch schema, dropped after reading (what `pinledger replay --as-of` does)."""
-
-    def read(queue: str, at: int, limit: int, pair: Sequence[str]) -> QueueAsOf:
-        ds = [descriptor.parse(text) for text in pair]  # before the replay: fail fast
-        scratch = open_store(config.store_url, f"asof_{uuid.uuid4().hex[:8]}", max_size=2)
-        try:
-            scope = Scope(queues=frozenset({queue}), bound=Bound(at=at))
-            replay(live, scratch, kafka, config.topic_prefix, scope)
-            state = queue_as_of(scratch, queue, at, limit)
-            if len(ds) == 2:
-                jobs = jobs_then(scratch, queue, ds)
-                _, why = why_first((ds[0], jobs[0]), (ds[1], jobs[1]), at)
-                state = dataclasses.replace(state, why=why)
-            return state
-        finally:
-            scratch.drop()
-
-    return read
-
-
 class DashboardServer:
     """`pinledger dashboard`: the dashboard alone, on the admin port, pointed at the
     Kafka and Postgres of a cluster. It owns no partition: it reads the projection the
@@ -298,24 +228,14 @@ class DashboardServer:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.metrics = Metrics()
-        self.store = open_store(config.store_url, config.schema, max_size=4)
-        self.store.migrate()  # as a server does: it may be the first to use the schema
-        self.kafka = KafkaLog(
-            KafkaSettings(
-                bootstrap=config.kafka,
-                client_id=config.server_id,
-                topics=config.topic_policy(),
-                append_timeout_ms=round(config.append_timeout_s * 1000),
-            )
-        )
-        self.writer = LedgerWriter(self.kafka, config.topic_prefix)
-        self.queues = QueueDirectory(self.store)
-        self.queue_config = QueueConfigWatcher(_path(config.queue_config), lambda _: None)
+        self.parts = Assembly(config, store_size=4, on_queue_config=lambda _: None)
+        self.store, self.kafka, self.queues = self.parts.store, self.parts.kafka, self.parts.queues
+        self.queue_config = self.parts.queue_config
         self.peers = PeerPool()
         api = Api(
             config=config,
             store=self.store,
-            writer=self.writer,
+            writer=self.parts.writer,
             owner=NoOwner(),
             metrics=self.metrics,
             queues=self.queues,
@@ -325,32 +245,13 @@ class DashboardServer:
             clock=SYSTEM_CLOCK,
             limits=Limits(max_priority=config.max_priority, max_body_bytes=config.max_body_bytes),
         )
-        group = f"{config.topic_prefix}owners"
-        self.dashboard = Dashboard(
-            Backend(
-                api=api,
-                owners=lambda: self.kafka.group_members(group),
-                as_of=as_of_reader(config, self.store, self.kafka),
-                sessions=Sessions(config.admin_password_sha256, config.admin_salt, SYSTEM_CLOCK),
-                trace_url_template=config.trace_url_template,
-            )
-        )
-        self.admin = AdminHttpServer(
-            config.host,
-            config.admin_port,
-            self.metrics,
-            lambda: {"postgres": "ok"},
-            pages=self.dashboard,
+        self.dashboard, self.admin = self.parts.admin_http(
+            api, self.metrics, lambda: {"postgres": "ok"}
         )
         self._stopped = threading.Event()
 
     def run_forever(self) -> None:
-        def stop(signum: int, _: Any) -> None:
-            log.info("signal %d: stopping", signum)
-            self._stopped.set()
-
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
+        stop_on_signals(self._stopped.set)
         self.queues.start()
         self.queue_config.start()
         self.admin.start()
@@ -367,5 +268,4 @@ class DashboardServer:
         self.queue_config.stop()
         self.queues.stop()
         self.peers.close()
-        self.kafka.close()
-        self.store.close()
+        self.parts.close()

@@ -81,11 +81,6 @@ class ThriftServer:
         self._closed = threading.Event()
         self._noise = RateLimitedLog(log)
 
-    @property
-    def open_connections(self) -> int:
-        with self._open_lock:
-            return self._open
-
     def serve_forever(self) -> None:
         while not self._closed.is_set():
             try:

@@ -3,7 +3,7 @@ Thrift arguments once (requests.py) and handing them to the module of its group.
 
 queues.py (createQueue, deleteQueue, getQueueNames), enqueue.py, dequeue.py
 (dequeueJobs, dequeueOwned), acks.py (ackDequeuedJobs, checkpointJobs), reads.py
-(lookupJobs, getJobHistory, getJobCount, scanJobs), admin.py (retryFailedJobs,
+(lookupJobs, getJobHistory, getJobCount, scanJobs), bulk.py (retryFailedJobs,
 deleteJobs). They share core.py: load the queue, decide with `ledger.commands`,
 append. Errors become PinLater's in one place, errors.py (`rpc`).
 """
@@ -17,7 +17,7 @@ from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 from pinledger.ledger.commands import Limits
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import LedgerStore
-from pinledger.service.api import acks, admin, dequeue, enqueue, queues, reads
+from pinledger.service.api import acks, bulk, dequeue, enqueue, queues, reads
 from pinledger.service.api import requests as parse
 from pinledger.service.api.core import Api, Owners
 from pinledger.service.api.directory import QueueDirectory
@@ -125,12 +125,12 @@ class Handler:
 
     @rpc
     def retryFailedJobs(self, context: Any, request: Any) -> int:
-        return admin.retry_failed_jobs(
+        return bulk.retry_failed_jobs(
             self.api, parse.parse_caller(context), parse.parse_retry(request)
         )
 
     @rpc
     def deleteJobs(self, context: Any, request: Any) -> int:
-        return admin.delete_jobs(
+        return bulk.delete_jobs(
             self.api, parse.parse_caller(context), parse.parse_delete_jobs(request)
         )

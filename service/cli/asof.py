@@ -12,7 +12,6 @@ from typing import Any
 
 from pinledger.ledger import descriptor
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.times import format_ms
 from pinledger.projections.actions import Tag
 from pinledger.projections.asof import (
@@ -27,6 +26,7 @@ from pinledger.projections.factory import open_store
 from pinledger.projections.projector import Scope
 from pinledger.projections.replay import replay
 from pinledger.projections.store import LedgerStore
+from pinledger.service.assembly import open_log
 from pinledger.service.config import Config
 
 
@@ -148,7 +148,7 @@ def run(config: Config, args: argparse.Namespace) -> int:
     scratch_name = args.scratch or f"asof_{uuid.uuid4().hex[:8]}"
     live = open_store(config.store_url, config.schema)
     scratch = open_store(config.store_url, scratch_name)
-    kafka = KafkaLog(KafkaSettings(bootstrap=config.kafka, client_id=config.server_id))
+    kafka = open_log(config)
     try:
         print(f"replaying queue {queue} up to {as_of} into schema {scratch_name}", file=sys.stderr)
         replay(live, scratch, kafka, config.topic_prefix, scope, _progress())

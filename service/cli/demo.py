@@ -35,12 +35,12 @@ from pinledger.client.examples.thumbnail_worker import make_thumbnail
 from pinledger.client.jobs import Job
 from pinledger.client.worker import Handler
 from pinledger.ledger import descriptor
-from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import LogError
 from pinledger.projections.factory import open_store
 from pinledger.projections.projector import Scope
 from pinledger.projections.replay import replay
 from pinledger.projections.store import StoreError
+from pinledger.service.assembly import open_log
 from pinledger.service.cli.trace import fetch_history, render
 from pinledger.service.config import Config
 
@@ -257,7 +257,7 @@ def _interesting_job(client: PinLaterClient, descriptors: list[str]) -> tuple[st
 def _replay_queue(config: Config, queue: str) -> str:
     live = open_store(config.store_url, config.schema)
     scratch = open_store(config.store_url, f"demo_replay_{uuid.uuid4().hex[:8]}")
-    kafka = KafkaLog(KafkaSettings(bootstrap=config.kafka, client_id="pinledger-demo"))
+    kafka = open_log(config, client_id="pinledger-demo")
     try:
         report = replay(live, scratch, kafka, config.topic_prefix, Scope(frozenset({queue})))
     finally:

@@ -47,10 +47,11 @@ from pinledger.ledger.events import (
     Failed,
     Succeeded,
 )
-from pinledger.ledger.kafka import KafkaLog, KafkaSettings
+from pinledger.ledger.kafka import KafkaLog
 from pinledger.ledger.state import JobState
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.mysql.pinlater import PinLaterJob, PinLaterShard, PinLaterSource
+from pinledger.service.assembly import open_log
 from pinledger.service.cli.import_guard import ImportRefusedError, make_room, old_descriptor
 from pinledger.service.config import Config
 
@@ -232,14 +233,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(config: Config, args: argparse.Namespace) -> int:
     source = PinLaterSource(args.source)
-    log = KafkaLog(
-        KafkaSettings(
-            bootstrap=config.kafka,
-            client_id=config.server_id,
-            topics=config.topic_policy(),
-            append_timeout_ms=round(config.append_timeout_s * 1000),
-        )
-    )
+    log = open_log(config)
     try:
         writer = LedgerWriter(log, config.topic_prefix)
         writer.ensure_catalog()

@@ -10,12 +10,12 @@ import sys
 from collections.abc import Callable, Sequence
 
 from pinledger.ledger.codec import CodecError
-from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import LogError
 from pinledger.ledger.times import parse_ms
 from pinledger.projections.factory import open_store
 from pinledger.projections.projector import ProjectionRunner
 from pinledger.projections.store import LedgerStore, StoreError
+from pinledger.service.assembly import open_log
 from pinledger.service.cli import doctor, import_pinlater
 from pinledger.service.cli import replay as replay_cli
 from pinledger.service.cli import trace as trace_cli
@@ -34,17 +34,6 @@ def _store(config: Config, schema: str | None = None) -> LedgerStore:
     return open_store(config.store_url, schema or config.schema)
 
 
-def _log(config: Config) -> KafkaLog:
-    return KafkaLog(
-        KafkaSettings(
-            bootstrap=config.kafka,
-            client_id=config.server_id,
-            topics=config.topic_policy(),
-            append_timeout_ms=round(config.append_timeout_s * 1000),
-        )
-    )
-
-
 def cmd_migrate(config: Config, _: argparse.Namespace) -> int:
     store = _store(config)
     try:
@@ -61,7 +50,7 @@ def cmd_project(config: Config, args: argparse.Namespace) -> int:
     """Run the projection until interrupted (or, with --once, until caught up)."""
     store = _store(config)
     store.migrate()
-    kafka = _log(config)
+    kafka = open_log(config)
     runner = ProjectionRunner(store, kafka, config.topic_prefix, max_records=args.batch)
     try:
         if args.once:
@@ -136,7 +125,7 @@ def cmd_dashboard(config: Config, _: argparse.Namespace) -> int:
 
 
 def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
-    log = _log(config)
+    log = open_log(config)
     try:
         return doctor.run(config, args, log)
     finally:

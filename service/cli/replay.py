@@ -18,13 +18,13 @@ import uuid
 from collections.abc import Callable
 
 from pinledger.ledger.descriptor import JOBS_PER_RECORD
-from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import Log
 from pinledger.projections.factory import open_store
 from pinledger.projections.projector import Bound, Scope
 from pinledger.projections.replay import ReplayReport, replay
 from pinledger.projections.store import LedgerStore
 from pinledger.projections.verify import MAX_JOBS, verify
+from pinledger.service.assembly import open_log
 from pinledger.service.cli import asof as asof_cli
 from pinledger.service.config import Config
 
@@ -67,17 +67,6 @@ def _max_jobs(text: str) -> int:
         # A range of ids is never narrower than one record's jobs.
         raise argparse.ArgumentTypeError(f"--max-jobs must be at least {JOBS_PER_RECORD}")
     return value
-
-
-def open_log(config: Config) -> KafkaLog:
-    return KafkaLog(
-        KafkaSettings(
-            bootstrap=config.kafka,
-            client_id=config.server_id,
-            topics=config.topic_policy(),
-            append_timeout_ms=round(config.append_timeout_s * 1000),
-        )
-    )
 
 
 def open_ports(config: Config) -> tuple[LedgerStore, Log]:

@@ -9,7 +9,7 @@ import uuid
 from pinledger.ledger import descriptor
 from pinledger.ledger.state import JobState
 from pinledger.projections.store import JobRow, JobSearch
-from pinledger.service.api import admin
+from pinledger.service.api import bulk
 from pinledger.service.api.barrier import settle
 from pinledger.service.api.core import load_queue
 from pinledger.service.api.requests import Caller
@@ -170,5 +170,5 @@ def act(
     keys = selection(backend, what, queue, priority, error, chosen)
     caller = Caller(source=f"dashboard:{user}", request_id=uuid.uuid4().hex)
     if what.startswith("retry"):
-        return admin.retry_selected(backend.api, caller, queue, keys, attempts)
-    return admin.delete_selected(backend.api, caller, queue, JobState.FAILED, keys)
+        return bulk.retry_selected(backend.api, caller, queue, keys, attempts)
+    return bulk.delete_selected(backend.api, caller, queue, JobState.FAILED, keys)

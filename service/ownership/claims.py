@@ -22,8 +22,8 @@ from pinledger.ledger.log import LogError
 from pinledger.ledger.state import Job
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.ownership.dispatcher import take
 from pinledger.service.ownership.partitions import Owned, Partitions
+from pinledger.service.ownership.ready_buffer import take
 from pinledger.service.ownership.spans import job_span
 
 

@@ -22,7 +22,7 @@ import threading
 from pinledger.ledger.clock import Clock
 from pinledger.ledger.log import GroupReader
 from pinledger.service.observability.log_limit import RateLimitedLog
-from pinledger.service.ownership.maintenance import Maintenance
+from pinledger.service.ownership.maintenance.schedule import Maintenance
 from pinledger.service.ownership.partitions import Partitions
 from pinledger.service.ownership.subscription import Subscription
 

@@ -17,10 +17,10 @@ group assignment plays the part Helix plays in Pacer. The owner
 - partitions.py: the owned partitions, adoption and catch-up on assignment,
   projection, revocation (and the rebalance callbacks);
 - loop.py: the owner thread and its pass;
-- claims.py: dequeue (take from the ready buffers in dispatcher.py, append claims);
-- maintenance.py: claim timeouts and garbage collection, appended as events;
-- history.py: the timeline's day partitions, made ahead and dropped past the history
-  retention (a thread of its own);
+- claims.py: dequeue (take from the ready buffers in ready_buffer.py, append claims);
+- maintenance/: one module per duty: claim timeouts and garbage collection, appended
+  as events, and the timeline's retention (its day partitions made ahead and dropped
+  past the history retention, a thread of its own);
 - membership.py: the group's live members (forwarding, rate limits, createQueue's wait)
   and the members thread;
 - watchdog.py: rebalance requests for unserved partitions, the stuck-loop report;
@@ -28,7 +28,7 @@ group assignment plays the part Helix plays in Pacer. The owner
 
 Threads: the owner thread (loop.py) polls Kafka, projects and runs maintenance; the
 members thread (membership.py) lists the group's members and runs the watchdog; the
-history thread (history.py) keeps the timeline's partitions; the
+retention thread (maintenance/timeline_retention.py) keeps the timeline's partitions; the
 consumer's I/O thread calls the rebalance callbacks; Thrift handler threads call
 `dequeue`, `peek`, `serves_all`, `peers_for` and `add_queue`; the queue directory's
 thread calls `set_queues`.
@@ -62,13 +62,13 @@ from pinledger.service.config import Config
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.claims import Claimed, Claims
-from pinledger.service.ownership.history import HistoryKeeper, HistoryThread
 from pinledger.service.ownership.loop import OwnerLoop
-from pinledger.service.ownership.maintenance import (
-    COLLECT_LIMIT,
-    ClaimTimeouts,
-    Collector,
-    Maintenance,
+from pinledger.service.ownership.maintenance.claim_timeouts import ClaimTimeouts
+from pinledger.service.ownership.maintenance.garbage_collection import Collector
+from pinledger.service.ownership.maintenance.schedule import Maintenance
+from pinledger.service.ownership.maintenance.timeline_retention import (
+    RetentionThread,
+    TimelineRetention,
 )
 from pinledger.service.ownership.membership import Membership, MembersThread, member_id_of
 from pinledger.service.ownership.partitions import Owned, Partitions
@@ -138,8 +138,10 @@ class Owner:
             self.group, kafka, self.subscription, self.partitions, self.loop, rejoin, self.clock
         )
         self._members_thread = MembersThread(self.refresh_members, self._stop, self.clock)
-        self._history_thread = HistoryThread(
-            HistoryKeeper(store, self.clock, config.history_retention_days), self._stop, self.clock
+        self._retention_thread = RetentionThread(
+            TimelineRetention(store, self.clock, config.history_retention_days),
+            self._stop,
+            self.clock,
         )
         self._reader: GroupReader | None = None
 
@@ -157,13 +159,13 @@ class Owner:
         self.partitions.attach(self._reader)
         self.loop.start(self._reader)
         self._members_thread.thread.start()
-        self._history_thread.thread.start()
+        self._retention_thread.thread.start()
 
     def stop(self) -> None:
         self._stop.set()
         self.loop.thread.join(timeout=10)
         self._members_thread.thread.join(timeout=5)
-        self._history_thread.thread.join(timeout=5)
+        self._retention_thread.thread.join(timeout=5)
         if self._reader is not None:
             self._reader.close()  # leaves the group: the others take over at once
 
@@ -248,11 +250,3 @@ class Owner:
         """Claim up to `limit` due jobs from owned partitions of `queue`: one claim
         record per partition, answered once the broker has them."""
         return self.claims.dequeue(queue, limit, now, actor, coverage)
-
-    def expire_claims(self, now: int) -> int:
-        """Append timeouts for claims not renewed within the claim timeout."""
-        return self.timeouts.run(now)
-
-    def collect(self, now: int, limit: int = COLLECT_LIMIT) -> int:
-        """Append Collected for finished jobs past their TTL in owned partitions."""
-        return self.collector.run(now, limit)

@@ -50,7 +50,7 @@ from pinledger.projections.store import FencedError, LedgerStore, PartitionGoneE
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.ownership.dispatcher import DEFAULT_WINDOW, ReadyBuffer
+from pinledger.service.ownership.ready_buffer import DEFAULT_WINDOW, ReadyBuffer
 from pinledger.service.ownership.spans import apply_spans
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class Owned:
     # linked from claim and ack spans (the projection has every job's).
     traceparents: dict[int, str] = field(default_factory=dict)
     # (local_id, touched_at) of the claims whose timeout was appended and is on its way
-    # through the log (maintenance.py), so it is not appended twice.
+    # through the log (maintenance/claim_timeouts.py), so it is not appended twice.
     timing_out: set[tuple[int, int | None]] = field(default_factory=set)
 
 

@@ -41,7 +41,7 @@ from pinledger.projections.store import (
     check_forward,
     fenced,
 )
-from pinledger.service.testing.fake_history import FakeHistoryPartitions
+from pinledger.service.testing.fake_day_partitions import FakeDayPartitions
 from pinledger.service.testing.fake_rows import (
     EventKey,
     ImportedRow,
@@ -81,7 +81,7 @@ class FakeStore:
         self._offsets: dict[tuple[str, int], int] = {}
         # (queue, PinLater descriptor) -> (partition, local id, priority)
         self._imported: dict[tuple[str, str], ImportedRow] = {}
-        self._history = FakeHistoryPartitions()
+        self._day_partitions = FakeDayPartitions()
 
     # -- failure injection --------------------------------------------------------------
 
@@ -121,7 +121,7 @@ class FakeStore:
             self._jobs.clear()
             self._events.clear()
             self._offsets.clear()
-            self._history = FakeHistoryPartitions()
+            self._day_partitions = FakeDayPartitions()
 
     # -- the projector's side ------------------------------------------------------------
 
@@ -231,7 +231,7 @@ class FakeStore:
         for job in batch.upserts:
             check_job(job)
         self._offsets[key] = batch.next_offset
-        self._history.ensure_for(batch.events)
+        self._day_partitions.ensure_for(batch.events)
         self._events.update(events)
         for local_id in batch.removals:
             self._jobs.pop((batch.queue, batch.partition, local_id), None)
@@ -282,17 +282,18 @@ class FakeStore:
     # -- the timeline's day partitions -----------------------------------------------
 
     def history_partitions(self) -> list[HistoryPartition]:
-        return self._run("listing the history partitions", self._history.listed)
+        return self._run("listing the history partitions", self._day_partitions.listed)
 
     def ensure_history_partitions(self, from_ms: int, to_ms: int) -> int:
         return self._run(
-            "creating history partitions", lambda: self._history.ensure_between(from_ms, to_ms)
+            "creating history partitions",
+            lambda: self._day_partitions.ensure_between(from_ms, to_ms),
         )
 
     def drop_history_before(self, cutoff: int) -> int:
         return self._run(
             "dropping history partitions",
-            lambda: self._history.drop_before(cutoff, self._events),
+            lambda: self._day_partitions.drop_before(cutoff, self._events),
         )
 
     def expired(

@@ -13,8 +13,8 @@ from pinledger.ledger.state import Job
 from pinledger.projections.projector import PartitionProjector
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.ownership.dispatcher import ReadyBuffer
 from pinledger.service.ownership.partitions import Owned, Partitions
+from pinledger.service.ownership.ready_buffer import ReadyBuffer
 from pinledger.service.testing.fake_log import FakeLog
 from pinledger.service.testing.fake_store import FakeStore
 

@@ -40,7 +40,10 @@ from pinledger.projections.log_history import (
     read_history,
 )
 from pinledger.projections.projector import PartitionProjector
-from pinledger.service.ownership.history import HistoryKeeper, HistoryThread
+from pinledger.service.ownership.maintenance.timeline_retention import (
+    RetentionThread,
+    TimelineRetention,
+)
 from pinledger.service.testing.clock import FakeClock
 from pinledger.service.testing.fake_log import FakeLog
 from pinledger.service.testing.fake_store import FakeStore
@@ -97,7 +100,7 @@ def test_only_partitions_wholly_older_than_the_cutoff_are_dropped() -> None:
 
 def test_the_keeper_makes_partitions_ahead_and_keeps_history_forever_by_default() -> None:
     store, clock = FakeStore(), FakeClock(DAY0 + 1000)
-    keeper = HistoryKeeper(store, clock, retention_days=0)
+    keeper = TimelineRetention(store, clock, retention_days=0)
     assert keeper.run().created == 3
     clock.advance(30 * 86_400)
     result = keeper.run()
@@ -107,7 +110,7 @@ def test_the_keeper_makes_partitions_ahead_and_keeps_history_forever_by_default(
 
 def test_the_keeper_drops_the_days_past_the_retention() -> None:
     store, clock = FakeStore(), FakeClock(DAY0 + 1000)
-    keeper = HistoryKeeper(store, clock, retention_days=2)
+    keeper = TimelineRetention(store, clock, retention_days=2)
     keeper.run()  # days 0, 1, 2
     clock.advance(3 * 86_400)  # day 3, 00:00:01: days 0 (ended 3 days ago) is past 2 days
     assert keeper.run().dropped == 1
@@ -116,7 +119,9 @@ def test_the_keeper_drops_the_days_past_the_retention() -> None:
 
 def test_the_history_thread_survives_failures_and_backs_off() -> None:
     store, clock = FakeStore(), FakeClock(DAY0)
-    thread = HistoryThread(HistoryKeeper(store, clock, 1), threading.Event(), clock, every_s=60)
+    thread = RetentionThread(
+        TimelineRetention(store, clock, 1), threading.Event(), clock, every_s=60
+    )
     store.fail("connection refused")
     assert not thread.run_once()
     assert [thread.pause_after(failed=True) for _ in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]

@@ -67,8 +67,23 @@ ALLOWED: dict[str, set[str]] = {
     },
     # The Thrift listening sockets: a leaf the server and the supervisor both use.
     "service.listeners": set(),
+    # The parts `serve` and `dashboard` both assemble (store, log, writer, queue
+    # directory, queue config, dashboard, admin HTTP port, signals), and the Kafka
+    # settings of a config: it names the Kafka and Postgres adapters, as the server does.
+    "service.assembly": {
+        "service",
+        "service.api",
+        "service.dashboard",
+        "service.observability",
+        "ledger",
+        "ledger.clock",
+        "ledger.kafka",
+        "projections",
+        "projections.factory",
+    },
     # The server assembles every room of the service, never the client library.
     "service.server": {
+        "service.assembly",
         "service",
         "service.listeners",
         "service.api",

@@ -18,14 +18,9 @@ from pinledger.ledger.state import Job, JobState
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import LedgerStore, PartitionBatch
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.ownership.maintenance import (
-    ClaimTimeouts,
-    Collector,
-    Every,
-    Maintenance,
-    gc_cutoffs,
-    timed_out,
-)
+from pinledger.service.ownership.maintenance.claim_timeouts import ClaimTimeouts, timed_out
+from pinledger.service.ownership.maintenance.garbage_collection import Collector, gc_cutoffs
+from pinledger.service.ownership.maintenance.schedule import Every, Maintenance
 from pinledger.service.ownership.partitions import Owned
 from pinledger.service.testing.clock import FakeClock
 from pinledger.service.testing.fake_store import FakeStore

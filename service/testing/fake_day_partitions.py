@@ -17,7 +17,7 @@ from pinledger.projections.store import EventRow
 K = TypeVar("K")
 
 
-class FakeHistoryPartitions:
+class FakeDayPartitions:
     def __init__(self) -> None:
         self.parts: set[HistoryPartition] = set()
 

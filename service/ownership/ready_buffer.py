@@ -16,7 +16,7 @@ the bound; a window over its capacity gives up its last jobs and lowers the boun
 Delayed jobs sort after the due ones of their priority, so they enter as the jobs
 ahead of them leave, and are handed out when due. IN_PROGRESS and finished jobs are not
 held: the projector reads them from Postgres when an event names them, and the claim
-timeouts read expired claims there (maintenance.py).
+timeouts read expired claims there (maintenance/claim_timeouts.py).
 
 A job handed to a dequeue stays *reserved* until its claim record has been projected
 (or the append failed), so two dequeues never hand out the same job.

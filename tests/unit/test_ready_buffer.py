@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pinledger.ledger.state import Job, JobState
-from pinledger.service.ownership.dispatcher import ReadyBuffer, take
+from pinledger.service.ownership.ready_buffer import ReadyBuffer, take
 from tests.unit.factories import CLAIM, NOW, WORKER, make_job
 
 

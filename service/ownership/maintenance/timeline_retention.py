@@ -1,4 +1,4 @@
-"""The history lifecycle: the timeline's day partitions (projections/history_partitions.py)
+"""The timeline's retention: its day partitions (projections/history_partitions.py)
 created ahead of the clock, and those past the history retention
 (PINLEDGER_HISTORY_RETENTION_DAYS; 0 keeps them forever) dropped whole.
 
@@ -23,18 +23,18 @@ from pinledger.service.observability.log_limit import RateLimitedLog
 log = logging.getLogger(__name__)
 
 # How often partitions are made ahead and old ones dropped (they are days long).
-HISTORY_EVERY_S = 600.0
+RETENTION_EVERY_S = 600.0
 # After a failure: 1 s, doubling up to the interval.
 FIRST_RETRY_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
-class HistoryPass:
+class RetentionPass:
     created: int
     dropped: int
 
 
-class HistoryKeeper:
+class TimelineRetention:
     """One pass of the lifecycle at the clock's time."""
 
     def __init__(self, store: HistoryStore, clock: Clock, retention_days: float) -> None:
@@ -42,7 +42,7 @@ class HistoryKeeper:
         self.clock = clock
         self.retention_days = retention_days
 
-    def run(self) -> HistoryPass:
+    def run(self) -> RetentionPass:
         now = self.clock.now_ms()
         created = self.store.ensure_history_partitions(*ahead_of(now))
         cutoff = retention_cutoff(now, self.retention_days)
@@ -53,19 +53,19 @@ class HistoryKeeper:
                 created,
                 dropped,
             )
-        return HistoryPass(created, dropped)
+        return RetentionPass(created, dropped)
 
 
-class HistoryThread:
-    """Runs `keeper` at once, then every HISTORY_EVERY_S until `stop` is set; after a
+class RetentionThread:
+    """Runs `keeper` at once, then every RETENTION_EVERY_S until `stop` is set; after a
     failure, sooner (backing off from FIRST_RETRY_S)."""
 
     def __init__(
         self,
-        keeper: HistoryKeeper,
+        keeper: TimelineRetention,
         stop: threading.Event,
         clock: Clock,
-        every_s: float = HISTORY_EVERY_S,
+        every_s: float = RETENTION_EVERY_S,
     ) -> None:
         self.keeper = keeper
         self._stop = stop
@@ -73,7 +73,7 @@ class HistoryThread:
         self.every_s = every_s
         self.failures_in_a_row = 0
         self._failures = RateLimitedLog(log, burst=3, window_s=600.0, clock=clock)
-        self.thread = threading.Thread(target=self._run, name="history-lifecycle", daemon=True)
+        self.thread = threading.Thread(target=self._run, name="timeline-retention", daemon=True)
 
     def pause_after(self, failed: bool) -> float:
         """How long to wait before the next pass."""

@@ -1,0 +1,145 @@
+"""The parts every process that serves a cluster assembles the same way: `pinledger
+serve` (server.py's `Server`) and `pinledger dashboard` (`DashboardServer`) both open
+the projection store and the Kafka log, write through a `LedgerWriter`, cache the
+queue directory, watch the queue config, serve the dashboard on the admin HTTP port
+and stop on SIGTERM or SIGINT. The command-line tools open their log here too, so
+every Kafka client of a config has the same topic policy and append timeout.
+
+The Kafka settings are built here and not by `Config`: the config belongs to the
+service room, which names no adapter (tests/unit/test_import_directions.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import signal
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pinledger.ledger import descriptor
+from pinledger.ledger.clock import SYSTEM_CLOCK
+from pinledger.ledger.kafka import KafkaLog, KafkaSettings
+from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.asof import QueueAsOf, jobs_then, queue_as_of, why_first
+from pinledger.projections.factory import open_store
+from pinledger.projections.projector import Bound, Scope
+from pinledger.projections.replay import replay
+from pinledger.projections.store import LedgerStore
+from pinledger.service.api.core import Api
+from pinledger.service.api.directory import QueueDirectory
+from pinledger.service.config import Config
+from pinledger.service.dashboard.app import Dashboard
+from pinledger.service.dashboard.auth import Sessions
+from pinledger.service.dashboard.backend import AsOfReader, Backend
+from pinledger.service.observability.admin_http import AdminHttpServer, Health, Progress
+from pinledger.service.observability.metrics import Metrics
+from pinledger.service.queue_config import QueueConfig, QueueConfigWatcher
+
+log = logging.getLogger(__name__)
+
+
+def kafka_settings(config: Config, client_id: str = "") -> KafkaSettings:
+    """How a process of this config reaches Kafka: the topics it creates get the
+    config's policy, an append waits at most APPEND_TIMEOUT_S. The client id is the
+    server id unless a tool names itself."""
+    return KafkaSettings(
+        bootstrap=config.kafka,
+        client_id=client_id or config.server_id,
+        topics=config.topic_policy(),
+        append_timeout_ms=round(config.append_timeout_s * 1000),
+    )
+
+
+def open_log(config: Config, client_id: str = "") -> KafkaLog:
+    return KafkaLog(kafka_settings(config, client_id))
+
+
+class Assembly:
+    """The store (migrated: this process may be the first to use the schema), the log,
+    its writer, the queue directory and the queue-config watcher. The owner of an
+    assembly starts and stops the directory and the watcher in its own order, and
+    `close`s the assembly last."""
+
+    def __init__(
+        self,
+        config: Config,
+        store_size: int,
+        on_queue_config: Callable[[QueueConfig], None],
+    ) -> None:
+        self.config = config
+        self.store = open_store(config.store_url, config.schema, max_size=store_size)
+        self.store.migrate()
+        self.kafka = open_log(config)
+        self.writer = LedgerWriter(self.kafka, config.topic_prefix)
+        self.queues = QueueDirectory(self.store)
+        self.queue_config = QueueConfigWatcher(
+            Path(config.queue_config) if config.queue_config else None, on_queue_config
+        )
+
+    def admin_http(
+        self,
+        api: Api,
+        metrics: Metrics,
+        health: Health,
+        ready: Health | None = None,
+        progress: Progress = dict,
+    ) -> tuple[Dashboard, AdminHttpServer]:
+        """The dashboard, acting through `api`, and the admin HTTP port serving it next
+        to /metrics and /health."""
+        config = self.config
+        group = f"{config.topic_prefix}owners"
+        dashboard = Dashboard(
+            Backend(
+                api=api,
+                # Asked afresh: an owner's own list is up to 2 s old.
+                owners=lambda: self.kafka.group_members(group),
+                as_of=as_of_reader(config, self.store, self.kafka),
+                sessions=Sessions(config.admin_password_sha256, config.admin_salt, SYSTEM_CLOCK),
+                trace_url_template=config.trace_url_template,
+            )
+        )
+        admin = AdminHttpServer(
+            config.host, config.admin_port, metrics, health, ready, progress, pages=dashboard
+        )
+        return dashboard, admin
+
+    def close(self) -> None:
+        self.kafka.close()
+        self.store.close()
+
+
+def stop_on_signals(stop: Callable[[], None]) -> None:
+    """SIGTERM and SIGINT call `stop` (in the main thread, between its bytecodes: it
+    must not block)."""
+
+    def handle(signum: int, _: Any) -> None:
+        log.info("signal %d: stopping", signum)
+        stop()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+
+
+def as_of_reader(config: Config, live: LedgerStore, kafka: KafkaLog) -> AsOfReader:
+    """The dashboard's queue as of a moment: a bounded replay of one queue into a
+    scratch schema, dropped after reading (what `pinledger replay --as-of` does)."""
+
+    def read(queue: str, at: int, limit: int, pair: Sequence[str]) -> QueueAsOf:
+        ds = [descriptor.parse(text) for text in pair]  # before the replay: fail fast
+        scratch = open_store(config.store_url, f"asof_{uuid.uuid4().hex[:8]}", max_size=2)
+        try:
+            scope = Scope(queues=frozenset({queue}), bound=Bound(at=at))
+            replay(live, scratch, kafka, config.topic_prefix, scope)
+            state = queue_as_of(scratch, queue, at, limit)
+            if len(ds) == 2:
+                jobs = jobs_then(scratch, queue, ds)
+                _, why = why_first((ds[0], jobs[0]), (ds[1], jobs[1]), at)
+                state = dataclasses.replace(state, why=why)
+            return state
+        finally:
+            scratch.drop()
+
+    return read
