@@ -63,6 +63,8 @@ bench: ## the benchmark, PEERS=pgqueuer,river for River too (see docs/performanc
 	$(PYTHON) -m bench --peer $(PEERS)
 
 wheel: ## build the wheel into dist/ (installable anywhere; see tests/integration/test_wheel.py)
+	# setuptools reuses build/lib: a module deleted since the last build would ship.
+	rm -rf build/lib build/bdist.*
 	$(PYTHON) -m pip wheel --no-deps -q -w dist .
 
 # build/__editable__.* stays: it is the editable install (make install).

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import configparser
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -76,11 +77,20 @@ def _run(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> st
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel, built from the checkout as `make wheel` builds it."""
+    """The wheel, built as `make wheel` builds it, from a copy of the files a clone
+    would have (tracked, or new and not ignored): setuptools reuses the checkout's
+    build/lib, so a build in place could ship a module deleted since the last one."""
     base = tmp_path_factory.mktemp("wheel")
-    dist = base / "dist"
+    source, dist = base / "src", base / "dist"
+    listed = _run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], ROOT)
+    for name in filter(None, listed.split("\0")):
+        path = ROOT / name
+        if path.is_file():  # a file deleted but not yet staged is still listed
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, source / name)
     _run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)], base
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)],
+        base,
     )
     (built,) = dist.glob("pinledger-*.whl")
     return built
