@@ -20,7 +20,7 @@ from pinledger.ledger.log import (
     TopicState,
 )
 from pinledger.ledger.rdkafka.admin import RdkafkaAdmin
-from pinledger.ledger.rdkafka.producer import Appender
+from pinledger.ledger.rdkafka.producer import Appender, AppendTimeoutError
 from pinledger.ledger.rdkafka.reader import RdkafkaReader
 
 
@@ -73,7 +73,24 @@ class RdkafkaLog:
         both adapters)."""
 
     def append(self, appends: Sequence[Append]) -> list[int]:
-        return self._appender.append(appends)
+        try:
+            return self._appender.append(appends)
+        except AppendTimeoutError as exc:
+            # librdkafka holds records for a topic it does not know for up to
+            # topic.metadata.propagation.max.ms (a topic created a moment ago may not
+            # have reached every broker), so an append to a deleted queue's topic times
+            # out as one to a broker that is down: say which it was.
+            wanted = {a.topic for a in appends}
+            try:
+                gone = wanted - self.existing(wanted)
+            except LogError:
+                raise exc from None
+            if not gone:
+                raise
+            raise LogError(
+                f"append to Kafka at {self.bootstrap} failed: no topic {', '.join(sorted(gone))}."
+                " The topic does not exist: its queue may have been deleted meanwhile."
+            ) from exc
 
     def end_offset(self, topic: str, partition: int) -> int:
         ends = self.end_offsets([(topic, partition)])

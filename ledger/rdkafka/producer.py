@@ -33,6 +33,10 @@ _CLOSE_TIMEOUT_S = 5.0
 _Headers = list[tuple[str, str | bytes | None]]
 
 
+class AppendTimeoutError(LogError):
+    """No acknowledgement within the append timeout; the records may still land."""
+
+
 class _Delivery:
     """The wait of one append: the offsets of its records as their reports come in,
     or the first error. Reports come on the poll thread only, in any order."""
@@ -146,7 +150,7 @@ class Appender:
         # The same timeout as the kafka-python adapter: from the first record queued;
         # a record may still land after it (librdkafka gives up at message.timeout.ms).
         if not delivery.wait(max(0.001, self._timeout_s - (time.monotonic() - started))):
-            raise timed_out(what, self._bootstrap, self._timeout_s)
+            raise AppendTimeoutError(str(timed_out(what, self._bootstrap, self._timeout_s)))
         if delivery.error is not None:
             raise log_error(delivery.error, what, self._bootstrap)
         return delivery.offsets

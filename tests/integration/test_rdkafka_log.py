@@ -1,0 +1,120 @@
+"""The librdkafka adapter against the real broker: what only this adapter does (its
+producer's thread of delivery reports, its reader's polls, its error policy). What every
+Log does is in tests/contract/test_log_contract.py, run against this adapter too."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import KafkaError
+
+from pinledger.ledger.adapters import LIBRDKAFKA, KafkaClientLog, open_log
+from pinledger.ledger.kafka import MAX_RECORD_BYTES, KafkaLog, KafkaSettings
+from pinledger.ledger.log import Append, LogError, LogRecord, Position, queue_topic
+from pinledger.ledger.rdkafka.producer import Appender
+
+
+@pytest.fixture
+def own(kafka: KafkaLog) -> Iterator[KafkaClientLog]:
+    """A librdkafka log of the test's own, with a short append timeout."""
+    log = open_log(
+        KafkaSettings(bootstrap=kafka.bootstrap, client_id="rdkafka-test", append_timeout_ms=3000),
+        LIBRDKAFKA,
+    )
+    yield log
+    log.close()
+
+
+def _librdkafka_cpu_s() -> float:
+    """CPU seconds used by librdkafka's own threads in this process (named rdk:...)."""
+    ticks = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                if not comm.read().startswith("rdk:"):
+                    continue
+            with open(f"/proc/self/task/{task}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime + stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_deleted_topic_leaves_the_producer_quiet_and_an_append_to_it_names_it(
+    own: KafkaClientLog, prefix: str
+) -> None:
+    """What kafka-python needed workarounds for (decision 0007): after a topic it wrote
+    to is deleted, the producer neither spins nor keeps failing the other topics, and an
+    append to the deleted one fails saying the topic is gone, not that Kafka is down."""
+    gone, live = queue_topic(prefix, "deleted_later"), queue_topic(prefix, "live")
+    own.create_topic(gone, 2)
+    own.create_topic(live, 1)
+    own.append([Append(gone, 0, b"a"), Append(gone, 1, b"b")])
+    own.delete_topic(gone)
+    own.forget_deleted_topics()
+    before = _librdkafka_cpu_s()
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:  # a server keeps writing to its other queues
+        own.append([Append(live, 0, b"busy")])
+        time.sleep(0.01)
+    used = _librdkafka_cpu_s() - before
+    assert used < 1.0, f"librdkafka's threads used {used:.2f} s of CPU in 3 s"
+    with pytest.raises(LogError, match=f"no topic {gone}"):
+        own.append([Append(gone, 0, b"too late")])
+
+
+def test_a_record_over_the_limit_is_refused_at_once(own: KafkaClientLog, prefix: str) -> None:
+    topic = queue_topic(prefix, "q")
+    own.create_topic(topic, 1)
+    started = time.monotonic()
+    with pytest.raises(LogError, match="MSG_SIZE_TOO_LARGE"):
+        own.append([Append(topic, 0, b"x" * (MAX_RECORD_BYTES + 1))])
+    assert time.monotonic() - started < 1.0
+    assert own.append([Append(topic, 0, b"small")]) == [0]
+
+
+def test_a_reader_returns_what_has_arrived_without_waiting_out_its_timeout(
+    own: KafkaClientLog, prefix: str
+) -> None:
+    """librdkafka's consume() waits for all the records asked for or the timeout: a
+    reader asking for 1,000 must still return the 5 there are at once."""
+    topic = queue_topic(prefix, "q")
+    own.create_topic(topic, 1)
+    own.append([Append(topic, 0, f"r{i}".encode()) for i in range(5)])
+    reader = own.reader([Position(topic, 0, 0)])
+    try:
+        started = time.monotonic()
+        records: list[LogRecord] = []
+        while len(records) < 5 and time.monotonic() - started < 20:
+            records += reader.poll(1000, 5000)
+        assert [r.offset for r in records] == list(range(5))
+        assert time.monotonic() - started < 2.5, "a poll sat out its timeout"
+    finally:
+        reader.close()
+
+
+def test_a_producer_that_failed_for_good_is_replaced(own: KafkaClientLog, prefix: str) -> None:
+    topic = queue_topic(prefix, "q")
+    own.create_topic(topic, 1)
+    [first] = own.append([Append(topic, 0, b"before")])
+    appender = own._appender  # type: ignore[attr-defined]
+    failed = appender._producer
+    # What librdkafka's error callback is told when the producer cannot go on.
+    appender._on_error(KafkaError(KafkaError._FATAL, "simulated", fatal=True))
+    assert own.append([Append(topic, 0, b"after")]) == [first + 1]
+    assert appender._producer is not failed
+
+
+def test_an_unreachable_broker_fails_an_append_within_its_timeout() -> None:
+    appender = Appender(KafkaSettings(bootstrap="127.0.0.1:9", append_timeout_ms=1000))
+    try:
+        started = time.monotonic()
+        with pytest.raises(LogError, match="is running and not overloaded"):
+            appender.append([Append("pinledger.q.nowhere", 0, b"lost")])
+        assert time.monotonic() - started < 3
+    finally:
+        appender.close()
