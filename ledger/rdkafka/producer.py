@@ -110,8 +110,10 @@ class Appender:
         """The producer to append with: a new one after a fatal error. librdkafka
         builds a producer without waiting for a broker, so it is swapped at once; the
         old one fails its waiting records (purge) and is closed on a thread of its own."""
+        if self._fatal is None:  # without the lock: read on every append
+            return self._producer
         with self._lock:
-            if self._fatal is None:
+            if self._fatal is None:  # another caller replaced it meanwhile
                 return self._producer
             reason, self._fatal = self._fatal, None
             old, self._producer = self._producer, self._new_producer()

@@ -15,6 +15,7 @@ from pinledger.ledger.adapters import LIBRDKAFKA, KafkaClientLog, open_log
 from pinledger.ledger.kafka import MAX_RECORD_BYTES, KafkaLog, KafkaSettings
 from pinledger.ledger.log import Append, LogError, LogRecord, Position, queue_topic
 from pinledger.ledger.rdkafka.producer import Appender
+from tests.contract.test_log_contract import Member, _eventually
 
 
 @pytest.fixture
@@ -118,3 +119,30 @@ def test_an_unreachable_broker_fails_an_append_within_its_timeout() -> None:
         assert time.monotonic() - started < 3
     finally:
         appender.close()
+
+
+def test_members_on_either_adapter_share_one_owners_group(
+    kafka: KafkaLog, own: KafkaClientLog, prefix: str
+) -> None:
+    """Group membership is kafka-python's in both adapters (decision 0021): a server on
+    librdkafka joins the owners' group of servers on kafka-python, with the same
+    assignor, so the adapter can be switched one server at a time."""
+    topic, group = queue_topic(prefix, "q"), f"{prefix}owners"
+    kafka.create_topic(topic, 4)
+    everything = [(topic, p) for p in range(4)]
+    with (
+        Member(kafka, group, [topic], "on-kafka-python") as old,
+        Member(own, group, [topic], "on-librdkafka") as new,
+    ):
+
+        def shared() -> bool:
+            a, b = old.held(), new.held()
+            return bool(a) and bool(b) and sorted(a + b) == everything
+
+        _eventually("the partitions shared by both members", shared)
+
+        def described() -> bool:
+            members = {m.member_id: sorted(m.partitions) for m in own.group_members(group)}
+            return members == {"on-kafka-python": old.held(), "on-librdkafka": new.held()}
+
+        _eventually("group_members lists both with their partitions", described)
