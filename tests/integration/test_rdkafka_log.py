@@ -13,7 +13,7 @@ from confluent_kafka import KafkaError
 
 from pinledger.ledger.adapters import LIBRDKAFKA, KafkaClientLog, open_log
 from pinledger.ledger.kafka import MAX_RECORD_BYTES, KafkaLog, KafkaSettings
-from pinledger.ledger.log import Append, LogError, LogRecord, Position, queue_topic
+from pinledger.ledger.log import Append, LogError, LogRecord, Position, TopicPolicy, queue_topic
 from pinledger.ledger.rdkafka.producer import Appender
 from tests.contract.test_log_contract import Member, _eventually
 
@@ -146,3 +146,25 @@ def test_members_on_either_adapter_share_one_owners_group(
             return members == {"on-kafka-python": old.held(), "on-librdkafka": new.held()}
 
         _eventually("group_members lists both with their partitions", described)
+
+
+def test_topics_get_the_policy_and_both_adapters_report_them_alike(
+    kafka: KafkaLog, prefix: str
+) -> None:
+    policy = TopicPolicy(min_insync_replicas=1, retention_ms=3_600_000)
+    log = open_log(
+        KafkaSettings(bootstrap=kafka.bootstrap, client_id="rdkafka-policy", topics=policy),
+        LIBRDKAFKA,
+    )
+    try:
+        topic = queue_topic(prefix, "short")
+        assert log.create_topic(topic, 3)
+        state = log.topic_states([topic, queue_topic(prefix, "missing")])
+        assert set(state) == {topic}
+        assert (state[topic].partitions, state[topic].offline) == (3, 0)
+        assert (state[topic].retention_ms, state[topic].min_insync_replicas) == (3_600_000, 1)
+        assert (state[topic].retention_bytes, state[topic].cleanup_policy) == (-1, "delete")
+        assert state == kafka.topic_states([topic])
+        assert log.broker_count() == kafka.broker_count()
+    finally:
+        log.close()
