@@ -21,7 +21,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pinledger.ledger.kafka.settings import KafkaSettings
 from pinledger.ledger.log import Append, LogError
 from pinledger.ledger.rdkafka import config
-from pinledger.ledger.rdkafka.errors import error_of, log_error, timed_out
+from pinledger.ledger.rdkafka.errors import UNREACHABLE, error_of, log_error, timed_out
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,14 @@ log = logging.getLogger(__name__)
 # delivery report wakes it at once.
 _POLL_S = 0.1
 _CLOSE_TIMEOUT_S = 5.0
+# While no broker answers, a probe asks for metadata with this backoff (the kafka-python
+# adapter rebuilds its producer with the same).
+_PROBE_FIRST_PAUSE_S = 0.5
+_PROBE_MAX_PAUSE_S = 5.0
+_PROBE_TIMEOUT_S = 1.0
+_UNANSWERED = KafkaError(
+    KafkaError._TRANSPORT, "no broker has answered since the last failed append"
+)
 # What produce() takes as headers; ours are (str, bytes) pairs.
 _Headers = list[tuple[str, str | bytes | None]]
 
@@ -76,6 +84,9 @@ class Appender:
         self._lock = threading.Lock()
         # Set by the error callback when librdkafka cannot go on with the producer.
         self._fatal: KafkaError | None = None
+        # Set when an append went unanswered, cleared by the probe once a broker
+        # answers: meanwhile appends fail at once (`_probe`).
+        self._unanswered = threading.Event()
         self._closed = threading.Event()
         self._producer = self._new_producer()
         self._poller = threading.Thread(
@@ -129,6 +140,8 @@ class Appender:
         what = f"append to Kafka at {self._bootstrap} failed"
         if self._closed.is_set():
             raise LogError(f"{what}: the log is closed")
+        if self._unanswered.is_set():
+            raise log_error(_UNANSWERED, f"{what} (reconnecting)", self._bootstrap)
         producer = self._current()
         delivery = _Delivery(len(appends))
         started = time.monotonic()
@@ -152,10 +165,42 @@ class Appender:
         # The same timeout as the kafka-python adapter: from the first record queued;
         # a record may still land after it (librdkafka gives up at message.timeout.ms).
         if not delivery.wait(max(0.001, self._timeout_s - (time.monotonic() - started))):
+            self._start_probe(appends[0].topic)
             raise AppendTimeoutError(str(timed_out(what, self._bootstrap, self._timeout_s)))
         if delivery.error is not None:
+            if delivery.error.code() in UNREACHABLE:
+                self._start_probe(appends[0].topic)
             raise log_error(delivery.error, what, self._bootstrap)
         return delivery.offsets
+
+    def _start_probe(self, topic: str) -> None:
+        """After an append went unanswered, fail later ones at once until a broker
+        answers, as the kafka-python adapter does while it rebuilds its producer: in an
+        outage only the first calls wait out the append timeout, the others answer at
+        once that Kafka is down. librdkafka keeps reconnecting by itself; the probe only
+        asks it, with backoff, for the topic's metadata (any broker's answer will do,
+        as for the kafka-python adapter: a topic deleted meanwhile is an answer too)."""
+        with self._lock:
+            if self._unanswered.is_set() or self._closed.is_set():
+                return
+            self._unanswered.set()
+        threading.Thread(
+            target=self._probe, args=(topic,), name="rdkafka-producer-probe", daemon=True
+        ).start()
+
+    def _probe(self, topic: str) -> None:
+        pause = _PROBE_FIRST_PAUSE_S
+        while not self._closed.is_set():
+            try:
+                self._producer.list_topics(topic, timeout=_PROBE_TIMEOUT_S)
+            except KafkaException as exc:
+                log.info("no Kafka broker answers yet (%s); asking again", error_of(exc).str())
+                self._closed.wait(pause)
+                pause = min(pause * 2, _PROBE_MAX_PAUSE_S)
+                continue
+            log.warning("a Kafka broker answers again: appending")
+            self._unanswered.clear()
+            return
 
     def close(self) -> None:
         """Stop serving reports, then wait a bounded time for what is queued: records
