@@ -15,7 +15,6 @@ from typing import Any
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
 from kafka.errors import (
-    GroupIdNotFoundError,
     InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
@@ -28,6 +27,7 @@ from kafka.errors import (
 from pinledger.ledger.kafka import patches
 from pinledger.ledger.kafka.errors import log_error, translated
 from pinledger.ledger.kafka.group import KafkaGroupReader, KafkaSubscriber
+from pinledger.ledger.kafka.membership import describe_group
 from pinledger.ledger.kafka.reader import KafkaReader
 from pinledger.ledger.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
 from pinledger.ledger.log import (
@@ -298,32 +298,7 @@ class KafkaLog:
 
     def group_members(self, group: str) -> list[GroupMember]:
         """Live members of a consumer group with the partitions each owns."""
-        with self._translated(f"cannot describe consumer group {group}"):
-            described = self._admin.describe_groups([group])
-        info = described.get(group, {}) if isinstance(described, dict) else {}
-        error = str(info.get("error") or "")
-        if GroupIdNotFoundError.__name__ in error:
-            return []  # no member has ever joined (kafka-python gives the error as text)
-        if error:
-            # Not "no members": the broker asked could not say (often NotCoordinator
-            # after the brokers restarted). Ask the right one next time.
-            patches.forget_group_coordinator(self._admin, group)
-            raise LogError(
-                f"cannot describe consumer group {group}: {error} "
-                "(looking its coordinator up again)"
-            )
-        members = []
-        for member in info.get("members") or []:
-            assignment = member.get("member_assignment") or {}
-            owned = [
-                (topic, partition)
-                for topic, partitions in _assigned_partitions(assignment)
-                for partition in partitions
-            ]
-            members.append(
-                GroupMember(member_id=str(member.get("client_id", "")), partitions=owned)
-            )
-        return members
+        return describe_group(self._admin, group, self.bootstrap)
 
     def close(self) -> None:
         self._closed.set()
@@ -332,15 +307,6 @@ class KafkaLog:
             # shutdown (SIGTERM once took over 20 s).
             self._producer.close(timeout=_CLOSE_TIMEOUT_S)
             self._admin.close()
-
-
-def _assigned_partitions(assignment: dict[str, Any]) -> list[tuple[str, list[int]]]:
-    """The (topic, partitions) pairs of a decoded ConsumerAssignment, as kafka-python 3
-    returns it: {"assigned_partitions": [{"topic": ..., "partitions": [...]}]}."""
-    return [
-        (str(pair["topic"]), [int(p) for p in pair["partitions"]])
-        for pair in assignment.get("assigned_partitions") or []
-    ]
 
 
 def _topic_state(name: str, info: dict[str, Any], configs: dict[str, Any]) -> TopicState:

@@ -1,4 +1,4 @@
-"""Fixtures of the contract suite: every port's tests run against the real adapter and
+"""Fixtures of the contract suite: every port's tests run against the real adapters and
 against the in-memory fake, so the fake behaves as the contract says and the tests that
 use it mean something.
 
@@ -13,7 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pinledger.ledger.kafka import KafkaLog, KafkaSettings
+from pinledger.ledger.adapters import KAFKA_PYTHON, LIBRDKAFKA, open_log
+from pinledger.ledger.kafka import KafkaSettings
 from pinledger.ledger.log import Log, LogError
 from pinledger.service.testing.fake_log import FakeLog
 from tests.settings import stack_settings
@@ -21,27 +22,49 @@ from tests.settings import stack_settings
 # -- the log port ---------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def kafka_log() -> Iterator[KafkaLog]:
-    """The real adapter, on the broker of PINLEDGER_KAFKA."""
+def _real_log(client: str) -> Iterator[Log]:
+    """A real adapter, on the broker of PINLEDGER_KAFKA."""
     try:
-        log = KafkaLog(
-            KafkaSettings(bootstrap=stack_settings().kafka, client_id="pinledger-contract")
+        log = open_log(
+            KafkaSettings(bootstrap=stack_settings().kafka, client_id="pinledger-contract"), client
         )
         log.topics()
     except LogError as exc:
-        pytest.fail(f"{exc}\n(the contract suite's kafka variant needs the broker: make stack-up)")
+        pytest.fail(
+            f"{exc}\n(the contract suite's {client} variant needs the broker: make stack-up)"
+        )
     yield log
     log.close()
 
 
-@pytest.fixture(params=[pytest.param("kafka", marks=pytest.mark.integration), "fake"])
+@pytest.fixture(scope="session")
+def kafka_log() -> Iterator[Log]:
+    """The kafka-python adapter."""
+    yield from _real_log(KAFKA_PYTHON)
+
+
+@pytest.fixture(scope="session")
+def rdkafka_log() -> Iterator[Log]:
+    """The librdkafka adapter (group membership delegated to kafka-python)."""
+    yield from _real_log(LIBRDKAFKA)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("kafka", marks=pytest.mark.integration),
+        pytest.param("librdkafka", marks=pytest.mark.integration),
+        "fake",
+    ]
+)
 def log(request: pytest.FixtureRequest) -> Iterator[Log]:
-    """The Log under test: the Kafka adapter or the FakeLog."""
+    """The Log under test: the kafka-python adapter, the librdkafka adapter or the
+    FakeLog."""
     if request.param == "fake":
         fake = FakeLog()
         yield fake
         fake.close()
+    elif request.param == "librdkafka":
+        yield request.getfixturevalue("rdkafka_log")
     else:
         yield request.getfixturevalue("kafka_log")
 

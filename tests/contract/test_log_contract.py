@@ -1,4 +1,5 @@
-"""The Log port's contract (ledger/log.py), run against the Kafka adapter and FakeLog."""
+"""The Log port's contract (ledger/log.py), run against both Kafka adapters (kafka-python,
+librdkafka) and FakeLog."""
 
 from __future__ import annotations
 

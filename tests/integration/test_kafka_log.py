@@ -1,6 +1,8 @@
 """The Kafka adapter against the real broker: what only the adapter does, and its
 workarounds of kafka-python's defects (decision 0007). What every Log does is in
-tests/contract/test_log_contract.py, run against this adapter and the fake."""
+tests/contract/test_log_contract.py, run against this adapter and the fake. The group
+tests run on the librdkafka adapter too, which delegates group membership here
+(decision 0021)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,25 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
+from pinledger.ledger.adapters import KAFKA_PYTHON, LIBRDKAFKA, KafkaClientLog, open_log
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import Append, LogError, queue_topic
+
+
+@pytest.fixture(params=[KAFKA_PYTHON, LIBRDKAFKA])
+def either(request: pytest.FixtureRequest, kafka: KafkaLog) -> Iterator[KafkaClientLog]:
+    """The kafka-python adapter, or a librdkafka one (its group membership is this
+    adapter's)."""
+    if request.param == KAFKA_PYTHON:
+        yield kafka
+        return
+    log = open_log(KafkaSettings(bootstrap=kafka.bootstrap, client_id="group-test"), LIBRDKAFKA)
+    yield log
+    log.close()
 
 
 def test_a_deleted_topic_is_not_asked_about_again(
@@ -83,14 +99,14 @@ def test_a_producer_that_wrote_to_a_deleted_topic_does_not_spin(
 
 
 def test_a_group_member_asked_to_rejoin_gets_its_partitions_assigned_again(
-    kafka: KafkaLog, prefix: str
+    either: KafkaClientLog, prefix: str
 ) -> None:
     """The owner's remedy for a topic left out of an assignment: a rejoin makes the
     leader assign every subscribed partition again."""
     topic = queue_topic(prefix, "q")
-    kafka.create_topic(topic, 2)
+    either.create_topic(topic, 2)
     assignments: list[list[tuple[str, int]]] = []
-    reader = kafka.group_reader(
+    reader = either.group_reader(
         f"{prefix}owners",
         [topic],
         "rejoin-test",
@@ -113,14 +129,16 @@ def test_a_group_member_asked_to_rejoin_gets_its_partitions_assigned_again(
         reader.close()
 
 
-def test_a_group_member_polling_briefly_gets_each_new_topic(kafka: KafkaLog, prefix: str) -> None:
+def test_a_group_member_polling_briefly_gets_each_new_topic(
+    either: KafkaClientLog, prefix: str
+) -> None:
     """kafka-python 3.0.12 loses a rejoin when the poll's time runs out before SyncGroup
     answers: the new topic is never assigned and the member is evicted (in CI, queues
     created during the test run went unserved). Polls of 5 ms make that race certain;
     every topic the owner subscribes to must still reach it."""
     owned: set[str] = set()
     topics: list[str] = []
-    reader = kafka.group_reader(
+    reader = either.group_reader(
         f"{prefix}owners",
         topics,
         "brief-polls",
@@ -130,7 +148,7 @@ def test_a_group_member_polling_briefly_gets_each_new_topic(kafka: KafkaLog, pre
     try:
         for name in ("first", "second", "third"):
             topic = queue_topic(prefix, name)
-            kafka.create_topic(topic, 4)
+            either.create_topic(topic, 4)
             topics.append(topic)
             reader.subscribe(topics)
             deadline = time.monotonic() + 15

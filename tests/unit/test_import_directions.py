@@ -27,6 +27,11 @@ ALLOWED: dict[str, set[str]] = {
     "ledger": set(),
     "ledger.clock": set(),
     "ledger.kafka": {"ledger", "ledger.clock"},
+    # The librdkafka adapter delegates group membership to the kafka-python adapter
+    # (docs/decisions/0021-librdkafka-adapter.md) and shares its settings.
+    "ledger.rdkafka": {"ledger", "ledger.clock", "ledger.kafka"},
+    # The one place a Log adapter is chosen, by the Kafka client's name.
+    "ledger.adapters": {"ledger", "ledger.kafka", "ledger.rdkafka"},
     "projections": {"ledger", "ledger.clock"},
     "projections.pg": {"ledger", "ledger.clock", "projections"},
     "projections.mysql": {"ledger", "ledger.clock", "projections"},
@@ -198,12 +203,13 @@ def test_nothing_in_the_runtime_imports_the_testing_place(runtime: str) -> None:
     assert offenders == []
 
 
-# Third-party drivers, each confined to the rooms that are its edge: the Kafka client to
-# the Kafka adapter, the Postgres driver to the Postgres adapter, the MySQL driver to the
+# Third-party drivers, each confined to the rooms that are its edge: each Kafka client to
+# its Kafka adapter, the Postgres driver to the Postgres adapter, the MySQL driver to the
 # MySQL adapter, the Thrift library to the wire (the IDL, the API room, the server and
 # the client library).
 DRIVERS: dict[str, set[str]] = {
     "kafka": {"ledger.kafka"},
+    "confluent_kafka": {"ledger.rdkafka"},
     "psycopg": {"projections.pg"},
     "psycopg_pool": {"projections.pg"},
     "pymysql": {"projections.mysql"},

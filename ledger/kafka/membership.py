@@ -1,0 +1,90 @@
+"""The owners' group membership on kafka-python, on its own: joining a group
+(`KafkaGroupReader`) and describing its members. `KafkaLog` describes groups with its
+own admin client; the librdkafka adapter (ledger/rdkafka/), which has no kafka-python
+producer or admin of its own, delegates group membership here whole
+(docs/decisions/0021-librdkafka-adapter.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kafka import KafkaAdminClient
+from kafka.errors import GroupIdNotFoundError
+
+from pinledger.ledger.kafka import patches
+from pinledger.ledger.kafka.errors import translated
+from pinledger.ledger.kafka.group import KafkaGroupReader
+from pinledger.ledger.kafka.settings import KafkaSettings
+from pinledger.ledger.log import GroupMember, LogError, PartitionsCallback
+
+
+def describe_group(admin: KafkaAdminClient, group: str, bootstrap: str) -> list[GroupMember]:
+    """Live members of a consumer group with the partitions each owns (Log.group_members)."""
+    with translated(f"cannot describe consumer group {group}", bootstrap):
+        described = admin.describe_groups([group])
+    info = described.get(group, {}) if isinstance(described, dict) else {}
+    error = str(info.get("error") or "")
+    if GroupIdNotFoundError.__name__ in error:
+        return []  # no member has ever joined (kafka-python gives the error as text)
+    if error:
+        # Not "no members": the broker asked could not say (often NotCoordinator
+        # after the brokers restarted). Ask the right one next time.
+        patches.forget_group_coordinator(admin, group)
+        raise LogError(
+            f"cannot describe consumer group {group}: {error} (looking its coordinator up again)"
+        )
+    members = []
+    for member in info.get("members") or []:
+        assignment = member.get("member_assignment") or {}
+        owned = [
+            (topic, partition)
+            for topic, partitions in _assigned_partitions(assignment)
+            for partition in partitions
+        ]
+        members.append(GroupMember(member_id=str(member.get("client_id", "")), partitions=owned))
+    return members
+
+
+def _assigned_partitions(assignment: dict[str, Any]) -> list[tuple[str, list[int]]]:
+    """The (topic, partitions) pairs of a decoded ConsumerAssignment, as kafka-python 3
+    returns it: {"assigned_partitions": [{"topic": ..., "partitions": [...]}]}."""
+    return [
+        (str(pair["topic"]), [int(p) for p in pair["partitions"]])
+        for pair in assignment.get("assigned_partitions") or []
+    ]
+
+
+class KafkaGroupMembership:
+    """Group membership alone, for an adapter that does everything else without
+    kafka-python: the group readers, and an admin client of its own to describe groups.
+    Constructing it checks the kafka-python version (the group readers rely on
+    patches.poll_group) and fails with a LogError when Kafka cannot be reached."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        patches.check_kafka_python()
+        self._settings = settings
+        with translated(f"cannot reach Kafka at {settings.bootstrap}", settings.bootstrap):
+            self._admin = KafkaAdminClient(
+                **settings.connection(), client_id=f"{settings.client_id}-groups"
+            )
+
+    def group_reader(
+        self,
+        group: str,
+        topics: Iterable[str],
+        member_id: str,
+        on_revoked: PartitionsCallback,
+        on_assigned: PartitionsCallback,
+        session_timeout_ms: int,
+    ) -> KafkaGroupReader:
+        return KafkaGroupReader(
+            self._settings, group, topics, member_id, on_revoked, on_assigned, session_timeout_ms
+        )
+
+    def group_members(self, group: str) -> list[GroupMember]:
+        return describe_group(self._admin, group, self._settings.bootstrap)
+
+    def close(self) -> None:
+        with translated("cannot close the Kafka admin client", self._settings.bootstrap):
+            self._admin.close()
