@@ -53,11 +53,6 @@ def day_partition(at: int) -> HistoryPartition:
     return HistoryPartition(start, start + DAY_MS)
 
 
-def partitions_for(times: set[int] | list[int]) -> list[HistoryPartition]:
-    """The day partitions that hold events at these times, oldest first."""
-    return sorted({day_partition(at) for at in times})
-
-
 def partitions_between(from_ms: int, to_ms: int) -> list[HistoryPartition]:
     """The day partitions covering [from_ms, to_ms), oldest first (none when empty)."""
     if to_ms <= from_ms:

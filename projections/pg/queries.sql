@@ -89,34 +89,6 @@ WHERE queue = %(queue)s AND partition = %(partition)s AND state = 1
 ORDER BY touched_at, local_id
 LIMIT %(limit)s;
 
--- name: upsert_jobs
--- One statement for a large batch (arrays, one element per job, sent in binary: the
--- text form of a bytea array costs ~3x more to build). A replay's batches of
--- thousands of jobs project ~1.6x faster this way; an owner's small batches are
--- faster as pipelined single-row upserts (upsert_job); see docs/performance.md.
-INSERT INTO jobs (queue, partition, local_id, priority, state, body, attempts_allowed,
-                  attempts_remaining, custom_status, created_at, run_after, updated_at,
-                  claim, claim_source, touched_at, traceparent)
-SELECT %(queue)s, %(partition)s, j.*
-FROM unnest(%(local_id)b::bigint[], %(priority)b::smallint[], %(state)b::smallint[],
-            %(body)b::bytea[], %(attempts_allowed)b::integer[],
-            %(attempts_remaining)b::integer[], %(custom_status)b::text[],
-            %(created_at)b::bigint[], %(run_after)b::bigint[], %(updated_at)b::bigint[],
-            %(claim)b::text[], %(claim_source)b::text[], %(touched_at)b::bigint[],
-            %(traceparent)b::text[]) AS j
-ON CONFLICT (queue, partition, local_id) DO UPDATE SET
-    priority = EXCLUDED.priority,
-    state = EXCLUDED.state,
-    body = EXCLUDED.body,
-    attempts_allowed = EXCLUDED.attempts_allowed,
-    attempts_remaining = EXCLUDED.attempts_remaining,
-    custom_status = EXCLUDED.custom_status,
-    run_after = EXCLUDED.run_after,
-    updated_at = EXCLUDED.updated_at,
-    claim = EXCLUDED.claim,
-    claim_source = EXCLUDED.claim_source,
-    touched_at = EXCLUDED.touched_at;
-
 -- name: remove_jobs
 DELETE FROM jobs WHERE queue = %(queue)s AND partition = %(partition)s AND local_id = ANY(%(ids)s);
 
@@ -140,11 +112,6 @@ ON CONFLICT (queue, partition, local_id) DO UPDATE SET
     claim = EXCLUDED.claim,
     claim_source = EXCLUDED.claim_source,
     touched_at = EXCLUDED.touched_at;
-
--- name: copy_job_events
-COPY job_events (queue, partition, local_id, "offset", idx, type, at, source, request_id,
-                 server, claim, applied, verdict, state_after, attempts_remaining_after,
-                 detail, traceparent) FROM STDIN;
 
 -- name: record_imported
 -- The first import of a PinLater descriptor stays (a page the importer appended twice
@@ -485,7 +452,7 @@ COPY job_events (queue, partition, local_id, "offset", idx, type, at, source, re
 -- name: create_jobs_stage
 -- A large batch's jobs are copied (binary COPY) into this table of the session, then
 -- upserted from it in one statement (upsert_staged_jobs): ~60% less of our CPU than
--- building upsert_jobs's arrays (docs/performance.md, "Replay"). Emptied at each commit.
+-- an upsert over arrays did (docs/performance.md, "Replay"). Emptied at each commit.
 CREATE TEMP TABLE IF NOT EXISTS jobs_stage (LIKE jobs) ON COMMIT DELETE ROWS;
 
 -- name: copy_jobs_stage
@@ -494,7 +461,7 @@ COPY jobs_stage (queue, partition, local_id, priority, state, body, attempts_all
                  claim, claim_source, touched_at, traceparent) FROM STDIN (FORMAT BINARY);
 
 -- name: upsert_staged_jobs
--- As upsert_jobs: the first created_at and trace context of a job stay.
+-- As upsert_job: the first created_at and trace context of a job stay.
 INSERT INTO jobs (queue, partition, local_id, priority, state, body, attempts_allowed,
                   attempts_remaining, custom_status, created_at, run_after, updated_at,
                   claim, claim_source, touched_at, traceparent)

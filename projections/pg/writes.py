@@ -25,14 +25,24 @@ from pinledger.projections.store import (
 )
 
 # From this many jobs on, a batch's upserts go as one statement (a binary COPY into a
-# staging table and one upsert from it; with BINARY_COPY off, upsert_jobs over arrays);
-# below it, as pipelined single-row upserts (upsert_job). The owner's batches are small
-# and ~18% faster pipelined; a replay's are large and ~1.6x faster as one statement
-# (bench A/Bs in docs/performance.md).
+# staging table and one upsert from it); below it, as pipelined single-row upserts
+# (upsert_job). The owner's batches are small and ~18% faster pipelined; a replay's are
+# large and faster as one statement (bench A/Bs in docs/performance.md). A store takes
+# another threshold as `one_statement_upserts` (tests make every batch take one path).
 ONE_STATEMENT_UPSERTS = 1000
 
 
 class PgWrites(PgHistory):
+    def __init__(
+        self,
+        dsn: str,
+        schema: str = "public",
+        max_size: int = 8,
+        one_statement_upserts: int = ONE_STATEMENT_UPSERTS,
+    ) -> None:
+        super().__init__(dsn, schema, max_size)
+        self.one_statement_upserts = one_statement_upserts
+
     def offset(self, topic: str, partition: int) -> int:
         """Next offset to project for a partition (0 when never projected)."""
         with self.connection("reading an offset") as conn:
@@ -82,10 +92,8 @@ class PgWrites(PgHistory):
                 )
             if batch.imported:
                 conn.cursor().executemany(query("record_imported"), imported_params(batch))
-            if len(batch.upserts) >= ONE_STATEMENT_UPSERTS and BINARY_COPY:
+            if len(batch.upserts) >= self.one_statement_upserts:
                 _copy_upserts(conn, batch)
-            elif len(batch.upserts) >= ONE_STATEMENT_UPSERTS:
-                conn.execute(query("upsert_jobs"), _upsert_arrays(batch))
             elif batch.upserts:
                 conn.cursor().executemany(
                     query("upsert_job"),
@@ -140,13 +148,6 @@ def _fenced(conn: psycopg.Connection, batch: PartitionBatch) -> None:
     raise fenced(batch, None if found is None else int(found[0]))
 
 
-# A batch's timeline rows go by binary COPY (the detail serialized by orjson), and a
-# large batch's jobs by binary COPY into a staging table and one upsert from it: ~20%
-# less of our CPU per replayed event than text COPY, the json module and upsert_jobs's
-# arrays (docs/performance.md, "Replay"). False: those (the A/B's other side,
-# bench/replay_ab.py).
-BINARY_COPY = True
-
 # The column types of copy_job_events_binary, in its order.
 _EVENT_TYPES = (
     "text",
@@ -170,12 +171,11 @@ _EVENT_TYPES = (
 
 
 def _copy_events(conn: psycopg.Connection, batch: PartitionBatch) -> None:
-    binary = BINARY_COPY
-    with conn.cursor().copy(
-        query("copy_job_events_binary" if binary else "copy_job_events")
-    ) as copy:
-        if binary:
-            copy.set_types(_EVENT_TYPES)
+    """A batch's timeline rows by binary COPY, the detail serialized by orjson: ~20% less
+    of our CPU per replayed event than text COPY and the json module did
+    (docs/performance.md, "Replay")."""
+    with conn.cursor().copy(query("copy_job_events_binary")) as copy:
+        copy.set_types(_EVENT_TYPES)
         queue, partition = batch.queue, batch.partition
         for row in batch.events:
             copy.write_row(
@@ -195,7 +195,7 @@ def _copy_events(conn: psycopg.Connection, batch: PartitionBatch) -> None:
                     row.verdict,
                     row.state_after,
                     row.attempts_remaining_after,
-                    Jsonb(row.detail, dumps=orjson.dumps) if binary else Jsonb(row.detail),
+                    Jsonb(row.detail, dumps=orjson.dumps),
                     row.traceparent,
                 )
             )
@@ -271,26 +271,4 @@ def _upsert_row(batch: PartitionBatch, job: Job) -> dict[str, Any]:
         "claim_source": job.claim_source,
         "touched_at": job.touched_at,
         "traceparent": batch.traceparents.get(job.local_id),
-    }
-
-
-def _upsert_arrays(batch: PartitionBatch) -> dict[str, Any]:
-    jobs = batch.upserts
-    return {
-        "queue": batch.queue,
-        "partition": batch.partition,
-        "local_id": [j.local_id for j in jobs],
-        "priority": [j.priority for j in jobs],
-        "state": [int(j.state) for j in jobs],
-        "body": [j.body for j in jobs],
-        "attempts_allowed": [j.attempts_allowed for j in jobs],
-        "attempts_remaining": [j.attempts_remaining for j in jobs],
-        "custom_status": [j.custom_status for j in jobs],
-        "created_at": [j.created_at for j in jobs],
-        "run_after": [j.run_after for j in jobs],
-        "updated_at": [j.updated_at for j in jobs],
-        "claim": [j.claim for j in jobs],
-        "claim_source": [j.claim_source for j in jobs],
-        "touched_at": [j.touched_at for j in jobs],
-        "traceparent": [batch.traceparents.get(j.local_id) for j in jobs],
     }

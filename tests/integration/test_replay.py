@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import psycopg
-import pytest
 
-import pinledger.projections.pg.writes
 from pinledger.ledger.events import Actor
 from pinledger.ledger.kafka import KafkaLog
 from pinledger.ledger.writer import LedgerWriter
@@ -98,38 +96,17 @@ def test_replay_compares_only_what_a_lagging_live_projection_holds(
 
 
 def test_one_statement_upserts_project_the_same_rows(
-    writer: LedgerWriter,
-    kafka: KafkaLog,
-    prefix: str,
-    store: Store,
-    scratch: Store,
-    monkeypatch: pytest.MonkeyPatch,
+    writer: LedgerWriter, kafka: KafkaLog, prefix: str, store: Store, scratch: Store
 ) -> None:
     # The live side upserts row by row (small batches); the replay here upserts every
-    # batch as one statement over arrays: the tables must come out identical.
+    # batch as one statement (staged binary COPY): the tables must come out identical.
     writer.create_queue("q", 2, 0, ADMIN)
     Workload(writer, "q", 2, seed=21).run(120)
     _project(store, kafka, prefix)
-    monkeypatch.setattr(pinledger.projections.pg.writes, "ONE_STATEMENT_UPSERTS", 1)
-    report = replay(store, scratch, kafka, prefix, Scope())
-    assert report.events > 0
-    assert report.identical, report.diffs
-
-
-def test_text_and_binary_copy_project_the_same_timeline(
-    writer: LedgerWriter,
-    kafka: KafkaLog,
-    prefix: str,
-    store: Store,
-    scratch: Store,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # The live side copies its timeline rows in binary; the replay here as text: the
-    # tables must come out identical.
-    writer.create_queue("q", 2, 0, ADMIN)
-    Workload(writer, "q", 2, seed=22).run(120)
-    _project(store, kafka, prefix)
-    monkeypatch.setattr(pinledger.projections.pg.writes, "BINARY_COPY", False)
-    report = replay(store, scratch, kafka, prefix, Scope())
+    staged = Store(scratch.dsn, scratch.schema, one_statement_upserts=1)
+    try:
+        report = replay(store, staged, kafka, prefix, Scope())
+    finally:
+        staged.close()
     assert report.events > 0
     assert report.identical, report.diffs
