@@ -11,12 +11,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at  timestamptz NOT NULL DEFAULT now()
 );
 
--- name: applied_migrations
-SELECT version FROM schema_migrations ORDER BY version;
-
--- name: record_migration
-INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s);
-
 -- name: create_schema
 CREATE SCHEMA IF NOT EXISTS {schema};
 
@@ -129,29 +123,6 @@ WHERE queue = %(queue)s AND old_descriptor = ANY(%(old)s::text[]);
 INSERT INTO queues (name, partitions, created_at) VALUES (%(name)s, %(partitions)s, %(at)s)
 ON CONFLICT (name) DO NOTHING;
 
--- name: delete_queue
-DELETE FROM queues WHERE name = %(name)s;
-
--- name: delete_queue_jobs
-DELETE FROM jobs WHERE queue = %(name)s;
-
--- name: delete_queue_job_events
-DELETE FROM job_events WHERE queue = %(name)s;
-
--- name: delete_queue_imported
-DELETE FROM imported_descriptors WHERE queue = %(name)s;
-
--- name: delete_topic_offsets
-DELETE FROM partition_offsets WHERE topic = %(topic)s;
-
--- name: list_queues
-SELECT name, partitions, created_at FROM queues ORDER BY name;
-
--- name: job_counts
--- Jobs by queue, state and priority: what replay prints as a summary.
-SELECT queue, state, priority, count(*) FROM jobs GROUP BY queue, state, priority
-ORDER BY queue, state, priority;
-
 -- name: job_timeline
 SELECT "offset", idx, type, at, source, request_id, server, claim, applied, verdict,
        state_after, attempts_remaining_after, detail, traceparent
@@ -249,15 +220,6 @@ WHERE queue = %(queue)s AND partition = %(partition)s
        OR (state = 3 AND updated_at <= %(failed_before)s))
 LIMIT %(limit)s;
 
--- name: queue_counts_as_of
--- `replay --as-of`: one queue's jobs by state and priority, split as getJobCount
--- splits them: due (run_after <= now) or future.
-SELECT state, priority, run_after > %(now)s AS future, count(*)
-FROM jobs
-WHERE queue = %(queue)s
-GROUP BY state, priority, future
-ORDER BY state, priority, future;
-
 -- name: due_jobs_in_dequeue_order
 -- `replay --as-of`: PENDING jobs due at `now`, in the order a dequeue takes them (the
 -- owners' ready buffers: priority, then run_after, then local_id; partitions in order).
@@ -266,10 +228,6 @@ FROM jobs
 WHERE queue = %(queue)s AND state = 0 AND run_after <= %(now)s
 ORDER BY priority, run_after, local_id, partition
 LIMIT %(limit)s;
-
--- name: last_event_time
--- The time of the newest event projected for a queue (NULL: none).
-SELECT max(at) FROM job_events WHERE queue = %(queue)s;
 
 -- name: describe_columns
 -- The shape of the current schema's tables (tests/integration/test_schema.py compares

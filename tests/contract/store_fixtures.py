@@ -43,12 +43,10 @@ def fresh_pg_store(label: str, migrate: bool = True) -> PgStore:
 
 
 def dialect(store: LedgerStore) -> str:
-    """Whose regular expressions and byte rendering a store's body regexes use:
-    "mysql" (MariaDB's PCRE2 on the body's bytes) or "postgres" (Postgres's regex on
-    the body's escape encoding; the FakeStore behaves as Postgres)."""
-    return (
-        "mysql" if type(store).__module__.startswith("pinledger.projections.mysql") else "postgres"
-    )
+    """Whose regular expressions and byte rendering a store's body regexes use, as the
+    store says (`kind`): "mysql" (MariaDB's PCRE2 on the body's bytes) or "postgres"
+    (Postgres's regex on the body's escape encoding; the FakeStore behaves as Postgres)."""
+    return store.kind
 
 
 @pytest.fixture(params=["postgres", "mysql", "fake"])

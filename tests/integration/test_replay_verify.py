@@ -81,7 +81,7 @@ def test_partitions_verified_in_worker_processes_verify_the_same(
     writer.create_queue("q", 3, 0, ADMIN)
     Workload(writer, "q", 3, seed=33).run(150)
     projected = _project(live, kafka, prefix)
-    kind = "mysql" if "mysql" in type(live).__module__ else "postgres"
+    kind = live.kind
     report = verify(
         live,
         kafka,

@@ -10,8 +10,8 @@ import pytest
 from pinledger.ledger.codec import EVENT_TAGS
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import QueueCreated, QueueDeleted
+from pinledger.projections.day_partitions import DayPartition
 from pinledger.projections.history import build_history
-from pinledger.projections.history_partitions import HistoryPartition
 from pinledger.projections.pg.schema import create_canonical, describe
 from pinledger.projections.pg.store import Store
 from tests.contract.store_fixtures import fresh_pg_store
@@ -63,7 +63,7 @@ def test_migration_0003_turns_class_names_into_codec_tags() -> None:
     try:
         assert legacy.migrate(upto=2) == ["0001_initial.sql", "0002_finished_index.sql"]
         kinds = [cls for cls in EVENT_TAGS if cls not in (QueueCreated, QueueDeleted)]
-        with legacy.connection("writing legacy rows") as conn:
+        with legacy.dialect.connection("writing legacy rows") as conn:
             for offset, cls in enumerate(kinds):
                 conn.execute(_LEGACY_EVENT, {"offset": offset, "type": cls.__name__})
         assert legacy.migrate(upto=3) == ["0003_event_tags_drop_epoch.sql"]
@@ -82,7 +82,7 @@ def test_migration_0004_moves_the_timeline_into_day_partitions() -> None:
     try:
         legacy.migrate(upto=3)
         kinds = [cls for cls in EVENT_TAGS if cls not in (QueueCreated, QueueDeleted)]
-        with legacy.connection("writing rows of an unpartitioned timeline") as conn:
+        with legacy.dialect.connection("writing rows of an unpartitioned timeline") as conn:
             for offset, cls in enumerate(kinds):
                 conn.execute(
                     _TAGGED_EVENT,
@@ -95,7 +95,7 @@ def test_migration_0004_moves_the_timeline_into_day_partitions() -> None:
         ]
         days = {offset * day // 3 // day for offset in range(len(kinds))}
         assert legacy.history_partitions() == [
-            HistoryPartition(d * day, (d + 1) * day) for d in sorted(days)
+            DayPartition(d * day, (d + 1) * day) for d in sorted(days)
         ]
         assert [p.name for p in legacy.history_partitions()][:2] == [
             "job_events_p19700101",
