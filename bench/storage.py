@@ -50,7 +50,7 @@ class _Records:
 
 
 def _bytes(store: Store, table: str, vacuum: bool) -> int:
-    with store.connection(f"measuring {table}") as conn:
+    with store.dialect.connection(f"measuring {table}") as conn:
         if vacuum:
             conn.autocommit = True
             try:

@@ -13,11 +13,12 @@ Two sides use the store, and each sees only its own protocol:
 - `ReadStore`, the readers: the RPC handler (lookups, counts, scans, bulk selections,
   a job's history), `pinledger replay --as-of`, the operator's commands.
 
-`HistoryStore` is the timeline's time partitions (projections/history_partitions.py):
-created ahead of need, dropped whole by the history retention. `StoreAdmin` is the
-lifecycle (migrate, close, drop) and the replay's diff of two
-schemas. `LedgerStore` is all of them: what `projections/pg` implements on Postgres and
-`service/testing/fake_store.py` in memory; `tests/contract/` runs one suite on both.
+`HistoryStore` is the timeline's day partitions (projections/day_partitions.py):
+created ahead of need, dropped whole by the retention. `StoreAdmin` is the lifecycle
+(migrate, close, drop), the store's kind and the replay's diff of two schemas.
+`LedgerStore` is all of them: what the SQL store (projections/sql/) implements on
+Postgres and MariaDB and `service/testing/fake_store.py` in memory; `tests/contract/`
+runs one suite on all three.
 
 Errors: no driver exception crosses a store. Everything that goes wrong in the
 database comes out as `StoreError` (or a subclass), with a message saying what to
@@ -32,7 +33,7 @@ from typing import Any, NamedTuple, Protocol
 
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import Job, JobState
-from pinledger.projections.history_partitions import HistoryPartition
+from pinledger.projections.day_partitions import DayPartition
 
 # -- errors -----------------------------------------------------------------------------
 
@@ -458,7 +459,7 @@ class HistoryStore(Protocol):
     its events need itself, so an event at any time is written whatever was created
     ahead; these are for the history maintenance (and tests)."""
 
-    def history_partitions(self) -> list[HistoryPartition]:
+    def history_partitions(self) -> list[DayPartition]:
         """The partitions of the timeline, oldest first."""
         ...
 
@@ -476,6 +477,12 @@ class HistoryStore(Protocol):
 
 class StoreAdmin(Protocol):
     """A store's lifecycle and the replay's comparison of two schemas."""
+
+    @property
+    def kind(self) -> str:
+        """Which database the store behaves as: "postgres" or "mysql" (whose regular
+        expressions body regexes use, how bytes print; the FakeStore says "postgres")."""
+        ...
 
     @property
     def schema(self) -> str: ...

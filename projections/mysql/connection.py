@@ -9,7 +9,6 @@ docs/decisions/0016-mysql-store.md); it has no pool, so this module keeps one.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -20,9 +19,8 @@ import pymysql
 import pymysql.cursors
 
 from pinledger.projections.mysql.sql import migrations, query
+from pinledger.projections.sql import names
 from pinledger.projections.store import InvalidRegexError, StoreError, StoreUnavailableError
-
-_SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 _START_IT = "Start it with `make stack-up`, or point PINLEDGER_STORE_DSN at your server."
 
@@ -46,12 +44,8 @@ class _PoolUnavailableError(Exception):
 
 
 def check_schema_name(schema: str) -> str:
-    if not _SCHEMA_RE.fullmatch(schema):
-        raise StoreError(
-            f"database name {schema!r} must be lower-case letters, digits and '_' "
-            "(at most 63, not starting with a digit)"
-        )
-    return schema
+    """A store's "schema" is a MariaDB database: the same names, said so."""
+    return names.check_schema_name(schema, "database")
 
 
 def connect_args(dsn: str) -> dict[str, Any]:

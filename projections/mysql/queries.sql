@@ -27,12 +27,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at  TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP
 ) ENGINE=InnoDB;
 
--- name: applied_migrations
-SELECT version FROM schema_migrations ORDER BY version;
-
--- name: record_migration
-INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s);
-
 -- name: lock_migrations
 -- Two processes migrating the same database take turns (a named lock: MariaDB's DDL
 -- commits implicitly, so a migration cannot be one transaction as on Postgres).
@@ -153,28 +147,6 @@ WHERE queue = %(queue)s AND old_descriptor IN %(old)s;
 -- name: create_queue
 INSERT IGNORE INTO queues (name, partitions, created_at) VALUES (%(name)s, %(partitions)s, %(at)s);
 
--- name: delete_queue
-DELETE FROM queues WHERE name = %(name)s;
-
--- name: delete_queue_jobs
-DELETE FROM jobs WHERE queue = %(name)s;
-
--- name: delete_queue_job_events
-DELETE FROM job_events WHERE queue = %(name)s;
-
--- name: delete_queue_imported
-DELETE FROM imported_descriptors WHERE queue = %(name)s;
-
--- name: delete_topic_offsets
-DELETE FROM partition_offsets WHERE topic = %(topic)s;
-
--- name: list_queues
-SELECT name, partitions, created_at FROM queues ORDER BY name;
-
--- name: job_counts
-SELECT queue, state, priority, count(*) FROM jobs GROUP BY queue, state, priority
-ORDER BY queue, state, priority;
-
 -- name: job_timeline
 SELECT `offset`, idx, type, at, source, request_id, server, claim, applied, verdict,
        state_after, attempts_remaining_after, detail, traceparent
@@ -193,7 +165,7 @@ SELECT `partition`, local_id, priority, state, attempts_allowed, attempts_remain
        custom_status, created_at, run_after, updated_at, claim,
        CASE WHEN %(include_body)s THEN body END
 FROM jobs
-WHERE queue = %(queue)s AND (`partition`, local_id) IN %(keys)s;
+WHERE queue = %(queue)s AND (`partition`, local_id) IN %(pairs)s;
 
 -- name: count_jobs
 -- getJobCount: one state, one or all priorities, due now or (future) not yet due,
@@ -241,22 +213,12 @@ WHERE queue = %(queue)s AND `partition` = %(partition)s
        OR (state = 3 AND updated_at <= %(failed_before)s))
 LIMIT %(limit)s;
 
--- name: queue_counts_as_of
-SELECT state, priority, run_after > %(now)s AS future, count(*)
-FROM jobs
-WHERE queue = %(queue)s
-GROUP BY state, priority, future
-ORDER BY state, priority, future;
-
 -- name: due_jobs_in_dequeue_order
 SELECT `partition`, local_id, priority, run_after
 FROM jobs
 WHERE queue = %(queue)s AND state = 0 AND run_after <= %(now)s
 ORDER BY priority, run_after, local_id, `partition`
 LIMIT %(limit)s;
-
--- name: last_event_time
-SELECT max(at) FROM job_events WHERE queue = %(queue)s;
 
 -- name: diff_rows
 -- Rows of {table} in database {left} that database {right} lacks (compared column by

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from pinledger.projections.mysql.connection import MyConnection
 from pinledger.projections.mysql.sql import PACKAGE, query, split_statements
+from pinledger.projections.mysql.store import Store
 
 SCHEMA_FILE = PACKAGE.joinpath("schema.sql")
 
@@ -23,21 +23,17 @@ class SchemaShape(NamedTuple):
     partitioning: list[tuple[Any, ...]]
 
 
-def canonical_schema() -> str:
-    return SCHEMA_FILE.read_text(encoding="utf-8")
-
-
-def create_canonical(store: MyConnection) -> None:
+def create_canonical(store: Store) -> None:
     """Create the canonical schema's tables in the store's (empty) database."""
-    with store.cursor("creating the canonical schema") as cur:
-        for statement in split_statements(canonical_schema()):
+    with store.dialect.cursor("creating the canonical schema") as cur:
+        for statement in split_statements(SCHEMA_FILE.read_text(encoding="utf-8")):
             cur.execute(statement)
 
 
-def describe(store: MyConnection) -> SchemaShape:
+def describe(store: Store) -> SchemaShape:
     """The shape of the store's database (its own name is not in it)."""
     shape = []
-    with store.cursor("describing the schema") as cur:
+    with store.dialect.cursor("describing the schema") as cur:
         for name in ("describe_columns", "describe_indexes", "describe_constraints"):
             cur.execute(query(name))
             shape.append([tuple(row) for row in cur.fetchall()])

@@ -1,5 +1,6 @@
-"""Loads the named queries of queries.sql, the one place the MySQL store's SQL lives,
-and the numbered files of migrations/mysql/."""
+"""Loads the MySQL store's named queries (queries.sql and the shared
+projections/sql/queries.sql) and the numbered files of migrations/mysql/, and fills in
+the identifiers PyMySQL cannot take as parameters."""
 
 from __future__ import annotations
 
@@ -7,36 +8,20 @@ import re
 from functools import cache
 from importlib.resources import files
 
-# Package data, found through importlib.resources so a wheel installed outside the
-# checkout has them too (docs/decisions/0009-package-layout.md).
+from pinledger.projections.sql.named_queries import numbered, strip_comments, with_shared
+
 PACKAGE = files("pinledger.projections.mysql")
 QUERIES_FILE = PACKAGE.joinpath("queries.sql")
 MIGRATIONS_DIR = files("pinledger.migrations.mysql")
 
-_MIGRATION = re.compile(r"^[0-9]{4}_.*\.sql$")
-_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _IDENTIFIER = re.compile(r"\{(\w+)\}")
 # A statement ends with a semicolon at the end of a line.
 _END = re.compile(r";\s*$", re.MULTILINE)
 
 
-def _strip_comments(text: str) -> str:
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
-
-
 @cache
-def queries(file: str = "queries.sql") -> dict[str, str]:
-    """The named queries of one .sql file of this package: queries.sql (the store's),
-    pinlater.sql (the PinLater importer's reads of a PinLater database)."""
-    path = PACKAGE.joinpath(file)
-    text = path.read_text(encoding="utf-8")
-    parts = _NAME.split(text)
-    found: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        if name in found:
-            raise ValueError(f"{path}: query {name!r} is defined twice")
-        found[name] = _strip_comments(body).strip().rstrip(";")
-    return found
+def queries() -> dict[str, str]:
+    return with_shared(QUERIES_FILE)
 
 
 def quote(name: str) -> str:
@@ -45,15 +30,19 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def query(name: str, file: str = "queries.sql", **identifiers: str) -> str:
-    """A named query, with {identifier} placeholders filled in (quoted)."""
-    text = queries(file)[name]
+def fill(text: str, **identifiers: str) -> str:
+    """A statement with its {identifier} placeholders filled in (quoted)."""
     if not identifiers:
         return text
     return _IDENTIFIER.sub(
         lambda m: quote(identifiers[m.group(1)]) if m.group(1) in identifiers else m.group(0),
         text,
     )
+
+
+def query(name: str, **identifiers: str) -> str:
+    """A named query, with {identifier} placeholders filled in (quoted)."""
+    return fill(queries()[name], **identifiers)
 
 
 def fragment(name: str, **values: str) -> str:
@@ -65,17 +54,9 @@ def fragment(name: str, **values: str) -> str:
 
 def split_statements(text: str) -> list[str]:
     """The statements of a .sql file of DDL (a migration, schema.sql), comments out."""
-    return [s.strip() for s in _END.split(_strip_comments(text)) if s.strip()]
+    return [s.strip() for s in _END.split(strip_comments(text)) if s.strip()]
 
 
 def migrations() -> list[tuple[int, str, list[str]]]:
     """(version, file name, statements) of every numbered migration, in order."""
-    found = []
-    names = sorted(entry.name for entry in MIGRATIONS_DIR.iterdir() if _MIGRATION.match(entry.name))
-    for name in names:
-        statements = split_statements(MIGRATIONS_DIR.joinpath(name).read_text(encoding="utf-8"))
-        found.append((int(name[:4]), name, statements))
-    versions = [v for v, _, _ in found]
-    if len(set(versions)) != len(versions):
-        raise ValueError(f"{MIGRATIONS_DIR}: two migrations share a number: {versions}")
-    return found
+    return [(v, name, split_statements(text)) for v, name, text in numbered(MIGRATIONS_DIR)]

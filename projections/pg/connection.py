@@ -7,7 +7,6 @@ schema and each test's own schema are the same code on different names.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -15,9 +14,8 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pinledger.projections.pg.sql import composed, migrations, query
+from pinledger.projections.sql.names import check_schema_name
 from pinledger.projections.store import InvalidRegexError, StoreError, StoreUnavailableError
-
-_SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 _START_IT = "Start it with `make stack-up`, or point PINLEDGER_PG_DSN at your server."
 
@@ -37,15 +35,6 @@ RECONNECT_GIVE_UP_S = 4.0
 # them until it resumed. Postgres ends a session left idle inside a transaction this
 # long, releasing them; none of ours waits on anything between its statements.
 IDLE_IN_TRANSACTION_TIMEOUT_MS = 5000
-
-
-def check_schema_name(schema: str) -> str:
-    if not _SCHEMA_RE.fullmatch(schema):
-        raise StoreError(
-            f"schema name {schema!r} must be lower-case letters, digits and '_' "
-            "(at most 63, not starting with a digit)"
-        )
-    return schema
 
 
 def store_error(exc: psycopg.Error, what: str, schema: str) -> StoreError:

@@ -11,12 +11,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at  timestamptz NOT NULL DEFAULT now()
 );
 
--- name: applied_migrations
-SELECT version FROM schema_migrations ORDER BY version;
-
--- name: record_migration
-INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s);
-
 -- name: create_schema
 CREATE SCHEMA IF NOT EXISTS {schema};
 
@@ -89,34 +83,6 @@ WHERE queue = %(queue)s AND partition = %(partition)s AND state = 1
 ORDER BY touched_at, local_id
 LIMIT %(limit)s;
 
--- name: upsert_jobs
--- One statement for a large batch (arrays, one element per job, sent in binary: the
--- text form of a bytea array costs ~3x more to build). A replay's batches of
--- thousands of jobs project ~1.6x faster this way; an owner's small batches are
--- faster as pipelined single-row upserts (upsert_job); see docs/performance.md.
-INSERT INTO jobs (queue, partition, local_id, priority, state, body, attempts_allowed,
-                  attempts_remaining, custom_status, created_at, run_after, updated_at,
-                  claim, claim_source, touched_at, traceparent)
-SELECT %(queue)s, %(partition)s, j.*
-FROM unnest(%(local_id)b::bigint[], %(priority)b::smallint[], %(state)b::smallint[],
-            %(body)b::bytea[], %(attempts_allowed)b::integer[],
-            %(attempts_remaining)b::integer[], %(custom_status)b::text[],
-            %(created_at)b::bigint[], %(run_after)b::bigint[], %(updated_at)b::bigint[],
-            %(claim)b::text[], %(claim_source)b::text[], %(touched_at)b::bigint[],
-            %(traceparent)b::text[]) AS j
-ON CONFLICT (queue, partition, local_id) DO UPDATE SET
-    priority = EXCLUDED.priority,
-    state = EXCLUDED.state,
-    body = EXCLUDED.body,
-    attempts_allowed = EXCLUDED.attempts_allowed,
-    attempts_remaining = EXCLUDED.attempts_remaining,
-    custom_status = EXCLUDED.custom_status,
-    run_after = EXCLUDED.run_after,
-    updated_at = EXCLUDED.updated_at,
-    claim = EXCLUDED.claim,
-    claim_source = EXCLUDED.claim_source,
-    touched_at = EXCLUDED.touched_at;
-
 -- name: remove_jobs
 DELETE FROM jobs WHERE queue = %(queue)s AND partition = %(partition)s AND local_id = ANY(%(ids)s);
 
@@ -141,11 +107,6 @@ ON CONFLICT (queue, partition, local_id) DO UPDATE SET
     claim_source = EXCLUDED.claim_source,
     touched_at = EXCLUDED.touched_at;
 
--- name: copy_job_events
-COPY job_events (queue, partition, local_id, "offset", idx, type, at, source, request_id,
-                 server, claim, applied, verdict, state_after, attempts_remaining_after,
-                 detail, traceparent) FROM STDIN;
-
 -- name: record_imported
 -- The first import of a PinLater descriptor stays (a page the importer appended twice
 -- after a crash maps to its first copy).
@@ -161,29 +122,6 @@ WHERE queue = %(queue)s AND old_descriptor = ANY(%(old)s::text[]);
 -- name: create_queue
 INSERT INTO queues (name, partitions, created_at) VALUES (%(name)s, %(partitions)s, %(at)s)
 ON CONFLICT (name) DO NOTHING;
-
--- name: delete_queue
-DELETE FROM queues WHERE name = %(name)s;
-
--- name: delete_queue_jobs
-DELETE FROM jobs WHERE queue = %(name)s;
-
--- name: delete_queue_job_events
-DELETE FROM job_events WHERE queue = %(name)s;
-
--- name: delete_queue_imported
-DELETE FROM imported_descriptors WHERE queue = %(name)s;
-
--- name: delete_topic_offsets
-DELETE FROM partition_offsets WHERE topic = %(topic)s;
-
--- name: list_queues
-SELECT name, partitions, created_at FROM queues ORDER BY name;
-
--- name: job_counts
--- Jobs by queue, state and priority: what replay prints as a summary.
-SELECT queue, state, priority, count(*) FROM jobs GROUP BY queue, state, priority
-ORDER BY queue, state, priority;
 
 -- name: job_timeline
 SELECT "offset", idx, type, at, source, request_id, server, claim, applied, verdict,
@@ -282,15 +220,6 @@ WHERE queue = %(queue)s AND partition = %(partition)s
        OR (state = 3 AND updated_at <= %(failed_before)s))
 LIMIT %(limit)s;
 
--- name: queue_counts_as_of
--- `replay --as-of`: one queue's jobs by state and priority, split as getJobCount
--- splits them: due (run_after <= now) or future.
-SELECT state, priority, run_after > %(now)s AS future, count(*)
-FROM jobs
-WHERE queue = %(queue)s
-GROUP BY state, priority, future
-ORDER BY state, priority, future;
-
 -- name: due_jobs_in_dequeue_order
 -- `replay --as-of`: PENDING jobs due at `now`, in the order a dequeue takes them (the
 -- owners' ready buffers: priority, then run_after, then local_id; partitions in order).
@@ -299,10 +228,6 @@ FROM jobs
 WHERE queue = %(queue)s AND state = 0 AND run_after <= %(now)s
 ORDER BY priority, run_after, local_id, partition
 LIMIT %(limit)s;
-
--- name: last_event_time
--- The time of the newest event projected for a queue (NULL: none).
-SELECT max(at) FROM job_events WHERE queue = %(queue)s;
 
 -- name: describe_columns
 -- The shape of the current schema's tables (tests/integration/test_schema.py compares
@@ -485,7 +410,7 @@ COPY job_events (queue, partition, local_id, "offset", idx, type, at, source, re
 -- name: create_jobs_stage
 -- A large batch's jobs are copied (binary COPY) into this table of the session, then
 -- upserted from it in one statement (upsert_staged_jobs): ~60% less of our CPU than
--- building upsert_jobs's arrays (docs/performance.md, "Replay"). Emptied at each commit.
+-- an upsert over arrays did (docs/performance.md, "Replay"). Emptied at each commit.
 CREATE TEMP TABLE IF NOT EXISTS jobs_stage (LIKE jobs) ON COMMIT DELETE ROWS;
 
 -- name: copy_jobs_stage
@@ -494,7 +419,7 @@ COPY jobs_stage (queue, partition, local_id, priority, state, body, attempts_all
                  claim, claim_source, touched_at, traceparent) FROM STDIN (FORMAT BINARY);
 
 -- name: upsert_staged_jobs
--- As upsert_jobs: the first created_at and trace context of a job stay.
+-- As upsert_job: the first created_at and trace context of a job stay.
 INSERT INTO jobs (queue, partition, local_id, priority, state, body, attempts_allowed,
                   attempts_remaining, custom_status, created_at, run_after, updated_at,
                   claim, claim_source, touched_at, traceparent)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Any, NamedTuple
 
-from pinledger.projections.pg.connection import PgConnection
 from pinledger.projections.pg.sql import query
+from pinledger.projections.pg.store import Store
 
 SCHEMA_FILE = files("pinledger.projections.pg").joinpath("schema.sql")
 
@@ -21,20 +21,16 @@ class SchemaShape(NamedTuple):
     constraints: list[tuple[Any, ...]]
 
 
-def canonical_schema() -> str:
-    return SCHEMA_FILE.read_text(encoding="utf-8")
-
-
-def create_canonical(store: PgConnection) -> None:
+def create_canonical(store: Store) -> None:
     """Create the canonical schema's tables in the store's (empty) schema."""
-    with store.connection("creating the canonical schema", transaction=True) as conn:
-        conn.execute(canonical_schema().encode("utf-8"))
+    with store.dialect.connection("creating the canonical schema", transaction=True) as conn:
+        conn.execute(SCHEMA_FILE.read_text(encoding="utf-8").encode("utf-8"))
 
 
-def describe(store: PgConnection) -> SchemaShape:
+def describe(store: Store) -> SchemaShape:
     """The shape of the store's schema, with the schema's own name taken out of the
     definitions so two schemas compare."""
-    with store.connection("describing the schema") as conn:
+    with store.dialect.connection("describing the schema") as conn:
         columns = [tuple(row) for row in conn.execute(query("describe_columns"))]
         indexes = [
             (

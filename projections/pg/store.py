@@ -1,23 +1,16 @@
-"""The Postgres adapter: the only code that executes SQL (all of it from queries.sql).
+"""The Postgres store: the SQL store (projections/sql/) over the Postgres dialect
+(dialect.py), the only code that runs the Postgres store's SQL (all of it from
+queries.sql) through psycopg, the only importer of that driver.
 
-`Store` implements projections.store.LedgerStore; it is assembled from one module per
-responsibility: the connection, pool, migrations and error translation
-(connection.py), the projector's writes (writes.py), the reads of current jobs
-(reads.py), the timeline and as-of reads (timeline.py), the replay's diff (diff.py)
-and the verify's streams (streams.py).
 The errors and rows are the port's (projections/store.py), named here too for the
 callers that import them from the adapter.
 """
 
 from __future__ import annotations
 
-from pinledger.projections.pg.connection import check_schema_name
-from pinledger.projections.pg.dashboard import PgDashboardReads
-from pinledger.projections.pg.diff import PgDiff
-from pinledger.projections.pg.reads import PgReads
-from pinledger.projections.pg.streams import PgStreams
-from pinledger.projections.pg.timeline import PgTimeline
-from pinledger.projections.pg.writes import PgWrites
+from pinledger.projections.pg.dialect import ONE_STATEMENT_UPSERTS, PgDialect
+from pinledger.projections.sql.names import check_schema_name
+from pinledger.projections.sql.store import SqlStore
 from pinledger.projections.store import (
     DueJob,
     EventRow,
@@ -57,5 +50,18 @@ __all__ = [
 ]
 
 
-class Store(PgWrites, PgReads, PgTimeline, PgDashboardReads, PgDiff, PgStreams):
-    """A projection in one Postgres schema."""
+class Store(SqlStore):
+    """A projection in one Postgres schema (created when missing, not migrated).
+    `one_statement_upserts`: from how many jobs a batch's upserts go as one statement
+    (projections/pg/dialect.py)."""
+
+    dialect: PgDialect
+
+    def __init__(
+        self,
+        dsn: str,
+        schema: str = "public",
+        max_size: int = 8,
+        one_statement_upserts: int = ONE_STATEMENT_UPSERTS,
+    ) -> None:
+        super().__init__(PgDialect(dsn, schema, max_size, one_statement_upserts))

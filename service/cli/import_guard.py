@@ -31,7 +31,7 @@ from pinledger.ledger.descriptor import JOBS_PER_RECORD, JobDescriptor, local_id
 from pinledger.ledger.events import Actor, Enqueued, Event
 from pinledger.ledger.log import Log, Position
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.mysql.pinlater import PinLaterShard, PinLaterSource
+from pinledger.projections.pinlater.reader import PinLaterShard, PinLaterSource
 
 # Fillers per append call: one round trip for up to this many empty records.
 FILLERS_PER_APPEND = 10_000

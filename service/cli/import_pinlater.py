@@ -50,7 +50,7 @@ from pinledger.ledger.events import (
 from pinledger.ledger.kafka import KafkaLog
 from pinledger.ledger.state import JobState
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.mysql.pinlater import PinLaterJob, PinLaterShard, PinLaterSource
+from pinledger.projections.pinlater.reader import PinLaterJob, PinLaterShard, PinLaterSource
 from pinledger.service.assembly import open_log
 from pinledger.service.cli.import_guard import ImportRefusedError, make_room, old_descriptor
 from pinledger.service.config import Config

@@ -1,13 +1,15 @@
 """FakeStore's timeline partitions: the day partitions job_events has on Postgres
-(projections/pg/history.py), kept as a set of ranges over the fake's event rows."""
+(projections/pg/day_partitions.py), kept as a set of ranges over the fake's event rows."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, MutableMapping
 from typing import TypeVar
 
-from pinledger.projections.history_partitions import (
-    HistoryPartition,
+from pinledger.projections.day_partitions import (
+    DayPartition as HistoryPartition,
+)
+from pinledger.projections.day_partitions import (
     day_partition,
     partitions_between,
     to_drop,

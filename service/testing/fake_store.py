@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import FINISHED, Job, JobState
-from pinledger.projections.history_partitions import HistoryPartition
+from pinledger.projections.day_partitions import DayPartition as HistoryPartition
 from pinledger.projections.pg.sql import migrations
 from pinledger.projections.row_text import event_line, job_line
 from pinledger.projections.store import (
@@ -67,6 +67,9 @@ class FakeDatabase:
 
 class FakeStore:
     """A projection in memory (one schema of a FakeDatabase)."""
+
+    # It behaves as Postgres where the two databases differ (body regexes, bytes).
+    kind = "postgres"
 
     def __init__(self, schema: str = "public", database: FakeDatabase | None = None) -> None:
         self.schema = schema

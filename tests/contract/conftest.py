@@ -17,7 +17,18 @@ from pinledger.ledger.adapters import KAFKA_PYTHON, LIBRDKAFKA, open_log
 from pinledger.ledger.kafka import KafkaSettings
 from pinledger.ledger.log import Log, LogError
 from pinledger.service.testing.fake_log import FakeLog
+from tests.contract.store_fixtures import ALL_KINDS
 from tests.settings import stack_settings
+
+# -- the store port -------------------------------------------------------------------
+
+
+@pytest.fixture(params=ALL_KINDS)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """Every store test of the contract runs on each real store and on the FakeStore."""
+    kind: str = request.param
+    return kind
+
 
 # -- the log port ---------------------------------------------------------------------
 

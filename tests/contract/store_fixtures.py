@@ -1,7 +1,11 @@
-"""The `store` fixture of the contract suite: each test runs on the real Postgres
-adapter (a fresh, migrated schema, dropped afterwards), on the real MySQL adapter (a
-fresh, migrated MariaDB database, dropped afterwards) and on the in-memory FakeStore. A
-missing server fails the test with a message naming `make stack-up`; it never skips it.
+"""The `store` and `scratch` fixtures of every tier, parametrized by kind: a real
+Postgres store (a fresh, migrated schema, dropped afterwards), a real MySQL store (a
+fresh, migrated MariaDB database, dropped afterwards) or the in-memory FakeStore.
+
+Which kind is `store_kind`'s: Postgres by default; a test about the store runs on each
+real store with `@each_kind`; the contract suite's conftest makes every test run on all
+three (`ALL_KINDS`). A missing server fails the test with a message naming
+`make stack-up`; it never skips it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,14 @@ from pinledger.projections.pg.store import Store as PgStore
 from pinledger.projections.store import LedgerStore, StoreError
 from pinledger.service.testing.fake_store import FakeStore
 from tests.settings import stack_settings
+
+# The real stores.
+KINDS = ("postgres", "mysql")
+# The real stores and the FakeStore (which behaves as Postgres).
+ALL_KINDS = (*KINDS, "fake")
+
+# A test about the store: once on each real store (overrides `store_kind`).
+each_kind = pytest.mark.parametrize("store_kind", KINDS)
 
 
 def store_dsn(kind: str) -> str:
@@ -43,23 +55,39 @@ def fresh_pg_store(label: str, migrate: bool = True) -> PgStore:
 
 
 def dialect(store: LedgerStore) -> str:
-    """Whose regular expressions and byte rendering a store's body regexes use:
-    "mysql" (MariaDB's PCRE2 on the body's bytes) or "postgres" (Postgres's regex on
-    the body's escape encoding; the FakeStore behaves as Postgres)."""
-    return (
-        "mysql" if type(store).__module__.startswith("pinledger.projections.mysql") else "postgres"
-    )
+    """Whose regular expressions and byte rendering a store's body regexes use, as the
+    store says (`kind`): "mysql" (MariaDB's PCRE2 on the body's bytes) or "postgres"
+    (Postgres's regex on the body's escape encoding; the FakeStore behaves as Postgres)."""
+    return store.kind
 
 
-@pytest.fixture(params=["postgres", "mysql", "fake"])
-def store(request: pytest.FixtureRequest) -> Iterator[LedgerStore]:
-    if request.param == "fake":
+@pytest.fixture
+def store_kind() -> str:
+    """The kind of `store` and `scratch`: Postgres, unless the test or its folder says
+    otherwise (`each_kind`, the contract suite's conftest)."""
+    return "postgres"
+
+
+def _opened(kind: str, label: str) -> Iterator[LedgerStore]:
+    if kind == "fake":
         fake = FakeStore()
         fake.migrate()
         yield fake
         return
-    real = fresh_store(request.param, "contract")
+    real = fresh_store(kind, label)
     try:
         yield real
     finally:
         real.drop()
+
+
+@pytest.fixture
+def store(store_kind: str) -> Iterator[LedgerStore]:
+    """A fresh, migrated store of `store_kind`, dropped afterwards."""
+    yield from _opened(store_kind, "store")
+
+
+@pytest.fixture
+def scratch(store_kind: str) -> Iterator[LedgerStore]:
+    """A second fresh store of the same kind, for replays."""
+    yield from _opened(store_kind, "scratch")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pinledger.ledger.events import Actor, Claimed, Enqueued, Succeeded
 from pinledger.ledger.log import queue_topic
-from pinledger.projections.history_partitions import DAY_MS, HistoryPartition, day_start
+from pinledger.projections.day_partitions import DAY_MS, DayPartition, day_start
 from pinledger.projections.projector import PartitionProjector
 from pinledger.projections.store import LedgerStore
 from tests.contract.store_fixtures import store
@@ -35,8 +35,8 @@ def _three_days(store: LedgerStore) -> str:
     return topic
 
 
-def _day(n: int) -> HistoryPartition:
-    return HistoryPartition(DAY0 + n * DAY_MS, DAY0 + (n + 1) * DAY_MS)
+def _day(n: int) -> DayPartition:
+    return DayPartition(DAY0 + n * DAY_MS, DAY0 + (n + 1) * DAY_MS)
 
 
 def test_a_fresh_store_has_no_history_partitions(store: LedgerStore) -> None:

@@ -1,8 +1,9 @@
-"""Fixtures for tests against the real Kafka and Postgres (`make stack-up`).
+"""Fixtures for tests against the real Kafka, Postgres and MariaDB (`make stack-up`).
 
-Each test gets its own topic prefix and Postgres schema, so tests never see each
-other's queues or rows. The servers must be running: a missing server fails the
-tests with a message saying how to start it, it never skips them.
+Each test gets its own topic prefix and store schema (a MariaDB database for the MySQL
+store), so tests never see each other's queues or rows. The servers must be running: a
+missing server fails the tests with a message saying how to start it, it never skips
+them.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import pytest
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.pg.store import Store, StoreError
+from pinledger.projections.pg.store import Store
 from pinledger.service.config import Config
 from pinledger.service.password import hash_password
 from pinledger.service.testing.servers import ServerProcess, context, running
+from tests.contract.store_fixtures import scratch, store, store_kind
 from tests.settings import stack_settings
 
 pytestmark = pytest.mark.integration
@@ -51,29 +53,9 @@ def prefix(kafka: KafkaLog) -> Iterator[str]:
             kafka.delete_topic(topic)
 
 
-def _fresh_store(config: Config, label: str) -> Store:
-    try:
-        store = Store(config.pg_dsn, f"{label}_{uuid.uuid4().hex[:10]}")
-    except StoreError as exc:
-        pytest.fail(f"{exc}\n(the integration tests need the real Postgres: `make stack-up`)")
-    store.migrate()
-    return store
-
-
-@pytest.fixture
-def store(config: Config) -> Iterator[Store]:
-    """A fresh, migrated schema, dropped afterwards."""
-    fresh = _fresh_store(config, "test")
-    yield fresh
-    fresh.drop()
-
-
-@pytest.fixture
-def scratch(config: Config) -> Iterator[Store]:
-    """A second fresh schema, for replays."""
-    fresh = _fresh_store(config, "scratch")
-    yield fresh
-    fresh.drop()
+# `store` and `scratch`: fresh stores of `store_kind` (Postgres unless a test about the
+# store runs `@each_kind`), as in the contract suite.
+__all__ = ["scratch", "store", "store_kind"]
 
 
 @pytest.fixture

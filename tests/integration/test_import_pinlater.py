@@ -20,7 +20,7 @@ from pinledger.ledger.events import Actor, Enqueued
 from pinledger.ledger.kafka import KafkaLog
 from pinledger.ledger.state import JobState
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.mysql.pinlater import PinLaterSource
+from pinledger.projections.pinlater.reader import PinLaterSource
 from pinledger.projections.projector import ProjectionRunner
 from pinledger.projections.store import LedgerStore
 from pinledger.service.cli.import_guard import ImportRefusedError

@@ -1,4 +1,4 @@
-"""The projector against the real Kafka and Postgres."""
+"""The projector against the real Kafka, on each SQL store (Postgres, MariaDB)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,14 @@ from pinledger.ledger.kafka import KafkaLog
 from pinledger.ledger.log import LogRecord, Position
 from pinledger.ledger.state import JobState
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.pg.store import FencedError, PartitionBatch, PartitionGoneError, Store
 from pinledger.projections.projector import PartitionProjector, ProjectionRunner
+from pinledger.projections.store import (
+    FencedError,
+    LedgerStore,
+    PartitionBatch,
+    PartitionGoneError,
+)
+from tests.contract.store_fixtures import each_kind
 
 WORKER = Actor(source="svc:worker1", request_id="req-1", server="s1")
 OTHER = Actor(source="svc:worker2", request_id="req-2", server="s1")
@@ -31,7 +37,7 @@ def _enqueue(
     )
 
 
-def _project(store: Store, kafka: KafkaLog, prefix: str) -> int:
+def _project(store: LedgerStore, kafka: KafkaLog, prefix: str) -> int:
     runner = ProjectionRunner(store, kafka, prefix)
     try:
         return runner.catch_up()
@@ -39,13 +45,14 @@ def _project(store: Store, kafka: KafkaLog, prefix: str) -> int:
         runner.close()
 
 
-def _state(store: Store, d: JobDescriptor) -> JobState | None:
+def _state(store: LedgerStore, d: JobDescriptor) -> JobState | None:
     jobs = store.load_jobs(d.queue, d.partition, [d.local_id])
     return jobs[d.local_id].state if d.local_id in jobs else None
 
 
+@each_kind
 def test_jobs_flow_from_the_log_into_the_tables(
-    writer: LedgerWriter, kafka: KafkaLog, prefix: str, store: Store
+    writer: LedgerWriter, kafka: KafkaLog, prefix: str, store: LedgerStore
 ) -> None:
     writer.create_queue("mail", 2, T0, WORKER)
     tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -83,8 +90,9 @@ def test_jobs_flow_from_the_log_into_the_tables(
     assert timeline[0][13] == tp, "the enqueue's trace context is kept with the job"
 
 
+@each_kind
 def test_redelivered_records_are_not_applied_twice(
-    writer: LedgerWriter, kafka: KafkaLog, prefix: str, store: Store
+    writer: LedgerWriter, kafka: KafkaLog, prefix: str, store: LedgerStore
 ) -> None:
     writer.create_queue("q", 1, T0, WORKER)
     _enqueue(writer, "q", 0, 10)
@@ -104,7 +112,8 @@ def test_redelivered_records_are_not_applied_twice(
     assert len(store.timeline("q", 0, 0)) == 1
 
 
-def test_a_second_projector_of_one_partition_is_fenced(store: Store) -> None:
+@each_kind
+def test_a_second_projector_of_one_partition_is_fenced(store: LedgerStore) -> None:
     store.offset("t", 0)
     batch = PartitionBatch(queue="q", topic="t", partition=0, expected_offset=0, next_offset=5)
     store.commit_partition_batch(batch)
@@ -114,8 +123,9 @@ def test_a_second_projector_of_one_partition_is_fenced(store: Store) -> None:
     assert store.offset("t", 0) == 5
 
 
+@each_kind
 def test_deleting_a_queue_removes_its_rows(
-    writer: LedgerWriter, kafka: KafkaLog, prefix: str, store: Store
+    writer: LedgerWriter, kafka: KafkaLog, prefix: str, store: LedgerStore
 ) -> None:
     writer.create_queue("gone", 1, T0, WORKER)
     writer.create_queue("kept", 1, T0, WORKER)
@@ -129,8 +139,9 @@ def test_deleting_a_queue_removes_its_rows(
     assert _state(store, kept[0]) is JobState.PENDING
 
 
+@each_kind
 def test_records_of_a_deleted_queue_are_not_projected_after_its_deletion(
-    writer: LedgerWriter, kafka: KafkaLog, prefix: str, store: Store
+    writer: LedgerWriter, kafka: KafkaLog, prefix: str, store: LedgerStore
 ) -> None:
     """An owner may still hold records of a queue whose deletion the catalog projection
     has just applied: projecting them must not bring back its rows or an offset that a
@@ -162,7 +173,8 @@ def test_records_of_a_deleted_queue_are_not_projected_after_its_deletion(
     assert list(store.partition_jobs("again", 0)) == [fresh.local_id]
 
 
-def test_a_fenced_projector_is_told_where_the_offset_went(store: Store) -> None:
+@each_kind
+def test_a_fenced_projector_is_told_where_the_offset_went(store: LedgerStore) -> None:
     store.offset("t", 0)
     store.commit_partition_batch(
         PartitionBatch(queue="q", topic="t", partition=0, expected_offset=0, next_offset=5)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import subprocess
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -20,20 +19,13 @@ from pinledger.projections.projector import ProjectionRunner, Scope
 from pinledger.projections.store import LedgerStore
 from pinledger.projections.verify import verify
 from pinledger.service.testing.servers import run_pinledger
-from tests.contract.store_fixtures import fresh_store
+from tests.contract.store_fixtures import each_kind
 from tests.integration.workload import Workload
 from tests.settings import stack_settings
 
 pytestmark = pytest.mark.integration
 
 ADMIN = Actor(source="test:admin", request_id="", server="test")
-
-
-@pytest.fixture(params=["postgres", "mysql"])
-def live(request: pytest.FixtureRequest) -> Iterator[LedgerStore]:
-    fresh = fresh_store(request.param, "verify")
-    yield fresh
-    fresh.drop()
 
 
 def _project(store: LedgerStore, kafka: KafkaLog, prefix: str) -> int:
@@ -56,61 +48,65 @@ def open_ports(kind: str, schema: str) -> tuple[LedgerStore, Log]:
     )
 
 
+@each_kind
 def test_a_consistent_projection_verifies_identical_and_nothing_is_written(
-    writer: LedgerWriter, kafka: KafkaLog, prefix: str, live: LedgerStore
+    writer: LedgerWriter, kafka: KafkaLog, prefix: str, store: LedgerStore
 ) -> None:
     writer.create_queue("busy", 4, 0, ADMIN)
     writer.create_queue("fifo", 1, 0, ADMIN)
     busy = Workload(writer, "busy", 4, seed=31)
     busy.run(300)
     Workload(writer, "fifo", 1, seed=32).run(100)
-    projected = _project(live, kafka, prefix)
-    before = _tables(live)
-    report = verify(live, kafka, prefix, Scope())
+    projected = _project(store, kafka, prefix)
+    before = _tables(store)
+    report = verify(store, kafka, prefix, Scope())
     assert report.identical, report.diffs
     assert report.events == projected
-    assert _tables(live) == before
-    ranged = verify(live, kafka, prefix, Scope(queues=frozenset({"busy"})), max_jobs=5)
+    assert _tables(store) == before
+    ranged = verify(store, kafka, prefix, Scope(queues=frozenset({"busy"})), max_jobs=5)
     assert ranged.identical, ranged.diffs
     assert ranged.events == busy.events_written
 
 
+@each_kind
 def test_partitions_verified_in_worker_processes_verify_the_same(
-    writer: LedgerWriter, kafka: KafkaLog, prefix: str, live: LedgerStore
+    writer: LedgerWriter, kafka: KafkaLog, prefix: str, store: LedgerStore
 ) -> None:
     writer.create_queue("q", 3, 0, ADMIN)
     Workload(writer, "q", 3, seed=33).run(150)
-    projected = _project(live, kafka, prefix)
-    kind = "mysql" if "mysql" in type(live).__module__ else "postgres"
+    projected = _project(store, kafka, prefix)
+    kind = store.kind
     report = verify(
-        live,
+        store,
         kafka,
         prefix,
         Scope(),
         workers=2,
-        open_ports=functools.partial(open_ports, kind, live.schema),
+        open_ports=functools.partial(open_ports, kind, store.schema),
     )
     assert report.identical, report.diffs
     assert report.events == projected
 
 
+@each_kind
 def test_only_what_a_lagging_live_projection_holds_is_compared(
-    writer: LedgerWriter, kafka: KafkaLog, prefix: str, live: LedgerStore
+    writer: LedgerWriter, kafka: KafkaLog, prefix: str, store: LedgerStore
 ) -> None:
     writer.create_queue("q", 2, 0, ADMIN)
     workload = Workload(writer, "q", 2, seed=34)
     workload.run(40)
-    projected = _project(live, kafka, prefix)
+    projected = _project(store, kafka, prefix)
     workload.run(40)
-    report = verify(live, kafka, prefix, Scope())
+    report = verify(store, kafka, prefix, Scope())
     assert report.identical, report.diffs
     assert report.events == projected
 
 
-def test_the_command_reports_a_tampered_timeline_row(
+def test_the_command_reports_a_tampered_timeline_row_on_postgres(
     writer: LedgerWriter, kafka: KafkaLog, prefix: str, store: LedgerStore
 ) -> None:
-    # `store` is the Postgres schema the command's settings name.
+    """Postgres only: `store` is the Postgres schema the command's settings name, and
+    the timeline row is changed through psycopg."""
     writer.create_queue("q", 2, 0, ADMIN)
     Workload(writer, "q", 2, seed=35).run(60)
     _project(store, kafka, prefix)

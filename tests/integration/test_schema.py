@@ -1,37 +1,58 @@
-"""One truth in the schema: migrations/ applied to a fresh schema produce exactly the
-canonical projections/pg/schema.sql."""
+"""One truth in the schema: the migrations applied to a fresh schema produce exactly the
+canonical schema, on each SQL store (migrations/ and projections/pg/schema.sql on
+Postgres, migrations/mysql/ and projections/mysql/schema.sql on MariaDB); and the
+Postgres migrations that converted data convert it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from pinledger.ledger.codec import EVENT_TAGS
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import QueueCreated, QueueDeleted
+from pinledger.projections.day_partitions import DayPartition
 from pinledger.projections.history import build_history
-from pinledger.projections.history_partitions import HistoryPartition
-from pinledger.projections.pg.schema import create_canonical, describe
-from pinledger.projections.pg.store import Store
-from tests.contract.store_fixtures import fresh_pg_store
+from pinledger.projections.mysql import schema as my_schema
+from pinledger.projections.mysql.store import Store as MyStore
+from pinledger.projections.pg import schema as pg_schema
+from pinledger.projections.pg.store import Store as PgStore
+from pinledger.projections.store import LedgerStore
+from tests.contract.store_fixtures import each_kind, fresh_pg_store, fresh_store
 
 pytestmark = pytest.mark.integration
 
 
+def _describe(store: LedgerStore) -> Any:
+    """The store's schema shape, by its kind's description (projections/*/schema.py)."""
+    if isinstance(store, MyStore):
+        return my_schema.describe(store)
+    assert isinstance(store, PgStore)
+    return pg_schema.describe(store)
+
+
 @pytest.fixture
-def canonical() -> Iterator[Store]:
-    """A fresh schema holding schema.sql, not migrated."""
-    fresh = fresh_pg_store("canonical", migrate=False)
+def canonical(store_kind: str) -> Iterator[LedgerStore]:
+    """A fresh schema (database) of `store_kind` holding its schema.sql, not migrated."""
+    fresh = fresh_store(store_kind, "canonical", migrate=False)
     try:
-        create_canonical(fresh)
+        if isinstance(fresh, MyStore):
+            my_schema.create_canonical(fresh)
+        else:
+            assert isinstance(fresh, PgStore)
+            pg_schema.create_canonical(fresh)
         yield fresh
     finally:
         fresh.drop()
 
 
-def test_migrations_produce_the_canonical_schema(store: Store, canonical: Store) -> None:
-    migrated, expected = describe(store), describe(canonical)
+@each_kind
+def test_migrations_produce_the_canonical_schema(
+    store: LedgerStore, canonical: LedgerStore
+) -> None:
+    migrated, expected = _describe(store), _describe(canonical)
     assert {c[0] for c in expected.columns} == {
         "queues",
         "jobs",
@@ -42,12 +63,16 @@ def test_migrations_produce_the_canonical_schema(store: Store, canonical: Store)
     assert migrated.columns == expected.columns
     assert migrated.indexes == expected.indexes
     assert migrated.constraints == expected.constraints
+    if store.kind == "mysql":
+        # MariaDB's partitioning is not in its constraints: compared on its own.
+        assert migrated.partitioning == expected.partitioning == [("job_events", "RANGE", "`at`")]
 
 
-def test_migrating_twice_changes_nothing(store: Store) -> None:
-    before = describe(store)
+@each_kind
+def test_migrating_twice_changes_nothing(store: LedgerStore) -> None:
+    before = _describe(store)
     assert store.migrate() == []
-    assert describe(store) == before
+    assert _describe(store) == before
 
 
 # Rows as pinledger wrote them before migration 0003: the event's Python class name.
@@ -58,12 +83,13 @@ _LEGACY_EVENT = """
 """
 
 
-def test_migration_0003_turns_class_names_into_codec_tags() -> None:
+def test_postgres_migration_0003_turns_class_names_into_codec_tags() -> None:
+    """Postgres only: its migration 0003 converted rows (MySQL started after it)."""
     legacy = fresh_pg_store("legacy", migrate=False)
     try:
         assert legacy.migrate(upto=2) == ["0001_initial.sql", "0002_finished_index.sql"]
         kinds = [cls for cls in EVENT_TAGS if cls not in (QueueCreated, QueueDeleted)]
-        with legacy.connection("writing legacy rows") as conn:
+        with legacy.dialect.connection("writing legacy rows") as conn:
             for offset, cls in enumerate(kinds):
                 conn.execute(_LEGACY_EVENT, {"offset": offset, "type": cls.__name__})
         assert legacy.migrate(upto=3) == ["0003_event_tags_drop_epoch.sql"]
@@ -76,13 +102,15 @@ def test_migration_0003_turns_class_names_into_codec_tags() -> None:
         legacy.drop()
 
 
-def test_migration_0004_moves_the_timeline_into_day_partitions() -> None:
+def test_postgres_migration_0004_moves_the_timeline_into_day_partitions() -> None:
+    """Postgres only: its migration 0004 partitioned an existing timeline (MySQL started
+    partitioned)."""
     legacy = fresh_pg_store("legacy", migrate=False)
     day = 86_400_000
     try:
         legacy.migrate(upto=3)
         kinds = [cls for cls in EVENT_TAGS if cls not in (QueueCreated, QueueDeleted)]
-        with legacy.connection("writing rows of an unpartitioned timeline") as conn:
+        with legacy.dialect.connection("writing rows of an unpartitioned timeline") as conn:
             for offset, cls in enumerate(kinds):
                 conn.execute(
                     _TAGGED_EVENT,
@@ -95,7 +123,7 @@ def test_migration_0004_moves_the_timeline_into_day_partitions() -> None:
         ]
         days = {offset * day // 3 // day for offset in range(len(kinds))}
         assert legacy.history_partitions() == [
-            HistoryPartition(d * day, (d + 1) * day) for d in sorted(days)
+            DayPartition(d * day, (d + 1) * day) for d in sorted(days)
         ]
         assert [p.name for p in legacy.history_partitions()][:2] == [
             "job_events_p19700101",

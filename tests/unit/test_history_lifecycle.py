@@ -21,10 +21,9 @@ from pinledger.ledger.events import (
     Succeeded,
 )
 from pinledger.ledger.log import Append, LogError, Position
-from pinledger.projections.history import build_history
-from pinledger.projections.history_partitions import (
+from pinledger.projections.day_partitions import (
     DAY_MS,
-    HistoryPartition,
+    DayPartition,
     ahead_of,
     day_partition,
     day_start,
@@ -33,6 +32,7 @@ from pinledger.projections.history_partitions import (
     retention_cutoff,
     to_drop,
 )
+from pinledger.projections.history import build_history
 from pinledger.projections.log_history import (
     HistoryScanLimitError,
     has_enqueue,
@@ -54,8 +54,8 @@ W = Actor("svc:worker", "r1", "s1")
 OWNER = Actor("pinledger:owner", "r2", "s2")
 
 
-def _day(n: int) -> HistoryPartition:
-    return HistoryPartition(DAY0 + n * DAY_MS, DAY0 + (n + 1) * DAY_MS)
+def _day(n: int) -> DayPartition:
+    return DayPartition(DAY0 + n * DAY_MS, DAY0 + (n + 1) * DAY_MS)
 
 
 # -- which partitions -----------------------------------------------------------------
@@ -65,7 +65,7 @@ def test_an_event_belongs_to_the_utc_day_it_happened_in() -> None:
     assert day_partition(DAY0) == _day(0)
     assert day_partition(DAY0 + DAY_MS - 1) == _day(0)
     assert day_partition(DAY0 + DAY_MS) == _day(1)
-    assert day_partition(-1) == HistoryPartition(-DAY_MS, 0)
+    assert day_partition(-1) == DayPartition(-DAY_MS, 0)
     assert partition_name(DAY0) == "job_events_p20231114"
     assert partition_name(0) == "job_events_p19700101"
 

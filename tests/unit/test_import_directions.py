@@ -33,8 +33,14 @@ ALLOWED: dict[str, set[str]] = {
     # The one place a Log adapter is chosen, by the Kafka client's name.
     "ledger.adapters": {"ledger", "ledger.kafka", "ledger.rdkafka"},
     "projections": {"ledger", "ledger.clock"},
-    "projections.pg": {"ledger", "ledger.clock", "projections"},
-    "projections.mysql": {"ledger", "ledger.clock", "projections"},
+    # The one SQL store, written once over a dialect port; it names no database.
+    "projections.sql": {"ledger", "ledger.clock", "projections"},
+    # Each dialect: its driver and what its database does its own way.
+    "projections.pg": {"ledger", "ledger.clock", "projections", "projections.sql"},
+    "projections.mysql": {"ledger", "ledger.clock", "projections", "projections.sql"},
+    # The PinLater importer's reader of PinLater's MySQL databases (not a store): the
+    # MySQL driver's connection helpers and the named-query reader.
+    "projections.pinlater": {"projections", "projections.mysql", "projections.sql"},
     # The one place a store adapter is chosen, by the DSN's scheme.
     "projections.factory": {"projections", "projections.pg", "projections.mysql"},
     # The client library shares the wire (idl) and the pure core, nothing else.
@@ -204,15 +210,15 @@ def test_nothing_in_the_runtime_imports_the_testing_place(runtime: str) -> None:
 
 
 # Third-party drivers, each confined to the rooms that are its edge: each Kafka client to
-# its Kafka adapter, the Postgres driver to the Postgres adapter, the MySQL driver to the
-# MySQL adapter, the Thrift library to the wire (the IDL, the API room, the server and
-# the client library).
+# its Kafka adapter, the Postgres driver to the Postgres dialect, the MySQL driver to the
+# MySQL dialect and the PinLater reader, the Thrift library to the wire (the IDL, the
+# API room, the listeners, the server and the client library).
 DRIVERS: dict[str, set[str]] = {
     "kafka": {"ledger.kafka"},
     "confluent_kafka": {"ledger.rdkafka"},
     "psycopg": {"projections.pg"},
     "psycopg_pool": {"projections.pg"},
-    "pymysql": {"projections.mysql"},
+    "pymysql": {"projections.mysql", "projections.pinlater"},
     "thriftpy2": {
         "idl",
         "service.api",

@@ -8,7 +8,7 @@ import pytest
 
 from pinledger.ledger.events import Actor
 from pinledger.ledger.state import Job, JobState, Stamp, evolve
-from pinledger.projections.mysql.pinlater import PinLaterJob
+from pinledger.projections.pinlater.reader import PinLaterJob
 from pinledger.service.cli.import_pinlater import SOURCE, enqueue_event, follow_ups
 
 NOW = 1_700_000_000_000

@@ -1,4 +1,4 @@
-"""The MySQL store's plan of job_events' partitions (projections/mysql/history.py): day
+"""The MySQL store's plan of job_events' partitions (projections/mysql/day_partitions.py): day
 partitions between gaps, so each day partition holds exactly its day although MariaDB's
 RANGE partitions have upper bounds only."""
 
@@ -8,9 +8,9 @@ import itertools
 
 import pytest
 
+from pinledger.projections.day_partitions import DAY_MS, DayPartition, day_start
 from pinledger.projections.factory import is_mysql
-from pinledger.projections.history_partitions import DAY_MS, HistoryPartition, day_start
-from pinledger.projections.mysql.history import Part, Split, gap, plan_creation, plan_drop
+from pinledger.projections.mysql.day_partitions import Part, Split, gap, plan_creation, plan_drop
 from pinledger.projections.store import StoreError
 from pinledger.service.config import Config
 
@@ -18,8 +18,8 @@ DAY0 = day_start(1_700_000_000_000)
 FRESH = [Part("job_events_g19700101", 0)]
 
 
-def _day(n: int) -> HistoryPartition:
-    return HistoryPartition(DAY0 + n * DAY_MS, DAY0 + (n + 1) * DAY_MS)
+def _day(n: int) -> DayPartition:
+    return DayPartition(DAY0 + n * DAY_MS, DAY0 + (n + 1) * DAY_MS)
 
 
 def _apply(parts: list[Part], splits: list[Split], added: list[Part]) -> list[Part]:

@@ -1,4 +1,4 @@
-"""The timeline's retention: its day partitions (projections/history_partitions.py)
+"""The timeline's retention: its day partitions (projections/day_partitions.py)
 created ahead of the clock, and those past the history retention
 (PINLEDGER_HISTORY_RETENTION_DAYS; 0 keeps them forever) dropped whole.
 
@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 
 from pinledger.ledger.clock import Clock
-from pinledger.projections.history_partitions import ahead_of, retention_cutoff
+from pinledger.projections.day_partitions import ahead_of, retention_cutoff
 from pinledger.projections.store import HistoryStore
 from pinledger.service.observability.log_limit import RateLimitedLog
 

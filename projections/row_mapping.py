@@ -1,7 +1,7 @@
 """Rows of the named queries to the store's named rows: the column order both SQL
-adapters' queries.sql return (projections/pg, projections/mysql), in one place (and
-the parameters of the one insert both spell alike, imported_params). Each
-adapter's rows.py adds what its driver returns differently (the timeline's types)."""
+dialects' queries.sql return (projections/pg, projections/mysql), in one place, and
+the parameters of the writes both spell alike (job_params, imported_params). What a
+driver returns differently (the timeline's types) is its dialect's `timeline_row`."""
 
 from __future__ import annotations
 
@@ -88,3 +88,25 @@ def imported_params(batch: PartitionBatch) -> list[dict[str, Any]]:
         }
         for local_id, imported in batch.imported.items()
     ]
+
+
+def job_params(batch: PartitionBatch, job: Job) -> dict[str, Any]:
+    """The parameters of upsert_job for one job of a batch."""
+    return {
+        "queue": batch.queue,
+        "partition": batch.partition,
+        "local_id": job.local_id,
+        "priority": job.priority,
+        "state": int(job.state),
+        "body": job.body,
+        "attempts_allowed": job.attempts_allowed,
+        "attempts_remaining": job.attempts_remaining,
+        "custom_status": job.custom_status,
+        "created_at": job.created_at,
+        "run_after": job.run_after,
+        "updated_at": job.updated_at,
+        "claim": job.claim,
+        "claim_source": job.claim_source,
+        "touched_at": job.touched_at,
+        "traceparent": batch.traceparents.get(job.local_id),
+    }

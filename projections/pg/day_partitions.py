@@ -1,7 +1,7 @@
-"""The day partitions of job_events on Postgres: listed, created ahead of need (and
-before the first event of a day is written), dropped whole by the history retention.
+"""The day partitions of job_events on Postgres: listed, created, dropped whole by the
+retention (the store's cache of them and its retry: projections/sql/day_partitions.py).
 
-Which partitions and when is pure arithmetic (projections/history_partitions.py); this
+Which partitions and when is pure arithmetic (projections/day_partitions.py); this
 runs the DDL. Creating takes an advisory lock so two processes do not create the same
 day at once; both creating and dropping hold job_events' weaker locks only (ATTACH,
 DETACH ... CONCURRENTLY), so the timeline's readers and the projector's inserts keep
@@ -11,17 +11,11 @@ going meanwhile.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 import psycopg
 from psycopg import sql
 
-from pinledger.projections.history_partitions import (
-    HistoryPartition,
-    day_partition,
-    partitions_between,
-    to_drop,
-)
+from pinledger.projections.day_partitions import DayPartition, to_drop
 from pinledger.projections.pg.connection import PgConnection
 from pinledger.projections.pg.sql import query
 from pinledger.projections.store import StoreError
@@ -30,7 +24,7 @@ from pinledger.projections.store import StoreError
 _BOUND = re.compile(r"FROM \('?(-?\d+)'?\) TO \('?(-?\d+)'?\)")
 
 
-def _statement(name: str, part: HistoryPartition) -> sql.Composed:
+def _statement(name: str, part: DayPartition) -> sql.Composed:
     """A DDL statement on one partition: DDL takes no bind parameters, so the bounds
     (integers) are composed as literals and the name as an identifier."""
     return query(name).format(
@@ -40,51 +34,28 @@ def _statement(name: str, part: HistoryPartition) -> sql.Composed:
     )
 
 
-def _parse_bound(name: str, bound: str) -> HistoryPartition:
+def _parse_bound(name: str, bound: str) -> DayPartition:
     found = _BOUND.search(bound)
     if found is None:
         raise StoreError(f"job_events partition {name} has an unexpected bound: {bound}")
-    return HistoryPartition(int(found.group(1)), int(found.group(2)))
+    return DayPartition(int(found.group(1)), int(found.group(2)))
 
 
-def missing_partition(exc: StoreError) -> bool:
-    """Whether a write failed because no partition of job_events takes a row (one was
-    dropped after this process last saw it)."""
-    cause = exc.__cause__
-    return isinstance(cause, psycopg.errors.CheckViolation) and "no partition" in str(cause)
+class PgDayPartitions(PgConnection):
+    def missing_partition(self, exc: StoreError) -> bool:
+        """Whether a write failed because no partition of job_events takes a row (one
+        was dropped after this process last saw it)."""
+        cause = exc.__cause__
+        return isinstance(cause, psycopg.errors.CheckViolation) and "no partition" in str(cause)
 
-
-class PgHistory(PgConnection):
-    # The day partitions this process has seen in place (a cache: a write that finds
-    # one gone clears it, see PgWrites.commit_partition_batch).
-    _known_partitions: set[HistoryPartition] | None = None
-
-    def history_partitions(self) -> list[HistoryPartition]:
-        """The partitions of job_events, oldest first."""
+    def day_partitions(self) -> list[DayPartition]:
         with self.connection("listing the history partitions") as conn:
             found = conn.execute(query("history_partitions")).fetchall()
         return sorted(_parse_bound(name, bound) for name, bound, _ in found)
 
-    def ensure_history_partitions(self, from_ms: int, to_ms: int) -> int:
-        """Make sure a partition holds every time in [from_ms, to_ms); the number
-        created."""
-        return self._ensure(partitions_between(from_ms, to_ms))
-
-    def ensure_history_for(self, times: Iterable[int]) -> None:
-        """Make sure the partitions of these event times exist before they are written
-        (a no-op, without a query, for days this process has seen already)."""
-        wanted = {day_partition(at) for at in times}
-        known = self._known_partitions
-        if known is not None and wanted <= known:
-            return
-        self._ensure(sorted(wanted))
-
-    def forget_history_partitions(self) -> None:
-        self._known_partitions = None
-
-    def _ensure(self, wanted: list[HistoryPartition]) -> int:
-        if not wanted:
-            return 0
+    def create_day_partitions(self, wanted: list[DayPartition]) -> tuple[int, set[DayPartition]]:
+        """Create the missing ones under an advisory lock (two processes never create
+        the same day at once); (how many created, the days present after)."""
         created = 0
         with self.connection("creating history partitions", transaction=True) as conn:
             conn.execute(query("history_lock_timeout"))
@@ -98,10 +69,9 @@ class PgHistory(PgConnection):
                 conn.execute(_statement("attach_history_partition", part))
                 present.add(part)
                 created += 1
-        self._known_partitions = present
-        return created
+        return created, present
 
-    def drop_history_before(self, cutoff: int) -> int:
+    def drop_day_partitions_before(self, cutoff: int) -> int:
         """Drop every partition whose whole range is older than `cutoff` (whole
         partitions: never a DELETE); the number dropped. A drop left unfinished by an
         earlier call (a detach not finalized, a detached table not dropped) is finished
@@ -113,7 +83,6 @@ class PgHistory(PgConnection):
         old = to_drop(list(parts), cutoff)
         if not old and not leftovers:
             return 0
-        self.forget_history_partitions()
         with self.connection("dropping history partitions") as conn:
             conn.autocommit = True  # DETACH ... CONCURRENTLY runs outside a transaction
             try:

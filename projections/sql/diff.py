@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pinledger.projections.pg.connection import PgConnection
-from pinledger.projections.pg.sql import composed
+from pinledger.projections.sql.base import SqlBase
 from pinledger.projections.store import TableDiff
 
 
-class PgDiff(PgConnection):
+class SqlDiff(SqlBase):
     def diff(
         self,
         *,
@@ -25,6 +24,9 @@ class PgDiff(PgConnection):
         """Rows of `table` only here, only in `other_schema` (counts, then samples),
         among rows whose `queue_column` is in `queues` and, when `partition` is given,
         whose integer `partition_column` equals it."""
+        self.dialect.check_schema_name(other_schema)
+        if not queues:
+            return TableDiff(0, 0, [], [])
         params = {"queues": list(queues), "partition": partition, "limit": limit}
 
         def one_way(left: str, right: str) -> tuple[int, list[Any]]:
@@ -35,10 +37,11 @@ class PgDiff(PgConnection):
                 "queue_column": queue_column,
                 "partition_column": partition_column,
             }
-            with self.connection(f"comparing {table} with schema {other_schema}") as conn:
-                count_row = conn.execute(composed("diff_count", **names), params).fetchone()
-                found = conn.execute(composed("diff_rows", **names), params).fetchall()
-            return (int(count_row[0]) if count_row else 0), [r[0] for r in found]
+            what = f"comparing {table} with {other_schema}"
+            with self.dialect.session(what) as session:
+                count = session.fetchall("diff_count", params, **names)
+                samples = session.samples("diff_rows", params, **names)
+            return (int(count[0][0]) if count else 0), samples
 
         only_here, here_rows = one_way(self.schema, other_schema)
         only_there, there_rows = one_way(other_schema, self.schema)

@@ -8,61 +8,51 @@ from typing import Any
 
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import Job, JobState
-from pinledger.projections.pg import rows
-from pinledger.projections.pg.connection import PgConnection
-from pinledger.projections.pg.sql import query
-from pinledger.projections.store import (
-    HeldJob,
-    JobCount,
-    JobFilter,
-    JobRow,
-    QueueRow,
-    ScanKey,
-)
+from pinledger.projections.row_mapping import held, job, looked_up, scanned, selected
+from pinledger.projections.sql.base import SqlBase
+from pinledger.projections.store import HeldJob, JobCount, JobFilter, JobRow, QueueRow, ScanKey
 
 
-class PgReads(PgConnection):
+class SqlReads(SqlBase):
     def offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """Next offset to project for each partition that has been seen."""
-        keys = list(partitions)
-        if not keys:
+        pairs = list(partitions)
+        if not pairs:
             return {}
-        with self.connection("reading offsets") as conn:
-            found = conn.execute(
-                query("get_offsets"),
-                {"topics": [t for t, _ in keys], "partitions": [p for _, p in keys]},
-            ).fetchall()
+        params = self.dialect.pair_params(pairs, "topics", "partitions")
+        found = self._all("reading offsets", "get_offsets", params)
         return {(topic, partition): int(offset) for topic, partition, offset in found}
 
     def load_jobs(self, queue: str, partition: int, ids: Iterable[int]) -> dict[int, Job]:
         id_list = list(ids)
         if not id_list:
             return {}
-        with self.connection("loading jobs") as conn:
-            found = conn.execute(
-                query("load_jobs"), {"queue": queue, "partition": partition, "ids": id_list}
-            ).fetchall()
-        return {row[0]: rows.job(row) for row in found}
+        params = {"queue": queue, "partition": partition, "ids": id_list}
+        return {row[0]: job(row) for row in self._all("loading jobs", "load_jobs", params)}
 
     def partition_jobs(
         self, queue: str, partition: int, states: Iterable[JobState] = tuple(JobState)
     ) -> dict[int, Job]:
-        with self.connection("loading a partition's jobs") as conn:
-            found = conn.execute(
-                query("partition_jobs"),
-                {"queue": queue, "partition": partition, "states": [int(s) for s in states]},
-            ).fetchall()
-        return {row[0]: rows.job(row) for row in found}
+        found = self._in_states(
+            "loading a partition's jobs", "partition_jobs", queue, partition, states
+        )
+        return {row[0]: job(row) for row in found}
 
     def partition_traceparents(
         self, queue: str, partition: int, states: Iterable[JobState]
     ) -> dict[int, str]:
-        with self.connection("loading trace contexts") as conn:
-            found = conn.execute(
-                query("partition_traceparents"),
-                {"queue": queue, "partition": partition, "states": [int(s) for s in states]},
-            ).fetchall()
+        found = self._in_states(
+            "loading trace contexts", "partition_traceparents", queue, partition, states
+        )
         return {int(local_id): str(traceparent) for local_id, traceparent in found}
+
+    def _in_states(
+        self, what: str, name: str, queue: str, partition: int, states: Iterable[JobState]
+    ) -> list[tuple[Any, ...]]:
+        wanted = [int(s) for s in states]
+        if not wanted:  # an empty IN () is not SQL on MariaDB
+            return []
+        return self._all(what, name, {"queue": queue, "partition": partition, "states": wanted})
 
     def ready_jobs(
         self, queue: str, partition: int, priority: int, after: tuple[int, int], limit: int
@@ -75,9 +65,7 @@ class PgReads(PgConnection):
             "after_local_id": after[1],
             "limit": limit,
         }
-        with self.connection("refilling a ready window") as conn:
-            found = conn.execute(query("ready_jobs"), params).fetchall()
-        return [rows.held(row) for row in found]
+        return [held(row) for row in self._all("refilling a ready window", "ready_jobs", params)]
 
     def expired_claims(
         self, queue: str, partition: int, touched_before: int, limit: int
@@ -88,9 +76,8 @@ class PgReads(PgConnection):
             "touched_before": touched_before,
             "limit": limit,
         }
-        with self.connection("finding expired claims") as conn:
-            found = conn.execute(query("expired_claims"), params).fetchall()
-        return [rows.held(row) for row in found]
+        found = self._all("finding expired claims", "expired_claims", params)
+        return [held(row) for row in found]
 
     def expired(
         self, queue: str, partition: int, succeeded_before: int, failed_before: int, limit: int
@@ -103,27 +90,22 @@ class PgReads(PgConnection):
             "failed_before": failed_before,
             "limit": limit,
         }
-        with self.connection("finding expired jobs") as conn:
-            found = conn.execute(query("expired_jobs"), params).fetchall()
-        return [rows.job(row) for row in found]
+        return [job(row) for row in self._all("finding expired jobs", "expired_jobs", params)]
 
     def queues(self) -> list[QueueRow]:
-        with self.connection("listing queues") as conn:
-            found = conn.execute(query("list_queues")).fetchall()
-        return [QueueRow(*row) for row in found]
+        return [QueueRow(*row) for row in self._all("listing queues", "list_queues", {})]
 
     def job_counts(self) -> list[JobCount]:
-        with self.connection("counting jobs") as conn:
-            found = conn.execute(query("job_counts")).fetchall()
+        found = self._all("counting jobs", "job_counts", {})
         return [
-            JobCount(queue, JobState(state), priority, n) for queue, state, priority, n in found
+            JobCount(queue, JobState(state), priority, int(n))
+            for queue, state, priority, n in found
         ]
 
     def check_regex(self, regex: str | None) -> None:
         if regex is None:
             return
-        with self.connection(f"checking {regex!r}") as conn:
-            conn.execute(query("check_regex"), {"regex": regex})
+        self._all(f"checking {regex!r}", "check_regex", {"regex": regex})
 
     def lookup(
         self, queue: str, keys: Sequence[tuple[int, int]], include_body: bool
@@ -133,50 +115,45 @@ class PgReads(PgConnection):
             return []
         params = {
             "queue": queue,
-            "partitions": [p for p, _ in keys],
-            "ids": [i for _, i in keys],
             "include_body": include_body,
+            **self.dialect.pair_params(list(keys), "partitions", "ids"),
         }
-        with self.connection("looking up jobs") as conn:
-            found = conn.execute(query("lookup_jobs"), params).fetchall()
-        return [rows.looked_up(row) for row in found]
+        return [looked_up(row) for row in self._all("looking up jobs", "lookup_jobs", params)]
 
     def imported(self, queue: str, old_descriptors: Sequence[str]) -> dict[str, JobDescriptor]:
         if not old_descriptors:
             return {}
         params = {"queue": queue, "old": list(old_descriptors)}
-        with self.connection("reading imported descriptors") as conn:
-            found = conn.execute(query("imported_descriptors"), params).fetchall()
+        found = self._all("reading imported descriptors", "imported_descriptors", params)
         return {
             str(old): JobDescriptor(queue, int(partition), int(priority), int(local_id))
             for old, partition, local_id, priority in found
         }
 
     def count(self, where: JobFilter, now: int, future: bool) -> int:
-        with self.connection("counting jobs") as conn:
-            row = conn.execute(query("count_jobs"), _filter(where, now, future)).fetchone()
-        return int(row[0]) if row else 0
+        found = self._first("counting jobs", "count_jobs", _filter(where, now, future))
+        return int(found or 0)
 
     def scan(
         self, where: JobFilter, now: int, future: bool, after: ScanKey | None, limit: int
     ) -> list[JobRow]:
-        params = _filter(where, now, future) | {
-            "after_run_after": after.run_after if after else None,
-            "after_partition": after.partition if after else None,
-            "after_local_id": after.local_id if after else None,
-            "limit": limit,
-        }
-        with self.connection("scanning jobs") as conn:
-            found = conn.execute(query("scan_jobs"), params).fetchall()
-        return [rows.scanned(row) for row in found]
+        params = _filter(where, now, future) | after_key(after) | {"limit": limit}
+        return [scanned(row) for row in self._all("scanning jobs", "scan_jobs", params)]
 
     def select(self, where: JobFilter, limit: int) -> list[JobRow]:
         """Jobs for a bulk action, oldest run_after first, without bodies."""
         assert where.priority is not None
         params = _filter(where, 0, False) | {"limit": limit}
-        with self.connection("selecting jobs") as conn:
-            found = conn.execute(query("select_jobs"), params).fetchall()
-        return [rows.selected(row) for row in found]
+        return [selected(row) for row in self._all("selecting jobs", "select_jobs", params)]
+
+
+def after_key(after: ScanKey | None) -> dict[str, Any]:
+    """Where a page of a scan or of the job finder starts (None: at the first)."""
+    return {
+        "after_run_after": after.run_after if after else None,
+        "after_partition": after.partition if after else None,
+        "after_local_id": after.local_id if after else None,
+    }
 
 
 def _filter(where: JobFilter, now: int, future: bool) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""The day partitions of job_events on MariaDB: listed, created ahead of need (and
-before the first event of a day is written), dropped whole by the history retention.
+"""The day partitions of job_events on MariaDB: listed, created, dropped whole by the
+retention (the store's cache of them and its retry: projections/sql/day_partitions.py).
 
 MariaDB's RANGE partitions have upper bounds only: a partition holds the rows from the
 bound of the one before it (or from minus infinity, for the first) up to its own. To
@@ -16,7 +16,7 @@ the table alternates two kinds (docs/decisions/0016-mysql-store.md):
 A time above the last bound has no partition (MariaDB refuses the row, as Postgres does
 a row outside every partition), so a store that forgot a dropped day finds out and
 creates it again. Which days and when is pure arithmetic (projections/
-history_partitions.py); the plan of each DDL is `plan_*` below, the DDL runs here.
+day_partitions.py); the plan of each DDL is `plan_*` below, the DDL runs here.
 """
 
 from __future__ import annotations
@@ -27,12 +27,10 @@ from typing import NamedTuple
 
 import pymysql.cursors
 
-from pinledger.projections.history_partitions import (
+from pinledger.projections.day_partitions import (
     DAY_MS,
     PARTITION_PREFIX,
-    HistoryPartition,
-    day_partition,
-    partitions_between,
+    DayPartition,
 )
 from pinledger.projections.mysql.connection import (
     ER_NO_PARTITION_FOR_GIVEN_VALUE,
@@ -56,8 +54,8 @@ class Part(NamedTuple):
         return self.name.startswith(PARTITION_PREFIX)
 
     @property
-    def day(self) -> HistoryPartition:
-        return HistoryPartition(self.bound - DAY_MS, self.bound)
+    def day(self) -> DayPartition:
+        return DayPartition(self.bound - DAY_MS, self.bound)
 
 
 def gap(bound: int) -> Part:
@@ -65,7 +63,7 @@ def gap(bound: int) -> Part:
     return Part(f"{GAP_PREFIX}{day:%Y%m%d}", bound)
 
 
-def day_part(day: HistoryPartition) -> Part:
+def day_part(day: DayPartition) -> Part:
     return Part(day.name, day.end)
 
 
@@ -77,7 +75,7 @@ class Split(NamedTuple):
 
 
 def plan_creation(
-    parts: list[Part], wanted: Iterable[HistoryPartition]
+    parts: list[Part], wanted: Iterable[DayPartition]
 ) -> tuple[list[Split], list[Part]]:
     """The splits of gaps (in order) and the partitions to add above the last bound that
     give every wanted day its partition, given the partitions in order."""
@@ -121,11 +119,6 @@ def plan_drop(parts: list[Part], cutoff: int) -> tuple[list[Part], Part | None]:
     return old[:-1], old[-1]
 
 
-def missing_partition(exc: StoreError) -> bool:
-    """Whether a write failed because no partition of job_events takes a row."""
-    return error_code(exc.__cause__ or exc) == ER_NO_PARTITION_FOR_GIVEN_VALUE
-
-
 def _definitions(parts: list[Part]) -> str:
     return ", ".join(
         fragment("partition_definition", partition=quote(p.name), bound=str(int(p.bound)))
@@ -133,38 +126,23 @@ def _definitions(parts: list[Part]) -> str:
     )
 
 
-class MyHistory(MyConnection):
-    # The day partitions this process has seen in place (a cache: a write that finds
-    # one gone clears it, see MyWrites.commit_partition_batch).
-    _known_partitions: set[HistoryPartition] | None = None
+class MyDayPartitions(MyConnection):
+    def missing_partition(self, exc: StoreError) -> bool:
+        """Whether a write failed because no partition of job_events takes a row."""
+        return error_code(exc.__cause__ or exc) == ER_NO_PARTITION_FOR_GIVEN_VALUE
 
     def _parts(self, cur: pymysql.cursors.Cursor) -> list[Part]:
         cur.execute(query("history_partitions"), {})
         return [Part(str(name), int(bound)) for name, bound in cur.fetchall()]
 
-    def history_partitions(self) -> list[HistoryPartition]:
+    def day_partitions(self) -> list[DayPartition]:
         with self.cursor("listing the history partitions") as cur:
             parts = self._parts(cur)
         return sorted(p.day for p in parts if p.is_day)
 
-    def ensure_history_partitions(self, from_ms: int, to_ms: int) -> int:
-        return self._ensure(partitions_between(from_ms, to_ms))
-
-    def ensure_history_for(self, times: Iterable[int]) -> None:
-        """Make sure the partitions of these event times exist before they are written
-        (a no-op, without a query, for days this process has seen already)."""
-        wanted = {day_partition(at) for at in times}
-        known = self._known_partitions
-        if known is not None and wanted <= known:
-            return
-        self._ensure(sorted(wanted))
-
-    def forget_history_partitions(self) -> None:
-        self._known_partitions = None
-
-    def _ensure(self, wanted: list[HistoryPartition]) -> int:
-        if not wanted:
-            return 0
+    def create_day_partitions(self, wanted: list[DayPartition]) -> tuple[int, set[DayPartition]]:
+        """Split gaps and add partitions so every wanted day has its own; (how many days
+        created, the days present after)."""
         with self.cursor("creating history partitions") as cur, self._ddl_lock(cur):
             parts = self._parts(cur)
             splits, added = plan_creation(parts, wanted)
@@ -180,10 +158,9 @@ class MyHistory(MyConnection):
                 )
             present = {p.day for p in self._parts(cur) if p.is_day}
         created = len(splits) + sum(1 for p in added if p.is_day)
-        self._known_partitions = present
-        return created
+        return created, present
 
-    def drop_history_before(self, cutoff: int) -> int:
+    def drop_day_partitions_before(self, cutoff: int) -> int:
         """Drop every day partition whose whole range is older than `cutoff` (whole
         partitions, never a DELETE: the newest of them is truncated and becomes the
         first gap, the others are dropped); the number of days dropped."""
@@ -191,7 +168,6 @@ class MyHistory(MyConnection):
             dropped, kept = plan_drop(self._parts(cur), cutoff)
         if kept is None:
             return 0
-        self.forget_history_partitions()
         with self.cursor("dropping history partitions") as cur, self._ddl_lock(cur):
             # Planned again under the lock: another process may have dropped them.
             dropped, kept = plan_drop(self._parts(cur), cutoff)
@@ -226,7 +202,7 @@ class MyHistory(MyConnection):
             self.cur.execute(query("unlock_history_partitions"))
             self.cur.execute(query("default_lock_timeout"))
 
-    def _ddl_lock(self, cur: pymysql.cursors.Cursor) -> MyHistory._Lock:
+    def _ddl_lock(self, cur: pymysql.cursors.Cursor) -> MyDayPartitions._Lock:
         """Changing partitions takes turns between processes (a named lock) and waits
         at most 5 s for job_events' metadata lock."""
-        return MyHistory._Lock(cur)
+        return MyDayPartitions._Lock(cur)

@@ -26,7 +26,7 @@ DAYS_AHEAD = 2
 
 
 @dataclass(frozen=True, slots=True, order=True)
-class HistoryPartition:
+class DayPartition:
     """One partition of job_events: the events with start <= at < end."""
 
     start: int
@@ -48,22 +48,17 @@ def partition_name(start: int) -> str:
     return f"{PARTITION_PREFIX}{day:%Y%m%d}"
 
 
-def day_partition(at: int) -> HistoryPartition:
+def day_partition(at: int) -> DayPartition:
     start = day_start(at)
-    return HistoryPartition(start, start + DAY_MS)
+    return DayPartition(start, start + DAY_MS)
 
 
-def partitions_for(times: set[int] | list[int]) -> list[HistoryPartition]:
-    """The day partitions that hold events at these times, oldest first."""
-    return sorted({day_partition(at) for at in times})
-
-
-def partitions_between(from_ms: int, to_ms: int) -> list[HistoryPartition]:
+def partitions_between(from_ms: int, to_ms: int) -> list[DayPartition]:
     """The day partitions covering [from_ms, to_ms), oldest first (none when empty)."""
     if to_ms <= from_ms:
         return []
     first, last = day_start(from_ms), day_start(to_ms - 1)
-    return [HistoryPartition(s, s + DAY_MS) for s in range(first, last + DAY_MS, DAY_MS)]
+    return [DayPartition(s, s + DAY_MS) for s in range(first, last + DAY_MS, DAY_MS)]
 
 
 def ahead_of(now: int, days: int = DAYS_AHEAD) -> tuple[int, int]:
@@ -81,6 +76,6 @@ def retention_cutoff(now: int, retention_days: float) -> int | None:
     return now - round(retention_days * DAY_MS)
 
 
-def to_drop(partitions: list[HistoryPartition], cutoff: int) -> list[HistoryPartition]:
+def to_drop(partitions: list[DayPartition], cutoff: int) -> list[DayPartition]:
     """The partitions whose whole range is older than `cutoff`, oldest first."""
     return sorted(p for p in partitions if p.end <= cutoff)

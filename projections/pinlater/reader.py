@@ -1,5 +1,7 @@
 """Reads a PinLater MySQL deployment for `pinledger import-pinlater` (service/cli/
-import_pinlater.py), and keeps the importer's map of what it imported there.
+import_pinlater.py), and keeps the importer's map of what it imported there. Not a
+store: a reader of PinLater's own databases, through the MySQL store's driver
+connection helpers and its queries in pinlater.sql.
 
 PinLater keeps the jobs of queue Q on shard S in the database `plq_<S>_<Q>`, one table
 per priority, `jobs_p<priority>`, with the columns local_id, state, claim_descriptor,
@@ -15,15 +17,30 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
 from typing import Any
 
 import pymysql
 import pymysql.cursors
 
 from pinledger.projections.mysql.connection import connect_args, store_error
-from pinledger.projections.mysql.sql import query
+from pinledger.projections.mysql.sql import fill
+from pinledger.projections.sql.named_queries import parse
 
-SQL_FILE = "pinlater.sql"
+SQL_FILE = files("pinledger.projections.pinlater").joinpath("pinlater.sql")
+
+
+@cache
+def _queries() -> dict[str, str]:
+    return parse(SQL_FILE)
+
+
+def _query(name: str, **identifiers: str) -> str:
+    """A named query of pinlater.sql, its database and table names quoted."""
+    return fill(_queries()[name], **identifiers)
+
+
 _DATABASE = re.compile(r"^plq_([A-Za-z0-9]+)_(\w+)$")
 _TABLE = re.compile(r"^jobs_p([0-9]+)$")
 
@@ -98,13 +115,13 @@ class PinLaterSource:
         given), with the priorities of their jobs_p<priority> tables."""
         found = []
         with self._cursor("listing PinLater databases") as cur:
-            cur.execute(query("pinlater_databases", SQL_FILE), {})
+            cur.execute(_query("pinlater_databases"), {})
             databases = [str(row[0]) for row in cur.fetchall()]
             for database in databases:
                 named = _DATABASE.match(database)
                 if named is None or (queues and named.group(2) not in queues):
                     continue
-                cur.execute(query("pinlater_tables", SQL_FILE), {"db": database})
+                cur.execute(_query("pinlater_tables"), {"db": database})
                 priorities = tuple(
                     sorted(
                         int(m.group(1))
@@ -118,21 +135,21 @@ class PinLaterSource:
     def count(self, shard: PinLaterShard, priority: int) -> int:
         names = {"db": shard.database, "table": f"jobs_p{priority}"}
         with self._cursor("counting PinLater jobs") as cur:
-            cur.execute(query("count_jobs", SQL_FILE, **names), {})
+            cur.execute(_query("count_jobs", **names), {})
             row = cur.fetchone()
         return int(row[0]) if row else 0
 
     def prepare(self, shard: PinLaterShard) -> None:
         """Create the importer's map table in the shard's database (when missing)."""
         with self._cursor("creating the import map") as cur:
-            cur.execute(query("create_import_map", SQL_FILE, db=shard.database))
+            cur.execute(_query("create_import_map", db=shard.database))
 
     def pending_range(self, shard: PinLaterShard, priority: int) -> tuple[int, int] | None:
         """The smallest and largest local_id of a priority's jobs not imported yet (None:
         there are none)."""
         names = {"db": shard.database, "table": f"jobs_p{priority}"}
         with self._cursor("reading PinLater's local ids") as cur:
-            cur.execute(query("pending_range", SQL_FILE, **names), {"priority": priority})
+            cur.execute(_query("pending_range", **names), {"priority": priority})
             row = cur.fetchone()
         if row is None or row[0] is None:
             return None
@@ -145,7 +162,7 @@ class PinLaterSource:
         with self._cursor("reading PinLater's local ids") as cur:
             for i in range(0, len(ids), 1000):
                 params = {"priority": priority, "ids": list(ids[i : i + 1000])}
-                cur.execute(query("pending_among", SQL_FILE, **names), params)
+                cur.execute(_query("pending_among", **names), params)
                 found += [int(row[0]) for row in cur.fetchall()]
         return found
 
@@ -157,7 +174,7 @@ class PinLaterSource:
         names = {"db": shard.database, "table": f"jobs_p{priority}"}
         params = {"priority": priority, "after": after, "upto": upto, "limit": limit}
         with self._cursor("reading PinLater jobs") as cur:
-            cur.execute(query("jobs_to_import", SQL_FILE, **names), params)
+            cur.execute(_query("jobs_to_import", **names), params)
             return [_job(row) for row in cur.fetchall()]
 
     def record(self, shard: PinLaterShard, priority: int, imported: dict[int, str]) -> None:
@@ -169,12 +186,12 @@ class PinLaterSource:
         if not rows:
             return
         with self._cursor("recording imported jobs") as cur:
-            cur.executemany(query("record_import", SQL_FILE, db=shard.database), rows)
+            cur.executemany(_query("record_import", db=shard.database), rows)
 
     def imported_as(self, shard: PinLaterShard, priority: int, local_id: int) -> str | None:
         """The pinledger descriptor a PinLater job was imported as (None: not imported)."""
         params = {"priority": priority, "local_id": local_id}
         with self._cursor("reading the import map") as cur:
-            cur.execute(query("imported_descriptor", SQL_FILE, db=shard.database), params)
+            cur.execute(_query("imported_descriptor", db=shard.database), params)
             row = cur.fetchone()
         return None if row is None else str(row[0])

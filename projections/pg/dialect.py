@@ -1,0 +1,45 @@
+"""The Postgres dialect of the SQL store (projections/sql/dialect.py): its connection
+and pool (connection.py), its day partitions' DDL (day_partitions.py), its sessions
+(session.py) and the few row and parameter shapes psycopg takes its own way."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from pinledger.projections.pg.day_partitions import PgDayPartitions
+from pinledger.projections.pg.session import PgSession
+from pinledger.projections.sql.dialect import Params
+from pinledger.projections.sql.names import check_schema_name
+from pinledger.projections.store import TimelineRow
+
+# From this many jobs on, a batch's upserts go as one statement (a binary COPY into a
+# staging table and one upsert from it); below it, as pipelined single-row upserts
+# (upsert_job). An owner's batches are small and ~18% faster pipelined; a replay's are
+# large and faster as one statement (the A/Bs in docs/performance.md, "Replay").
+ONE_STATEMENT_UPSERTS = 1000
+
+
+class PgDialect(PgDayPartitions):
+    kind = "postgres"
+    formats_lines = True
+
+    def __init__(self, dsn: str, schema: str, max_size: int, one_statement_upserts: int) -> None:
+        super().__init__(dsn, schema, max_size)
+        self.one_statement_upserts = one_statement_upserts
+
+    @contextmanager
+    def session(self, what: str, transaction: bool = False) -> Iterator[PgSession]:
+        with self.connection(what, transaction) as conn:
+            yield PgSession(conn, self.one_statement_upserts)
+
+    def check_schema_name(self, schema: str) -> str:
+        return check_schema_name(schema)
+
+    def pair_params(self, pairs: Sequence[tuple[Any, Any]], first: str, second: str) -> Params:
+        # Two arrays, unnested side by side by the query.
+        return {first: [a for a, _ in pairs], second: [b for _, b in pairs]}
+
+    def timeline_row(self, row: Sequence[Any]) -> TimelineRow:
+        return TimelineRow(*row)

@@ -1,0 +1,51 @@
+"""The base of the one SQL store: its dialect, the store's lifecycle and the helper every
+read uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pinledger.projections.sql.dialect import Dialect, Params
+
+
+class SqlBase:
+    """A store over one dialect (projections/sql/dialect.py)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+
+    @property
+    def kind(self) -> str:
+        """ "postgres" or "mysql" (the FakeStore says "postgres": it behaves as one)."""
+        return self.dialect.kind
+
+    @property
+    def dsn(self) -> str:
+        return self.dialect.dsn
+
+    @property
+    def schema(self) -> str:
+        return self.dialect.schema
+
+    def migrate(self, upto: int | None = None) -> list[str]:
+        """Apply the migrations the schema lacks (those numbered up to `upto`, when
+        given: tests of a migration's data conversion); returns the names applied."""
+        return self.dialect.migrate(upto)
+
+    def close(self) -> None:
+        self.dialect.close()
+
+    def drop(self) -> None:
+        """Remove the schema (a MariaDB database) with everything in it."""
+        self.dialect.drop()
+
+    def _all(
+        self, what: str, name: str, params: Params, **identifiers: str
+    ) -> list[tuple[Any, ...]]:
+        with self.dialect.session(what) as session:
+            return session.fetchall(name, params, **identifiers)
+
+    def _first(self, what: str, name: str, params: Params) -> Any:
+        """The first column of the first row (None: no row, or NULL)."""
+        found = self._all(what, name, params)
+        return found[0][0] if found else None

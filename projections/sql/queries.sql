@@ -1,0 +1,46 @@
+-- The statements both SQL dialects run as written, by name: what Postgres and MariaDB
+-- spell alike. Loaded with each dialect's own queries.sql (projections/pg/sql.py,
+-- projections/mysql/sql.py) by projections/sql/named_queries.py; a name is defined in
+-- one of the two files only. Parameters are %(name)s in both drivers (psycopg, PyMySQL).
+
+-- name: applied_migrations
+SELECT version FROM schema_migrations ORDER BY version;
+
+-- name: record_migration
+INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s);
+
+-- name: list_queues
+SELECT name, partitions, created_at FROM queues ORDER BY name;
+
+-- name: job_counts
+-- Jobs by queue, state and priority: what replay prints as a summary.
+SELECT queue, state, priority, count(*) FROM jobs GROUP BY queue, state, priority
+ORDER BY queue, state, priority;
+
+-- name: last_event_time
+-- The time of the newest event projected for a queue (NULL: none).
+SELECT max(at) FROM job_events WHERE queue = %(queue)s;
+
+-- name: queue_counts_as_of
+-- `replay --as-of`: one queue's jobs by state and priority, split as getJobCount
+-- splits them: due (run_after <= now) or future.
+SELECT state, priority, run_after > %(now)s AS future, count(*)
+FROM jobs
+WHERE queue = %(queue)s
+GROUP BY state, priority, future
+ORDER BY state, priority, future;
+
+-- name: delete_queue
+DELETE FROM queues WHERE name = %(name)s;
+
+-- name: delete_queue_jobs
+DELETE FROM jobs WHERE queue = %(name)s;
+
+-- name: delete_queue_job_events
+DELETE FROM job_events WHERE queue = %(name)s;
+
+-- name: delete_queue_imported
+DELETE FROM imported_descriptors WHERE queue = %(name)s;
+
+-- name: delete_topic_offsets
+DELETE FROM partition_offsets WHERE topic = %(topic)s;

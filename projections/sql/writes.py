@@ -1,0 +1,119 @@
+"""The projector's writes: a partition's batch and the catalog's changes, each in one
+transaction with the offset's compare-and-set (projections/store.py says why that
+fences)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pinledger.projections.row_mapping import imported_params
+from pinledger.projections.sql.day_partitions import SqlDayPartitions
+from pinledger.projections.sql.dialect import Session
+from pinledger.projections.store import (
+    PartitionBatch,
+    QueueRow,
+    StoreError,
+    catalog_fenced,
+    check_forward,
+    fenced,
+)
+
+# What a deleted queue takes with it, in this order.
+_DELETE_QUEUE = (
+    "delete_queue",
+    "delete_queue_jobs",
+    "delete_queue_job_events",
+    "delete_queue_imported",
+    "delete_topic_offsets",
+)
+
+
+class SqlWrites(SqlDayPartitions):
+    def offset(self, topic: str, partition: int) -> int:
+        """Next offset to project for a partition (0, and recorded, when never seen)."""
+        params = {"topic": topic, "partition": partition}
+        with self.dialect.session("reading an offset") as session:
+            session.execute("init_offset", params)
+            found = session.fetchall("get_offset", params)
+        assert found  # init_offset guarantees the row
+        return int(found[0][0])
+
+    def commit_partition_batch(self, batch: PartitionBatch) -> None:
+        check_forward(batch.topic, batch.partition, batch.expected_offset, batch.next_offset)
+        # The day partitions of the batch's events exist before they are written: an
+        # event time outside every partition never fails the projector.
+        self.ensure_day_partitions_for(row.at for row in batch.events)
+        try:
+            self._commit_batch(batch)
+        except StoreError as exc:
+            if not self.dialect.missing_partition(exc):
+                raise
+            # A partition this process had seen was dropped since (the retention):
+            # create it again and commit once more.
+            self.forget_day_partitions()
+            self.ensure_day_partitions_for(row.at for row in batch.events)
+            self._commit_batch(batch)
+
+    def _commit_batch(self, batch: PartitionBatch) -> None:
+        where = f"committing {batch.topic}[{batch.partition}]"
+        with self.dialect.session(where, transaction=True) as session:
+            moved = session.execute(
+                "advance_offset",
+                {
+                    "topic": batch.topic,
+                    "partition": batch.partition,
+                    "expected": batch.expected_offset,
+                    "next": batch.next_offset,
+                },
+            )
+            if moved != 1:
+                _fenced(session, batch)
+            if batch.events:
+                session.insert_events(batch)
+            if batch.removals:
+                session.execute(
+                    "remove_jobs",
+                    {"queue": batch.queue, "partition": batch.partition, "ids": batch.removals},
+                )
+            if batch.imported:
+                session.executemany("record_imported", imported_params(batch))
+            if batch.upserts:
+                session.upsert_jobs(batch)
+
+    def commit_catalog(
+        self,
+        topic: str,
+        expected_offset: int,
+        next_offset: int,
+        created: Sequence[tuple[QueueRow, Sequence[str]]],
+        deleted: Sequence[tuple[str, str]],
+    ) -> None:
+        """Apply queue creations (row, partition topics to start at offset 0) and
+        deletions (queue name, its topic) with the catalog offset, in one transaction."""
+        check_forward(topic, 0, expected_offset, next_offset)
+        with self.dialect.session(f"committing catalog {topic}", transaction=True) as session:
+            moved = session.execute(
+                "advance_offset",
+                {"topic": topic, "partition": 0, "expected": expected_offset, "next": next_offset},
+            )
+            if moved != 1:
+                raise catalog_fenced(topic, expected_offset)
+            for name, queue_topic in deleted:
+                for statement in _DELETE_QUEUE:
+                    session.execute(statement, {"name": name, "topic": queue_topic})
+            for row, topics in created:
+                session.execute(
+                    "create_queue",
+                    {"name": row.name, "partitions": row.partitions, "at": row.created_at},
+                )
+                for queue_topic in topics:
+                    for partition in range(row.partitions):
+                        session.execute(
+                            "init_offset", {"topic": queue_topic, "partition": partition}
+                        )
+
+
+def _fenced(session: Session, batch: PartitionBatch) -> None:
+    """Why the offset did not move: raise the matching error."""
+    found = session.fetchall("get_offset", {"topic": batch.topic, "partition": batch.partition})
+    raise fenced(batch, int(found[0][0]) if found else None)
