@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pinledger.ledger import descriptor
+from pinledger.ledger import adapters, descriptor
+from pinledger.ledger.adapters import KafkaClientLog
 from pinledger.ledger.clock import SYSTEM_CLOCK
-from pinledger.ledger.kafka import KafkaLog, KafkaSettings
+from pinledger.ledger.kafka import KafkaSettings
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.asof import QueueAsOf, jobs_then, queue_as_of, why_first
 from pinledger.projections.factory import open_store
@@ -30,7 +31,7 @@ from pinledger.projections.replay import replay
 from pinledger.projections.store import LedgerStore
 from pinledger.service.api.core import Api
 from pinledger.service.api.directory import QueueDirectory
-from pinledger.service.config import Config
+from pinledger.service.config import Config, ConfigError
 from pinledger.service.dashboard.app import Dashboard
 from pinledger.service.dashboard.auth import Sessions
 from pinledger.service.dashboard.backend import AsOfReader, Backend
@@ -53,8 +54,15 @@ def kafka_settings(config: Config, client_id: str = "") -> KafkaSettings:
     )
 
 
-def open_log(config: Config, client_id: str = "") -> KafkaLog:
-    return KafkaLog(kafka_settings(config, client_id))
+def open_log(config: Config, client_id: str = "") -> KafkaClientLog:
+    """The log through the config's Kafka client (KAFKA_CLIENT); a ConfigError names
+    the setting when it names no adapter."""
+    if config.kafka_client not in adapters.CLIENTS:
+        raise ConfigError(
+            f"setting kafka_client (PINLEDGER_KAFKA_CLIENT) must be one of "
+            f"{', '.join(adapters.CLIENTS)}, got {config.kafka_client!r}"
+        )
+    return adapters.open_log(kafka_settings(config, client_id), config.kafka_client)
 
 
 class Assembly:
@@ -123,7 +131,7 @@ def stop_on_signals(stop: Callable[[], None]) -> None:
     signal.signal(signal.SIGINT, handle)
 
 
-def as_of_reader(config: Config, live: LedgerStore, kafka: KafkaLog) -> AsOfReader:
+def as_of_reader(config: Config, live: LedgerStore, kafka: KafkaClientLog) -> AsOfReader:
     """The dashboard's queue as of a moment: a bounded replay of one queue into a
     scratch schema, dropped after reading (what `pinledger replay --as-of` does)."""
 

@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pinledger.ledger.adapters import KafkaClientLog
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import (
     Actor,
@@ -47,7 +48,6 @@ from pinledger.ledger.events import (
     Failed,
     Succeeded,
 )
-from pinledger.ledger.kafka import KafkaLog
 from pinledger.ledger.state import JobState
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.pinlater.reader import PinLaterJob, PinLaterShard, PinLaterSource
@@ -127,7 +127,7 @@ class Summary:
 def run_import(
     source: PinLaterSource,
     writer: LedgerWriter,
-    log: KafkaLog,
+    log: KafkaClientLog,
     queues: Sequence[str] = (),
     clock: Callable[[], int] = lambda: int(time.time() * 1000),
     say: Callable[[str], None] = print,

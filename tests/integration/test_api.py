@@ -1,7 +1,8 @@
 """Every PinLater method over a real socket against a real server, Kafka and Postgres:
 the behaviour lines of PINLATER_CONTRACT.md, one test (or a few) each. The whole module
-runs twice: on a server projecting into Postgres, then on one projecting into MySQL
-(MariaDB, PINLEDGER_STORE_DSN=mysql://...)."""
+runs three times: on a server projecting into Postgres, on one projecting into MySQL
+(MariaDB, PINLEDGER_STORE_DSN=mysql://...), and on one reaching Kafka through the
+librdkafka adapter (PINLEDGER_KAFKA_CLIENT=librdkafka, on Postgres)."""
 
 from __future__ import annotations
 
@@ -81,20 +82,29 @@ def error_of(call: Any) -> Any:
     return caught.value
 
 
-@pytest.fixture(scope="module", params=["postgres", "mysql"])
+# (store kind, Kafka client) of each run.
+RUNS = {
+    "postgres": ("postgres", "kafka-python"),
+    "mysql": ("mysql", "kafka-python"),
+    "librdkafka": ("postgres", "librdkafka"),
+}
+
+
+@pytest.fixture(scope="module", params=list(RUNS))
 def server(
     request: pytest.FixtureRequest, kafka: KafkaLog, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
-    """This module's server (overriding the session's): one per store, on its own topic
+    """This module's server (overriding the session's): one per run, on its own topic
     prefix and schema (a MariaDB database on MySQL)."""
-    dsn = store_dsn(request.param)
+    kind, kafka_client = RUNS[request.param]
+    dsn = store_dsn(kind)
     tag = uuid.uuid4().hex[:10]
     schema = f"api_{tag}"
     try:
         open_store(dsn, schema).close()
     except StoreError as exc:
         pytest.fail(f"{exc}\n(the {request.param} run needs the real server: `make stack-up`)")
-    settings = server_settings(PINLEDGER_STORE_DSN=dsn)
+    settings = server_settings(PINLEDGER_STORE_DSN=dsn, PINLEDGER_KAFKA_CLIENT=kafka_client)
     process = ServerProcess(prefix=f"api{tag}.", schema=schema, settings=settings)
     with running([process], tmp_path_factory.mktemp(f"server-{request.param}")):
         yield process

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from pinledger.service.assembly import kafka_settings
-from pinledger.service.config import Config
+import pytest
+
+from pinledger.service.assembly import kafka_settings, open_log
+from pinledger.service.config import Config, ConfigError
 
 
 def test_the_kafka_settings_carry_the_topic_policy_and_the_append_timeout() -> None:
@@ -24,3 +26,8 @@ def test_the_kafka_settings_carry_the_topic_policy_and_the_append_timeout() -> N
 
 def test_a_tool_names_its_own_client() -> None:
     assert kafka_settings(Config(server_id="s1"), "pinledger-demo").client_id == "pinledger-demo"
+
+
+def test_a_kafka_client_that_names_no_adapter_is_refused_naming_the_setting() -> None:
+    with pytest.raises(ConfigError, match=r"PINLEDGER_KAFKA_CLIENT.*kafka-python, librdkafka"):
+        open_log(Config(server_id="s1", kafka_client="rdkafka"))

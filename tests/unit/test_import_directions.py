@@ -88,6 +88,7 @@ ALLOWED: dict[str, set[str]] = {
         "service.observability",
         "ledger",
         "ledger.clock",
+        "ledger.adapters",
         "ledger.kafka",
         "projections",
         "projections.factory",
