@@ -13,7 +13,7 @@ Two sides use the store, and each sees only its own protocol:
 - `ReadStore`, the readers: the RPC handler (lookups, counts, scans, bulk selections,
   a job's history), `pinledger replay --as-of`, the operator's commands.
 
-`HistoryStore` is the timeline's day partitions (projections/day_partitions.py):
+`DayPartitionStore` is the timeline's day partitions (projections/day_partitions.py):
 created ahead of need, dropped whole by the retention. `StoreAdmin` is the lifecycle
 (migrate, close, drop), the store's kind and the replay's diff of two schemas.
 `LedgerStore` is all of them: what the SQL store (projections/sql/) implements on
@@ -454,21 +454,21 @@ class ReadStore(Protocol):
         ...
 
 
-class HistoryStore(Protocol):
+class DayPartitionStore(Protocol):
     """The timeline's day partitions. `commit_partition_batch` creates the partitions
     its events need itself, so an event at any time is written whatever was created
     ahead; these are for the history maintenance (and tests)."""
 
-    def history_partitions(self) -> list[DayPartition]:
+    def day_partitions(self) -> list[DayPartition]:
         """The partitions of the timeline, oldest first."""
         ...
 
-    def ensure_history_partitions(self, from_ms: int, to_ms: int) -> int:
+    def ensure_day_partitions(self, from_ms: int, to_ms: int) -> int:
         """Make sure a partition holds every event time in [from_ms, to_ms); the
         number of partitions created."""
         ...
 
-    def drop_history_before(self, cutoff: int) -> int:
+    def drop_day_partitions_before(self, cutoff: int) -> int:
         """Drop the partitions whose whole range is older than `cutoff` (ms), with
         every timeline row in them (whole partitions, never row by row); the number
         dropped. The jobs' current rows are not touched."""
@@ -513,5 +513,5 @@ class StoreAdmin(Protocol):
         ...
 
 
-class LedgerStore(ProjectorStore, ReadStore, HistoryStore, StoreAdmin, Protocol):
+class LedgerStore(ProjectorStore, ReadStore, DayPartitionStore, StoreAdmin, Protocol):
     """Everything: what an adapter implements."""

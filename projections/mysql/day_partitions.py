@@ -132,7 +132,7 @@ class MyDayPartitions(MyConnection):
         return error_code(exc.__cause__ or exc) == ER_NO_PARTITION_FOR_GIVEN_VALUE
 
     def _parts(self, cur: pymysql.cursors.Cursor) -> list[Part]:
-        cur.execute(query("history_partitions"), {})
+        cur.execute(query("day_partitions"), {})
         return [Part(str(name), int(bound)) for name, bound in cur.fetchall()]
 
     def day_partitions(self) -> list[DayPartition]:
@@ -148,13 +148,13 @@ class MyDayPartitions(MyConnection):
             splits, added = plan_creation(parts, wanted)
             for split in splits:
                 cur.execute(
-                    query("split_history_partition", partition=split.partition).replace(
+                    query("split_day_partition", partition=split.partition).replace(
                         "{definitions}", _definitions(split.into)
                     )
                 )
             if added:
                 cur.execute(
-                    query("add_history_partitions").replace("{definitions}", _definitions(added))
+                    query("add_day_partitions").replace("{definitions}", _definitions(added))
                 )
             present = {p.day for p in self._parts(cur) if p.is_day}
         created = len(splits) + sum(1 for p in added if p.is_day)
@@ -173,14 +173,14 @@ class MyDayPartitions(MyConnection):
             dropped, kept = plan_drop(self._parts(cur), cutoff)
             if kept is None:
                 return 0
-            cur.execute(query("truncate_history_partition", partition=kept.name))
+            cur.execute(query("truncate_day_partition", partition=kept.name))
             if dropped:
                 names = ", ".join(quote(p.name) for p in dropped)
-                cur.execute(query("drop_history_partitions").replace("{partitions}", names))
+                cur.execute(query("drop_day_partitions").replace("{partitions}", names))
             if kept.is_day:
                 floor = gap(kept.bound)
                 cur.execute(
-                    query("split_history_partition", partition=kept.name).replace(
+                    query("split_day_partition", partition=kept.name).replace(
                         "{definitions}", _definitions([floor])
                     )
                 )
@@ -192,14 +192,14 @@ class MyDayPartitions(MyConnection):
 
         def __enter__(self) -> None:
             self.cur.execute(query("history_lock_timeout"))
-            self.cur.execute(query("lock_history_partitions"))
+            self.cur.execute(query("lock_day_partitions"))
             row = self.cur.fetchone()
             if not row or row[0] != 1:
                 self.cur.execute(query("default_lock_timeout"))
                 raise StoreError("another process is changing job_events' partitions")
 
         def __exit__(self, *_: object) -> None:
-            self.cur.execute(query("unlock_history_partitions"))
+            self.cur.execute(query("unlock_day_partitions"))
             self.cur.execute(query("default_lock_timeout"))
 
     def _ddl_lock(self, cur: pymysql.cursors.Cursor) -> MyDayPartitions._Lock:

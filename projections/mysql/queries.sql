@@ -276,7 +276,7 @@ WHERE queue = %(queue)s AND type IN %(types)s AND at >= %(since)s AND at < %(unt
 GROUP BY 1, 2
 ORDER BY 1, 2;
 
--- name: history_partitions
+-- name: day_partitions
 -- The partitions of job_events with their upper bounds, in order: day partitions
 -- (job_events_pYYYYMMDD, [bound - 1 day, bound)) and gaps (job_events_gYYYYMMDD, up to
 -- the day the name says); see projections/mysql/history.py.
@@ -285,12 +285,12 @@ FROM information_schema.PARTITIONS
 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'job_events'
 ORDER BY PARTITION_ORDINAL_POSITION;
 
--- name: lock_history_partitions
+-- name: lock_day_partitions
 -- Changing partitions takes turns between the processes sharing a database; 0 after
 -- 5 s: another holds it (the pass fails and is retried).
 SELECT GET_LOCK(CONCAT(DATABASE(), '.job_events partitions'), 5);
 
--- name: unlock_history_partitions
+-- name: unlock_day_partitions
 SELECT RELEASE_LOCK(CONCAT(DATABASE(), '.job_events partitions'));
 
 -- name: history_lock_timeout
@@ -305,20 +305,20 @@ SET SESSION lock_wait_timeout = DEFAULT;
 -- One partition in the DDL below (bound: an integer, composed by history.py).
 PARTITION {partition} VALUES LESS THAN ({bound});
 
--- name: add_history_partitions
+-- name: add_day_partitions
 -- Partitions above the highest bound: a plain ADD, no rows move.
 ALTER TABLE job_events ADD PARTITION ({definitions});
 
--- name: split_history_partition
+-- name: split_day_partition
 -- A gap partition split around a new day: only the gap's rows are copied (normally
 -- none: rows are written after their day's partition exists).
 ALTER TABLE job_events REORGANIZE PARTITION {partition} INTO ({definitions});
 
--- name: truncate_history_partition
+-- name: truncate_day_partition
 -- Empties a whole partition (a quick DDL, never a DELETE of rows).
 ALTER TABLE job_events TRUNCATE PARTITION {partition};
 
--- name: drop_history_partitions
+-- name: drop_day_partitions
 ALTER TABLE job_events DROP PARTITION {partitions};
 
 -- name: describe_columns

@@ -50,7 +50,7 @@ class PgDayPartitions(PgConnection):
 
     def day_partitions(self) -> list[DayPartition]:
         with self.connection("listing the history partitions") as conn:
-            found = conn.execute(query("history_partitions")).fetchall()
+            found = conn.execute(query("day_partitions")).fetchall()
         return sorted(_parse_bound(name, bound) for name, bound, _ in found)
 
     def create_day_partitions(self, wanted: list[DayPartition]) -> tuple[int, set[DayPartition]]:
@@ -59,14 +59,14 @@ class PgDayPartitions(PgConnection):
         created = 0
         with self.connection("creating history partitions", transaction=True) as conn:
             conn.execute(query("history_lock_timeout"))
-            conn.execute(query("lock_history_partitions"))
-            rows = conn.execute(query("history_partitions")).fetchall()
+            conn.execute(query("lock_day_partitions"))
+            rows = conn.execute(query("day_partitions")).fetchall()
             present = {_parse_bound(name, bound) for name, bound, _ in rows}
             for part in wanted:
                 if part in present:
                     continue
                 conn.execute(_statement("create_history_table", part))
-                conn.execute(_statement("attach_history_partition", part))
+                conn.execute(_statement("attach_day_partition", part))
                 present.add(part)
                 created += 1
         return created, present
@@ -77,7 +77,7 @@ class PgDayPartitions(PgConnection):
         earlier call (a detach not finalized, a detached table not dropped) is finished
         first."""
         with self.connection("listing the history partitions") as conn:
-            found = conn.execute(query("history_partitions")).fetchall()
+            found = conn.execute(query("day_partitions")).fetchall()
             leftovers = [row[0] for row in conn.execute(query("detached_history_tables"))]
         parts = {_parse_bound(name, bound): bool(pending) for name, bound, pending in found}
         old = to_drop(list(parts), cutoff)
@@ -87,7 +87,7 @@ class PgDayPartitions(PgConnection):
             conn.autocommit = True  # DETACH ... CONCURRENTLY runs outside a transaction
             try:
                 for part in old:
-                    step = "finalize_history_detach" if parts[part] else "detach_history_partition"
+                    step = "finalize_day_partition_detach" if parts[part] else "detach_day_partition"
                     conn.execute(_statement(step, part))
                     conn.execute(_statement("drop_history_table", part))
                 for name in leftovers:

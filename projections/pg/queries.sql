@@ -255,8 +255,8 @@ JOIN pg_namespace n ON n.oid = t.relnamespace
 WHERE n.nspname = current_schema() AND t.relname <> 'schema_migrations'
 ORDER BY 1, 2;
 
--- name: history_partitions
--- The partitions of job_events (one per UTC day, projections/history_partitions.py)
+-- name: day_partitions
+-- The partitions of job_events (one per UTC day, projections/day_partitions.py)
 -- with their bounds as Postgres prints them, and whether a detach of it was left
 -- unfinished (a DETACH ... CONCURRENTLY interrupted: it must be finalized).
 SELECT c.relname, pg_get_expr(c.relpartbound, c.oid), i.inhdetachpending
@@ -274,7 +274,7 @@ WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
   AND NOT c.relispartition AND c.relname LIKE 'job\_events\_p%'
 ORDER BY 1;
 
--- name: lock_history_partitions
+-- name: lock_day_partitions
 -- Creating partitions takes turns between the processes sharing a schema.
 SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.job_events partitions'));
 
@@ -289,14 +289,14 @@ SET LOCAL lock_timeout = '5s';
 -- wait for, where CREATE TABLE ... PARTITION OF would take an ACCESS EXCLUSIVE one.
 CREATE TABLE IF NOT EXISTS {partition} (LIKE job_events INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
 
--- name: attach_history_partition
+-- name: attach_day_partition
 ALTER TABLE job_events ATTACH PARTITION {partition} FOR VALUES FROM ({start}) TO ({end});
 
--- name: detach_history_partition
+-- name: detach_day_partition
 -- Outside a transaction: readers and writers of job_events keep going meanwhile.
 ALTER TABLE job_events DETACH PARTITION {partition} CONCURRENTLY;
 
--- name: finalize_history_detach
+-- name: finalize_day_partition_detach
 ALTER TABLE job_events DETACH PARTITION {partition} FINALIZE;
 
 -- name: drop_history_table

@@ -53,7 +53,7 @@ CREATE INDEX jobs_claimed ON jobs (queue, partition, touched_at) WHERE state = 1
 -- The per-job timeline: one row per event that named the job, applied or rejected.
 -- Partitioned by range on `at`, one partition per UTC day (job_events_pYYYYMMDD),
 -- created by the store before the day's first event is written and dropped whole by
--- the history retention (projections/history_partitions.py; docs/decisions/
+-- the history retention (projections/day_partitions.py; docs/decisions/
 -- 0013-history-partitions.md). No DEFAULT partition.
 CREATE TABLE job_events (
     queue               text     NOT NULL,

@@ -15,11 +15,11 @@ class SqlDayPartitions(SqlBase):
     # no query. A cache: a write that finds one gone clears it (SqlWrites).
     _known_partitions: set[DayPartition] | None = None
 
-    def history_partitions(self) -> list[DayPartition]:
+    def day_partitions(self) -> list[DayPartition]:
         """The partitions of job_events, oldest first."""
         return self.dialect.day_partitions()
 
-    def ensure_history_partitions(self, from_ms: int, to_ms: int) -> int:
+    def ensure_day_partitions(self, from_ms: int, to_ms: int) -> int:
         """Make sure a partition holds every time in [from_ms, to_ms); the number
         created."""
         return self._ensure(partitions_between(from_ms, to_ms))
@@ -43,7 +43,7 @@ class SqlDayPartitions(SqlBase):
         self._known_partitions = present
         return created
 
-    def drop_history_before(self, cutoff: int) -> int:
+    def drop_day_partitions_before(self, cutoff: int) -> int:
         """Drop every partition whose whole range is older than `cutoff` (whole
         partitions, never a DELETE); the number of days dropped."""
         self.forget_day_partitions()

@@ -7,9 +7,7 @@ from collections.abc import Iterable, MutableMapping
 from typing import TypeVar
 
 from pinledger.projections.day_partitions import (
-    DayPartition as HistoryPartition,
-)
-from pinledger.projections.day_partitions import (
+    DayPartition,
     day_partition,
     partitions_between,
     to_drop,
@@ -21,12 +19,12 @@ K = TypeVar("K")
 
 class FakeDayPartitions:
     def __init__(self) -> None:
-        self.parts: set[HistoryPartition] = set()
+        self.parts: set[DayPartition] = set()
 
-    def listed(self) -> list[HistoryPartition]:
+    def listed(self) -> list[DayPartition]:
         return sorted(self.parts)
 
-    def ensure(self, wanted: Iterable[HistoryPartition]) -> int:
+    def ensure(self, wanted: Iterable[DayPartition]) -> int:
         new = set(wanted) - self.parts
         self.parts |= new
         return len(new)

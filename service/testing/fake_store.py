@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import FINISHED, Job, JobState
-from pinledger.projections.day_partitions import DayPartition as HistoryPartition
+from pinledger.projections.day_partitions import DayPartition
 from pinledger.projections.pg.sql import migrations
 from pinledger.projections.row_text import event_line, job_line
 from pinledger.projections.store import (
@@ -284,16 +284,16 @@ class FakeStore:
 
     # -- the timeline's day partitions -----------------------------------------------
 
-    def history_partitions(self) -> list[HistoryPartition]:
+    def day_partitions(self) -> list[DayPartition]:
         return self._run("listing the history partitions", self._day_partitions.listed)
 
-    def ensure_history_partitions(self, from_ms: int, to_ms: int) -> int:
+    def ensure_day_partitions(self, from_ms: int, to_ms: int) -> int:
         return self._run(
             "creating history partitions",
             lambda: self._day_partitions.ensure_between(from_ms, to_ms),
         )
 
-    def drop_history_before(self, cutoff: int) -> int:
+    def drop_day_partitions_before(self, cutoff: int) -> int:
         return self._run(
             "dropping history partitions",
             lambda: self._day_partitions.drop_before(cutoff, self._events),

@@ -122,10 +122,10 @@ def test_postgres_migration_0004_moves_the_timeline_into_day_partitions() -> Non
             (EVENT_TAGS[cls], offset * day // 3) for offset, cls in enumerate(kinds)
         ]
         days = {offset * day // 3 // day for offset in range(len(kinds))}
-        assert legacy.history_partitions() == [
+        assert legacy.day_partitions() == [
             DayPartition(d * day, (d + 1) * day) for d in sorted(days)
         ]
-        assert [p.name for p in legacy.history_partitions()][:2] == [
+        assert [p.name for p in legacy.day_partitions()][:2] == [
             "job_events_p19700101",
             "job_events_p19700102",
         ]

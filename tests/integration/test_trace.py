@@ -291,7 +291,7 @@ def test_a_history_whose_rows_were_dropped_is_read_from_the_log(
     try:
         # A cut-off three days ahead: every partition so far is past it.
         future = int(time.time() * 1000) + 3 * 86_400_000
-        assert store.drop_history_before(future) >= 1
+        assert store.drop_day_partitions_before(future) >= 1
         assert store.job_events(queue, job_d.partition, job_d.local_id) == []
 
         assert _history(server, d) == before

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from pinledger.ledger.clock import Clock
 from pinledger.projections.day_partitions import ahead_of, retention_cutoff
-from pinledger.projections.store import HistoryStore
+from pinledger.projections.store import DayPartitionStore
 from pinledger.service.observability.log_limit import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -37,16 +37,16 @@ class RetentionPass:
 class TimelineRetention:
     """One pass of the lifecycle at the clock's time."""
 
-    def __init__(self, store: HistoryStore, clock: Clock, retention_days: float) -> None:
+    def __init__(self, store: DayPartitionStore, clock: Clock, retention_days: float) -> None:
         self.store = store
         self.clock = clock
         self.retention_days = retention_days
 
     def run(self) -> RetentionPass:
         now = self.clock.now_ms()
-        created = self.store.ensure_history_partitions(*ahead_of(now))
+        created = self.store.ensure_day_partitions(*ahead_of(now))
         cutoff = retention_cutoff(now, self.retention_days)
-        dropped = 0 if cutoff is None else self.store.drop_history_before(cutoff)
+        dropped = 0 if cutoff is None else self.store.drop_day_partitions_before(cutoff)
         if created or dropped:
             log.info(
                 "history partitions: %d created ahead, %d dropped past the retention",

@@ -105,7 +105,7 @@ def test_the_keeper_makes_partitions_ahead_and_keeps_history_forever_by_default(
     clock.advance(30 * 86_400)
     result = keeper.run()
     assert (result.created, result.dropped) == (3, 0)
-    assert store.history_partitions()[0] == _day(0)
+    assert store.day_partitions()[0] == _day(0)
 
 
 def test_the_keeper_drops_the_days_past_the_retention() -> None:
@@ -114,7 +114,7 @@ def test_the_keeper_drops_the_days_past_the_retention() -> None:
     keeper.run()  # days 0, 1, 2
     clock.advance(3 * 86_400)  # day 3, 00:00:01: days 0 (ended 3 days ago) is past 2 days
     assert keeper.run().dropped == 1
-    assert store.history_partitions()[0] == _day(1)
+    assert store.day_partitions()[0] == _day(1)
 
 
 def test_the_history_thread_survives_failures_and_backs_off() -> None:
@@ -187,7 +187,7 @@ def test_the_history_read_from_the_log_is_the_one_the_rows_gave() -> None:
     before = build_history(job, rows)
     assert [s.action for s in before.steps][-1] == "Collected"
 
-    assert ledger.store.drop_history_before(DAY0 + 2 * DAY_MS) == 2  # days 0 and 1
+    assert ledger.store.drop_day_partitions_before(DAY0 + 2 * DAY_MS) == 2  # days 0 and 1
     partial = ledger.store.job_events("mail", 0, job.local_id)
     assert len(partial) < len(rows) and not has_enqueue(job, partial)
 

@@ -1,5 +1,5 @@
 """The Store contract for the timeline's day partitions (projections/store.py
-HistoryStore): the same tests on Postgres and on the FakeStore."""
+DayPartitionStore): the same tests on Postgres and on the FakeStore."""
 
 from __future__ import annotations
 
@@ -39,23 +39,23 @@ def _day(n: int) -> DayPartition:
     return DayPartition(DAY0 + n * DAY_MS, DAY0 + (n + 1) * DAY_MS)
 
 
-def test_a_fresh_store_has_no_history_partitions(store: LedgerStore) -> None:
-    assert store.history_partitions() == []
+def test_a_fresh_store_has_no_day_partitions(store: LedgerStore) -> None:
+    assert store.day_partitions() == []
 
 
 def test_events_of_any_day_are_written_into_partitions_made_for_them(
     store: LedgerStore,
 ) -> None:
     _three_days(store)
-    assert store.history_partitions() == [_day(0), _day(1), _day(2)]
+    assert store.day_partitions() == [_day(0), _day(1), _day(2)]
     assert [r.type for r in store.job_events("h", 0, 0)] == ["enq", "clm", "ok"]
 
 
 def test_partitions_are_made_ahead_once(store: LedgerStore) -> None:
-    assert store.ensure_history_partitions(DAY0 + 10, DAY0 + 2 * DAY_MS + 1) == 3
-    assert store.ensure_history_partitions(DAY0, DAY0 + DAY_MS) == 0
-    assert store.ensure_history_partitions(DAY0, DAY0) == 0
-    assert store.history_partitions() == [_day(0), _day(1), _day(2)]
+    assert store.ensure_day_partitions(DAY0 + 10, DAY0 + 2 * DAY_MS + 1) == 3
+    assert store.ensure_day_partitions(DAY0, DAY0 + DAY_MS) == 0
+    assert store.ensure_day_partitions(DAY0, DAY0) == 0
+    assert store.day_partitions() == [_day(0), _day(1), _day(2)]
     assert _day(0).name == "job_events_p20231114"
 
 
@@ -64,8 +64,8 @@ def test_dropping_history_drops_whole_partitions_older_than_the_cutoff(
 ) -> None:
     _three_days(store)
     # Day 1 ends at DAY0 + 2 days: a cut-off inside day 2 drops days 0 and 1 only.
-    assert store.drop_history_before(DAY0 + 2 * DAY_MS + 1) == 2
-    assert store.history_partitions() == [_day(2)]
+    assert store.drop_day_partitions_before(DAY0 + 2 * DAY_MS + 1) == 2
+    assert store.day_partitions() == [_day(2)]
     assert [r.type for r in store.job_events("h", 0, 0)] == ["ok"]
     assert [r.type for r in store.job_events("h", 0, 2001)] == ["enq", "clm"]
     # The jobs themselves stay.
@@ -73,24 +73,24 @@ def test_dropping_history_drops_whole_partitions_older_than_the_cutoff(
         0,
         2001,
     }
-    assert store.drop_history_before(DAY0 + 2 * DAY_MS + 1) == 0
+    assert store.drop_day_partitions_before(DAY0 + 2 * DAY_MS + 1) == 0
 
 
 def test_a_cutoff_inside_a_partition_keeps_it(store: LedgerStore) -> None:
     _three_days(store)
-    assert store.drop_history_before(DAY0 + DAY_MS - 1) == 0
-    assert store.drop_history_before(DAY0 + DAY_MS) == 1
-    assert store.history_partitions() == [_day(1), _day(2)]
+    assert store.drop_day_partitions_before(DAY0 + DAY_MS - 1) == 0
+    assert store.drop_day_partitions_before(DAY0 + DAY_MS) == 1
+    assert store.day_partitions() == [_day(1), _day(2)]
 
 
 def test_an_event_of_a_dropped_day_is_written_again(store: LedgerStore) -> None:
     topic = _three_days(store)
-    assert store.drop_history_before(DAY0 + 3 * DAY_MS) == 3
+    assert store.drop_day_partitions_before(DAY0 + 3 * DAY_MS) == 3
     log = FakeLog(topic, 0)
     for _ in range(4):
         log.append(DAY0 + 2 * DAY_MS + 6, WORKER, Claimed(2001, "c2"))
     log.append(DAY0 + 7, WORKER, Succeeded(2001, "late"))
     projector = PartitionProjector(store, "h", topic, 0)
     assert projector.apply(log.records) == 1
-    assert store.history_partitions() == [_day(0)]
+    assert store.day_partitions() == [_day(0)]
     assert [r.type for r in store.job_events("h", 0, 2001)] == ["ok"]
