@@ -136,14 +136,14 @@ class MyDayPartitions(MyConnection):
         return [Part(str(name), int(bound)) for name, bound in cur.fetchall()]
 
     def day_partitions(self) -> list[DayPartition]:
-        with self.cursor("listing the history partitions") as cur:
+        with self.cursor("listing the timeline's day partitions") as cur:
             parts = self._parts(cur)
         return sorted(p.day for p in parts if p.is_day)
 
     def create_day_partitions(self, wanted: list[DayPartition]) -> tuple[int, set[DayPartition]]:
         """Split gaps and add partitions so every wanted day has its own; (how many days
         created, the days present after)."""
-        with self.cursor("creating history partitions") as cur, self._ddl_lock(cur):
+        with self.cursor("creating the timeline's day partitions") as cur, self._ddl_lock(cur):
             parts = self._parts(cur)
             splits, added = plan_creation(parts, wanted)
             for split in splits:
@@ -164,11 +164,11 @@ class MyDayPartitions(MyConnection):
         """Drop every day partition whose whole range is older than `cutoff` (whole
         partitions, never a DELETE: the newest of them is truncated and becomes the
         first gap, the others are dropped); the number of days dropped."""
-        with self.cursor("listing the history partitions") as cur:
+        with self.cursor("listing the timeline's day partitions") as cur:
             dropped, kept = plan_drop(self._parts(cur), cutoff)
         if kept is None:
             return 0
-        with self.cursor("dropping history partitions") as cur, self._ddl_lock(cur):
+        with self.cursor("dropping the timeline's day partitions") as cur, self._ddl_lock(cur):
             # Planned again under the lock: another process may have dropped them.
             dropped, kept = plan_drop(self._parts(cur), cutoff)
             if kept is None:
@@ -191,7 +191,7 @@ class MyDayPartitions(MyConnection):
             self.cur = cur
 
         def __enter__(self) -> None:
-            self.cur.execute(query("history_lock_timeout"))
+            self.cur.execute(query("day_partitions_lock_timeout"))
             self.cur.execute(query("lock_day_partitions"))
             row = self.cur.fetchone()
             if not row or row[0] != 1:

@@ -279,7 +279,7 @@ ORDER BY 1, 2;
 -- name: day_partitions
 -- The partitions of job_events with their upper bounds, in order: day partitions
 -- (job_events_pYYYYMMDD, [bound - 1 day, bound)) and gaps (job_events_gYYYYMMDD, up to
--- the day the name says); see projections/mysql/history.py.
+-- the day the name says); see projections/mysql/day_partitions.py.
 SELECT PARTITION_NAME, PARTITION_DESCRIPTION
 FROM information_schema.PARTITIONS
 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'job_events'
@@ -293,7 +293,7 @@ SELECT GET_LOCK(CONCAT(DATABASE(), '.job_events partitions'), 5);
 -- name: unlock_day_partitions
 SELECT RELEASE_LOCK(CONCAT(DATABASE(), '.job_events partitions'));
 
--- name: history_lock_timeout
+-- name: day_partitions_lock_timeout
 -- Partition DDL waits at most this long for job_events' metadata lock, then fails (and
 -- is retried) rather than queue every reader and writer of the timeline behind it.
 SET SESSION lock_wait_timeout = 5;
@@ -302,7 +302,7 @@ SET SESSION lock_wait_timeout = 5;
 SET SESSION lock_wait_timeout = DEFAULT;
 
 -- name: partition_definition
--- One partition in the DDL below (bound: an integer, composed by history.py).
+-- One partition in the DDL below (bound: an integer, composed by day_partitions.py).
 PARTITION {partition} VALUES LESS THAN ({bound});
 
 -- name: add_day_partitions

@@ -49,7 +49,7 @@ class PgDayPartitions(PgConnection):
         return isinstance(cause, psycopg.errors.CheckViolation) and "no partition" in str(cause)
 
     def day_partitions(self) -> list[DayPartition]:
-        with self.connection("listing the history partitions") as conn:
+        with self.connection("listing the timeline's day partitions") as conn:
             found = conn.execute(query("day_partitions")).fetchall()
         return sorted(_parse_bound(name, bound) for name, bound, _ in found)
 
@@ -57,15 +57,15 @@ class PgDayPartitions(PgConnection):
         """Create the missing ones under an advisory lock (two processes never create
         the same day at once); (how many created, the days present after)."""
         created = 0
-        with self.connection("creating history partitions", transaction=True) as conn:
-            conn.execute(query("history_lock_timeout"))
+        with self.connection("creating the timeline's day partitions", transaction=True) as conn:
+            conn.execute(query("day_partitions_lock_timeout"))
             conn.execute(query("lock_day_partitions"))
             rows = conn.execute(query("day_partitions")).fetchall()
             present = {_parse_bound(name, bound) for name, bound, _ in rows}
             for part in wanted:
                 if part in present:
                     continue
-                conn.execute(_statement("create_history_table", part))
+                conn.execute(_statement("create_day_table", part))
                 conn.execute(_statement("attach_day_partition", part))
                 present.add(part)
                 created += 1
@@ -76,22 +76,22 @@ class PgDayPartitions(PgConnection):
         partitions: never a DELETE); the number dropped. A drop left unfinished by an
         earlier call (a detach not finalized, a detached table not dropped) is finished
         first."""
-        with self.connection("listing the history partitions") as conn:
+        with self.connection("listing the timeline's day partitions") as conn:
             found = conn.execute(query("day_partitions")).fetchall()
-            leftovers = [row[0] for row in conn.execute(query("detached_history_tables"))]
+            leftovers = [row[0] for row in conn.execute(query("detached_day_tables"))]
         parts = {_parse_bound(name, bound): bool(pending) for name, bound, pending in found}
         old = to_drop(list(parts), cutoff)
         if not old and not leftovers:
             return 0
-        with self.connection("dropping history partitions") as conn:
+        with self.connection("dropping the timeline's day partitions") as conn:
             conn.autocommit = True  # DETACH ... CONCURRENTLY runs outside a transaction
             try:
                 for part in old:
-                    step = "finalize_day_partition_detach" if parts[part] else "detach_day_partition"
+                    step = "finalize_day_detach" if parts[part] else "detach_day_partition"
                     conn.execute(_statement(step, part))
-                    conn.execute(_statement("drop_history_table", part))
+                    conn.execute(_statement("drop_day_table", part))
                 for name in leftovers:
-                    conn.execute(query("drop_history_table").format(partition=sql.Identifier(name)))
+                    conn.execute(query("drop_day_table").format(partition=sql.Identifier(name)))
             finally:
                 conn.autocommit = False
         return len(old)

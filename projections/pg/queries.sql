@@ -265,7 +265,7 @@ JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = 'job_events'::regclass
 ORDER BY 1;
 
--- name: detached_history_tables
+-- name: detached_day_tables
 -- Day tables of job_events that are no longer its partitions: detached by a drop that
 -- stopped before its DROP TABLE.
 SELECT c.relname
@@ -278,12 +278,12 @@ ORDER BY 1;
 -- Creating partitions takes turns between the processes sharing a schema.
 SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.job_events partitions'));
 
--- name: history_lock_timeout
+-- name: day_partitions_lock_timeout
 -- DDL on job_events waits at most this long for a lock, then fails (and is retried)
 -- rather than queue every reader and writer of the timeline behind it.
 SET LOCAL lock_timeout = '5s';
 
--- name: create_history_table
+-- name: create_day_table
 -- A day's partition is created outside the table and then attached: ATTACH takes a
 -- SHARE UPDATE EXCLUSIVE lock on job_events, which concurrent reads and inserts do not
 -- wait for, where CREATE TABLE ... PARTITION OF would take an ACCESS EXCLUSIVE one.
@@ -296,10 +296,10 @@ ALTER TABLE job_events ATTACH PARTITION {partition} FOR VALUES FROM ({start}) TO
 -- Outside a transaction: readers and writers of job_events keep going meanwhile.
 ALTER TABLE job_events DETACH PARTITION {partition} CONCURRENTLY;
 
--- name: finalize_day_partition_detach
+-- name: finalize_day_detach
 ALTER TABLE job_events DETACH PARTITION {partition} FINALIZE;
 
--- name: drop_history_table
+-- name: drop_day_table
 DROP TABLE IF EXISTS {partition};
 
 -- name: relation_bytes

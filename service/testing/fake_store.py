@@ -285,7 +285,7 @@ class FakeStore:
     # -- the timeline's day partitions -----------------------------------------------
 
     def day_partitions(self) -> list[DayPartition]:
-        return self._run("listing the history partitions", self._day_partitions.listed)
+        return self._run("listing the timeline's day partitions", self._day_partitions.listed)
 
     def ensure_day_partitions(self, from_ms: int, to_ms: int) -> int:
         return self._run(

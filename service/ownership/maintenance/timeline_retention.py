@@ -49,7 +49,7 @@ class TimelineRetention:
         dropped = 0 if cutoff is None else self.store.drop_day_partitions_before(cutoff)
         if created or dropped:
             log.info(
-                "history partitions: %d created ahead, %d dropped past the retention",
+                "timeline day partitions: %d created ahead, %d dropped past the retention",
                 created,
                 dropped,
             )
@@ -91,7 +91,7 @@ class RetentionThread:
         except Exception as exc:
             # The thread must outlive any error of the store's: the next pass retries.
             self._failures.warning(
-                "history partitions pass failed: %s: %s", type(exc).__name__, exc
+                "timeline day partitions pass failed: %s: %s", type(exc).__name__, exc
             )
             return False
         return True
