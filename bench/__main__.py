@@ -121,11 +121,15 @@ def setup_rows(args: argparse.Namespace, sizes: Sizes, config: Config) -> list[t
         # The store the server projects into: PINLEDGER_STORE_DSN (README "Running on
         # MySQL"); Postgres otherwise. The peer always runs on Postgres.
         ("pinledger store", "MySQL (MariaDB)" if is_mysql(config.store_url) else "Postgres"),
+        # The server's Log adapter: PINLEDGER_KAFKA_CLIENT (README "The server").
+        ("pinledger kafka client", config.kafka_client),
         ("postgres", pg_version),
         ("postgres synchronous_commit", synchronous_commit),
         (
-            "kafka-python / psycopg / thriftpy2",
-            " / ".join(version(p) for p in ("kafka-python", "psycopg", "thriftpy2")),
+            "kafka-python / confluent-kafka / psycopg / thriftpy2",
+            " / ".join(
+                version(p) for p in ("kafka-python", "confluent-kafka", "psycopg", "thriftpy2")
+            ),
         ),
         ("peer", peer_text(args.peers)),
         ("partitions per queue", str(args.partitions)),
@@ -257,6 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "PINLEDGER_STORE_DSN": config.store_url,
             "PINLEDGER_PARTITIONS": str(args.partitions),
             "PINLEDGER_PROCESSES": str(args.processes),
+            "PINLEDGER_KAFKA_CLIENT": config.kafka_client,
         },
     )
     print(
