@@ -1,21 +1,25 @@
 """The package list, found in the mapped folders rather than written down: a list in
 pyproject.toml had to name every new subpackage, and one left out was missing from
-the wheel and from the editable link tree that mypy reads. Everything else is in
-pyproject.toml, whose package-dir maps each top-level folder under `pinledger`
-(docs/decisions/0009-package-layout.md)."""
+the wheel and from the editable link tree that mypy reads. The folders are the ones
+pyproject.toml's package-dir maps under `pinledger`, read from it: that mapping is the
+one place that names them (docs/decisions/0009-package-layout.md)."""
+
+import tomllib
+from pathlib import Path
 
 from setuptools import find_packages, setup
 
-# The top-level folders that pyproject.toml's package-dir maps to pinledger.<folder>.
-ROOMS = ("ledger", "projections", "service", "client", "thrift", "migrations")
-
 
 def packages() -> list[str]:
-    found = ["pinledger"]
-    for room in ROOMS:
-        # thrift/ is a namespace package (the IDL only), so it is named, not found.
-        found.append(f"pinledger.{room}")
-        found.extend(f"pinledger.{room}.{sub}" for sub in find_packages(where=room))
+    with (Path(__file__).parent / "pyproject.toml").open("rb") as f:
+        package_dir: dict[str, str] = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
+    found = []
+    for package, folder in package_dir.items():
+        # Named, then its subpackages found: thrift/ is a namespace package (the IDL
+        # only), which find_packages would not report.
+        found.append(package)
+        if package != "pinledger":  # pinledger/ holds only the namespace's own modules
+            found.extend(f"{package}.{sub}" for sub in find_packages(where=folder))
     return found
 
 

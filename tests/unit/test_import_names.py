@@ -23,8 +23,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+with (ROOT / "pyproject.toml").open("rb") as _pyproject:
+    PACKAGE_DIR: dict[str, str] = tomllib.load(_pyproject)["tool"]["setuptools"]["package-dir"]
 # The top-level folders that are packages of pinledger (pyproject.toml's package-dir).
-ROOMS = ("ledger", "projections", "service", "client", "thrift", "migrations")
+ROOMS = tuple(folder for package, folder in PACKAGE_DIR.items() if package != "pinledger")
 # What may follow `pinledger.`: the rooms and the namespace's own modules.
 PINLEDGER_NAMES = {*ROOMS, "idl", "__main__"}
 SCANNED = ("pinledger", *ROOMS, "tests", "bench")
@@ -149,11 +151,9 @@ def test_the_editable_install_links_every_module() -> None:
     if not trees:
         pytest.skip("pinledger is not installed from this checkout in strict editable mode")
     (tree,) = trees
-    with (ROOT / "pyproject.toml").open("rb") as f:
-        package_dir: dict[str, str] = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
     expected = {
         "/".join([*package.split(".")[1:], path.relative_to(ROOT / folder).as_posix()])
-        for package, folder in package_dir.items()
+        for package, folder in PACKAGE_DIR.items()
         for path in (ROOT / folder).rglob("*.py")
     }
     linked = {p.relative_to(tree).as_posix() for p in tree.rglob("*.py") if p.exists()}
