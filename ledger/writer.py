@@ -15,6 +15,11 @@ from pinledger.ledger.events import Actor, Enqueued, Envelope, Event, QueueCreat
 from pinledger.ledger.group_commit import GroupCommit, Part
 from pinledger.ledger.log import Append, Log, catalog_topic, queue_topic
 
+# What an append is asked for: the events of one queue's partition.
+Batch = tuple[str, int, Sequence[Event]]
+# Batches with the trace context their records carry.
+Traced = tuple[Sequence[Batch], str | None]
+
 
 class LedgerWriter:
     def __init__(self, log: Log, prefix: str) -> None:
@@ -68,7 +73,7 @@ class LedgerWriter:
 
     def append_many(
         self,
-        batches: Sequence[tuple[str, int, Sequence[Event]]],
+        batches: Sequence[Batch],
         at: int,
         actor: Actor,
         traceparent: str | None = None,
@@ -76,11 +81,20 @@ class LedgerWriter:
         """Append the events of each (queue, partition, events); returns the offset of
         the record each landed in, in order. Concurrent callers to one partition share
         records (group_commit.py)."""
-        return [part.offset for part in self._commit(batches, at, actor, traceparent)]
+        return self.append_traced([(batches, traceparent)], at, actor)[0]
+
+    def append_traced(self, sets: Sequence[Traced], at: int, actor: Actor) -> list[list[int]]:
+        """Append several sets of batches, each with its own trace context, in one group
+        commit: one round trip for all of them (a dequeue's piggybacked acks and its
+        claims), the parts of one partition in one record, in the order given. Returns
+        each set's offsets."""
+        parts = self._commit([(batch, tp) for batches, tp in sets for batch in batches], at, actor)
+        offsets = iter(part.offset for part in parts)
+        return [[next(offsets) for _ in batches] for batches, _ in sets]
 
     def append_records(
         self,
-        batches: Sequence[tuple[str, int, Sequence[Event]]],
+        batches: Sequence[Batch],
         at: int,
         actor: Actor,
     ) -> list[int]:
@@ -96,14 +110,10 @@ class LedgerWriter:
         return offsets
 
     def _commit(
-        self,
-        batches: Sequence[tuple[str, int, Sequence[Event]]],
-        at: int,
-        actor: Actor,
-        traceparent: str | None,
+        self, batches: Sequence[tuple[Batch, str | None]], at: int, actor: Actor
     ) -> list[Part]:
         parts = []
-        for queue, partition, events in batches:
+        for (queue, partition, events), traceparent in batches:
             envelope = Envelope(at=at, actor=actor, events=tuple(events))
             value = codec.encode(envelope)
             parts.append(
@@ -140,7 +150,7 @@ class LedgerWriter:
         job, in order."""
         chunks = _chunks(jobs)
         parts = self._commit(
-            [(queue, partition, chunk) for chunk in chunks], at, actor, traceparent
+            [((queue, partition, chunk), traceparent) for chunk in chunks], at, actor
         )
         return [
             JobDescriptor(queue, partition, job.priority, local_id_for(part.offset, part.first + i))

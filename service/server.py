@@ -236,7 +236,7 @@ class DashboardServer:
             config=config,
             store=self.store,
             writer=self.parts.writer,
-            owner=NoOwner(),
+            owner=NoOwner(self.parts.writer),
             metrics=self.metrics,
             queues=self.queues,
             rate_limits=QueueRateLimits(),

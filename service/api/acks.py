@@ -11,7 +11,14 @@ from pinledger.service.api.requests import AckRequest, Caller, CheckpointRequest
 
 
 def apply_acks(api: Api, caller: Caller | None, request: AckRequest, queue: QueueRow) -> None:
-    """Append the acks of `request` (also those piggybacked on a dequeue)."""
+    """Append the acks of `request` (and count them)."""
+    append_by_partition(api, queue, ack_events(queue, request), caller)
+    count_acks(api, request, queue)
+
+
+def ack_events(queue: QueueRow, request: AckRequest) -> dict[int, list[Event]]:
+    """The events of `request`'s acks, per partition; DescriptorError for a job that is
+    not the queue's."""
     check_jobs(queue, (info.job for info in request.succeeded))
     check_jobs(queue, (info.job for info in request.failed))
     events: dict[int, list[Event]] = {}
@@ -23,7 +30,11 @@ def apply_acks(api: Api, caller: Caller | None, request: AckRequest, queue: Queu
         events.setdefault(info.job.partition, []).append(
             decide_failure(info.job.local_id, info.retry_delay_ms, info.append_status)
         )
-    append_by_partition(api, queue, events, caller)
+    return events
+
+
+def count_acks(api: Api, request: AckRequest, queue: QueueRow) -> None:
+    """Once the acks are in the log."""
     api.metrics.count(
         "pinledger_jobs_total", len(request.succeeded), queue=queue.name, action="ack_success"
     )

@@ -19,7 +19,7 @@ from pinledger.ledger.commands import Limits, check_queue_name
 from pinledger.ledger.descriptor import DescriptorError, JobDescriptor
 from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.state import Job
-from pinledger.ledger.writer import LedgerWriter
+from pinledger.ledger.writer import Batch, LedgerWriter, Traced
 from pinledger.projections.store import LedgerStore, QueueRow
 from pinledger.service.api.directory import QueueDirectory
 from pinledger.service.api.errors import pinlater_error
@@ -56,7 +56,13 @@ class Owners(Protocol):
         self, queue: str, limit: int, now: int, coverage: float = 1.0
     ) -> Sequence[ClaimedJob]: ...
     def dequeue(
-        self, queue: str, limit: int, now: int, actor: Actor, coverage: float = 1.0
+        self,
+        queue: str,
+        limit: int,
+        now: int,
+        actor: Actor,
+        coverage: float = 1.0,
+        alongside: Traced | None = None,
     ) -> Sequence[ClaimedJob]: ...
     @property
     def unavailable(self) -> str | None:
@@ -115,16 +121,21 @@ def check_jobs(queue: QueueRow, jobs: Iterable[JobDescriptor]) -> None:
         check_job(queue, parsed)
 
 
+def by_partition(queue: QueueRow, events: dict[int, list[Event]]) -> list[Batch]:
+    """Each partition's events, at most BULK_CHUNK per record."""
+    return [
+        (queue.name, partition, evs[i : i + BULK_CHUNK])
+        for partition, evs in events.items()
+        for i in range(0, len(evs), BULK_CHUNK)
+    ]
+
+
 def append_by_partition(
     api: Api, queue: QueueRow, events: dict[int, list[Event]], caller: Caller | None
 ) -> int:
     """Append each partition's events, at most BULK_CHUNK per record, in one round
     trip; returns how many events were appended."""
-    batches: list[tuple[str, int, Sequence[Event]]] = [
-        (queue.name, partition, evs[i : i + BULK_CHUNK])
-        for partition, evs in events.items()
-        for i in range(0, len(evs), BULK_CHUNK)
-    ]
+    batches = by_partition(queue, events)
     if batches:
         api.writer.append_many(
             batches,

@@ -8,11 +8,13 @@ import random
 from typing import Any, Protocol
 
 from pinledger.idl import pinlater
+from pinledger.ledger.writer import Traced
 from pinledger.service.api import convert
-from pinledger.service.api.acks import apply_acks
-from pinledger.service.api.core import Api, load_queue
+from pinledger.service.api.acks import ack_events, count_acks
+from pinledger.service.api.core import Api, append_by_partition, by_partition, load_queue
 from pinledger.service.api.errors import pinlater_error
 from pinledger.service.api.requests import Caller, DequeueRequest
+from pinledger.service.observability import telemetry
 
 log = logging.getLogger(__name__)
 
@@ -29,22 +31,33 @@ class _Peers(Protocol):
 
 def dequeue_jobs(api: Api, caller: Caller | None, request: DequeueRequest) -> Any:
     queue = load_queue(api, request.queue)
-    if request.acks is not None:
-        # Acks first and always: PinLater dropped them on a rate-limited dequeue.
-        apply_acks(api, caller, request.acks, queue)
+    # The piggybacked acks are checked before anything is appended, and appended
+    # always (PinLater dropped them on a rate-limited dequeue): with the claims, in one
+    # round trip, when the call claims; alone, before answering, when it does not.
+    acks = None if request.acks is None else ack_events(queue, request.acks)
     now = api.clock.now_ms()
-    if request.dry_run:
+    if request.dry_run or not api.rate_limits.allow(queue.name):
+        if request.acks is not None and acks is not None:
+            append_by_partition(api, queue, acks, caller)
+            count_acks(api, request.acks, queue)
+        if not request.dry_run:
+            raise pinlater_error(
+                pinlater.ErrorCode.DEQUEUE_RATE_LIMITED,
+                f"queue {queue.name!r} is rate limited to {api.rate_limits.rate(queue.name)} "
+                "jobs/s on this server (maxJobsPerSecond in the queue config; 0 = paused)",
+            )
         found = api.owner.peek(queue.name, request.limit, now, request.coverage)
         return forward(
             api.owner, api.peers, convert.dequeue_response(found, queue.name), caller, request
         )
-    if not api.rate_limits.allow(queue.name):
-        raise pinlater_error(
-            pinlater.ErrorCode.DEQUEUE_RATE_LIMITED,
-            f"queue {queue.name!r} is rate limited to {api.rate_limits.rate(queue.name)} "
-            "jobs/s on this server (maxJobsPerSecond in the queue config; 0 = paused)",
-        )
-    claimed = api.owner.dequeue(queue.name, request.limit, now, api.actor(caller), request.coverage)
+    alongside: Traced | None = None
+    if acks:
+        alongside = (by_partition(queue, acks), telemetry.current_traceparent())
+    claimed = api.owner.dequeue(
+        queue.name, request.limit, now, api.actor(caller), request.coverage, alongside
+    )
+    if request.acks is not None:
+        count_acks(api, request.acks, queue)
     response = forward(
         api.owner, api.peers, convert.dequeue_response(claimed, queue.name), caller, request
     )

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pinledger.ledger.events import Actor
 from pinledger.ledger.log import GroupMember
+from pinledger.ledger.writer import LedgerWriter, Traced
 from pinledger.projections.asof import QueueAsOf
 from pinledger.service.api.core import Api, ClaimedJob
 from pinledger.service.dashboard.auth import Sessions
@@ -34,6 +36,9 @@ class NoOwner:
 
     unavailable: str | None = None
 
+    def __init__(self, writer: LedgerWriter) -> None:
+        self.writer = writer
+
     def add_queue(self, name: str) -> None:
         pass
 
@@ -47,6 +52,15 @@ class NoOwner:
         return []
 
     def dequeue(
-        self, queue: str, limit: int, now: int, actor: object, coverage: float = 1.0
+        self,
+        queue: str,
+        limit: int,
+        now: int,
+        actor: Actor,
+        coverage: float = 1.0,
+        alongside: Traced | None = None,
     ) -> Sequence[ClaimedJob]:
+        """Nothing to claim here; a dequeue's acks are appended all the same."""
+        if alongside is not None:
+            self.writer.append_many(alongside[0], now, actor, alongside[1])
         return []

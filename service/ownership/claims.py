@@ -20,7 +20,7 @@ from pinledger.ledger.commands import decide_claims
 from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.log import LogError
 from pinledger.ledger.state import Job
-from pinledger.ledger.writer import LedgerWriter
+from pinledger.ledger.writer import LedgerWriter, Traced
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.partitions import Owned, Partitions
 from pinledger.service.ownership.ready_buffer import take
@@ -86,18 +86,26 @@ class Claims:
         return [claimed for _, _, claimed in found[:limit]]
 
     def dequeue(
-        self, queue: str, limit: int, now: int, actor: Actor, coverage: float = 1.0
+        self,
+        queue: str,
+        limit: int,
+        now: int,
+        actor: Actor,
+        coverage: float = 1.0,
+        alongside: Traced | None = None,
     ) -> list[Claimed]:
         """Claim up to `limit` due jobs from owned partitions of `queue`: one claim
-        record per partition, answered once the broker has them."""
-        if limit <= 0:
-            return []
+        record per partition, answered once the broker has them. `alongside` (the
+        call's piggybacked acks) is appended in the same round trip, before the claims,
+        and whether or not any job is claimed."""
         claim = self.new_claim(actor.source)
         with self.partitions.lock:
             parts = self._serving(queue, coverage)
-            taken = take([o.buffer for o in parts], now, limit)
+            taken = take([o.buffer for o in parts], now, limit) if limit > 0 else []
             contexts = [parts[index].traceparents.get(job.local_id) for index, job in taken]
         if not taken:
+            if alongside is not None:
+                self.writer.append_many(alongside[0], now, actor, alongside[1])
             return []
         by_part: dict[int, list[Job]] = {}
         for index, job in taken:
@@ -112,8 +120,11 @@ class Claims:
             contexts,
             {"pinledger.queue": queue, "pinledger.claim": claim, "pinledger.jobs": len(taken)},
         ) as traceparent:
+            sets: list[Traced] = [(appends, traceparent)]
+            if alongside is not None:
+                sets.insert(0, alongside)
             try:
-                self.writer.append_many(appends, now, actor, traceparent)
+                self.writer.append_traced(sets, now, actor)
             except LogError:
                 with self.partitions.lock:
                     for index, jobs in by_part.items():

@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterable
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 from pinledger.ledger.events import Actor
 from pinledger.ledger.log import GroupMember, GroupReader, Log, LogError
-from pinledger.ledger.writer import LedgerWriter
+from pinledger.ledger.writer import LedgerWriter, Traced
 from pinledger.projections.store import LedgerStore
 from pinledger.service.config import Config
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
@@ -245,8 +245,15 @@ class Owner:
         return self.claims.peek(queue, limit, now, coverage)
 
     def dequeue(
-        self, queue: str, limit: int, now: int, actor: Actor, coverage: float = 1.0
+        self,
+        queue: str,
+        limit: int,
+        now: int,
+        actor: Actor,
+        coverage: float = 1.0,
+        alongside: Traced | None = None,
     ) -> list[Claimed]:
         """Claim up to `limit` due jobs from owned partitions of `queue`: one claim
-        record per partition, answered once the broker has them."""
-        return self.claims.dequeue(queue, limit, now, actor, coverage)
+        record per partition, answered once the broker has them (with `alongside`, the
+        call's acks, in the same round trip)."""
+        return self.claims.dequeue(queue, limit, now, actor, coverage, alongside)

@@ -189,19 +189,25 @@ class Node:
         descriptors: list[str] = self.handler.enqueueJobs(CALLER, request).jobDescriptors
         return descriptors
 
-    def dequeue(self, queue: str, limit: int, dry_run: bool = False) -> dict[str, bytes]:
-        """Descriptor -> body, in the order the server answered."""
-        request = pinlater.PinLaterDequeueRequest(queueName=queue, limit=limit, dryRun=dry_run)
+    def dequeue(
+        self,
+        queue: str,
+        limit: int,
+        dry_run: bool = False,
+        succeeded: Sequence[str] = (),
+        failed: Sequence[str] = (),
+    ) -> dict[str, bytes]:
+        """Descriptor -> body, in the order the server answered; `succeeded` and
+        `failed` are piggybacked acks."""
+        acks = _ack_request(queue, succeeded, failed) if succeeded or failed else None
+        request = pinlater.PinLaterDequeueRequest(
+            queueName=queue, limit=limit, dryRun=dry_run, jobAckRequest=acks
+        )
         jobs: dict[str, bytes] = self.handler.dequeueJobs(CALLER, request).jobs
         return jobs
 
     def ack(self, queue: str, succeeded: Sequence[str] = (), failed: Sequence[str] = ()) -> None:
-        request = pinlater.PinLaterJobAckRequest(
-            queueName=queue,
-            jobsSucceeded=[pinlater.PinLaterJobAckInfo(jobDescriptor=d) for d in succeeded],
-            jobsFailed=[pinlater.PinLaterJobAckInfo(jobDescriptor=d) for d in failed],
-        )
-        self.handler.ackDequeuedJobs(CALLER, request)
+        self.handler.ackDequeuedJobs(CALLER, _ack_request(queue, succeeded, failed))
 
     def create_queue(self, name: str) -> None:
         """createQueue (with the configured partition count): it waits, the clock moving
@@ -392,6 +398,14 @@ class Runtime:
             lambda: wanted <= {key for node in members for key in node.serving()},
             f"every partition of {queue} to be served by {[n.address for n in members]}",
         )
+
+
+def _ack_request(queue: str, succeeded: Sequence[str], failed: Sequence[str]) -> Any:
+    return pinlater.PinLaterJobAckRequest(
+        queueName=queue,
+        jobsSucceeded=[pinlater.PinLaterJobAckInfo(jobDescriptor=d) for d in succeeded],
+        jobsFailed=[pinlater.PinLaterJobAckInfo(jobDescriptor=d) for d in failed],
+    )
 
 
 class _LocalPeers(PeerPool):

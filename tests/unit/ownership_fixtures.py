@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import cast
 
-from pinledger.ledger.events import Actor, Event
+from pinledger.ledger.events import Actor
 from pinledger.ledger.log import LogError
 from pinledger.ledger.state import Job
+from pinledger.ledger.writer import Batch, Traced
 from pinledger.projections.projector import PartitionProjector
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
@@ -18,14 +19,14 @@ from pinledger.service.ownership.ready_buffer import ReadyBuffer
 from pinledger.service.testing.fake_log import FakeLog
 from pinledger.service.testing.fake_store import FakeStore
 
-Batch = tuple[str, int, Sequence[Event]]
-
 
 class RecordingWriter:
-    """Records what would be appended; fails while `failing` is set."""
+    """Records what would be appended, and each round trip's batches with their trace
+    contexts; fails while `failing` is set."""
 
     def __init__(self) -> None:
         self.appended: list[Batch] = []
+        self.round_trips: list[list[tuple[Batch, str | None]]] = []
         self.failing = False
 
     def append_many(
@@ -35,10 +36,14 @@ class RecordingWriter:
         actor: Actor,
         traceparent: str | None = None,
     ) -> list[int]:
+        return self.append_traced([(batches, traceparent)], at, actor)[0]
+
+    def append_traced(self, sets: Sequence[Traced], at: int, actor: Actor) -> list[list[int]]:
         if self.failing:
             raise LogError("broker away")
-        self.appended.extend(batches)
-        return list(range(len(batches)))
+        self.round_trips.append([(batch, tp) for batches, tp in sets for batch in batches])
+        self.appended.extend(batch for batches, _ in sets for batch in batches)
+        return [list(range(len(batches))) for batches, _ in sets]
 
 
 def make_owned(

@@ -1,18 +1,23 @@
 """The dashboard's pure parts: the timeline's geometry, failures grouped by their last
-error, sessions and CSRF tokens, keyset page tokens."""
+error, sessions and CSRF tokens, keyset page tokens; the standalone dashboard's owner."""
 
 from __future__ import annotations
 
 import pytest
 
+from pinledger.ledger import codec
+from pinledger.ledger.events import Actor, Succeeded
 from pinledger.ledger.state import Job, JobState
+from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.history import build_history
 from pinledger.projections.store import JobRow, ScanKey
 from pinledger.service.dashboard import paging, timeline
 from pinledger.service.dashboard.auth import Sessions
+from pinledger.service.dashboard.backend import NoOwner
 from pinledger.service.dashboard.failures import NO_ERROR, error_key, group_failures
 from pinledger.service.password import hash_password
 from pinledger.service.testing.clock import FakeClock
+from pinledger.service.testing.fake_log import FakeLog
 from tests.unit.test_history import STORY, T0, D, rows_for
 
 # -- the timeline ---------------------------------------------------------------------
@@ -168,3 +173,16 @@ def test_a_page_token_reads_back_as_the_last_row_shown() -> None:
 def test_a_made_up_page_token_is_refused(token: str) -> None:
     with pytest.raises(paging.PageTokenError):
         paging.parse_token(token)
+
+
+# -- the standalone dashboard's owner ---------------------------------------------------
+
+
+def test_the_dashboard_claims_nothing_but_appends_a_dequeues_acks() -> None:
+    log = FakeLog()
+    log.create_topic("p.q.mail", 1)
+    owner = NoOwner(LedgerWriter(log, "p."))
+    acks = ([("mail", 0, [Succeeded(local_id=7)])], None)
+    assert owner.dequeue("mail", 5, 1000, Actor(server="dash"), alongside=acks) == []
+    [record] = log.records("p.q.mail", 0)
+    assert codec.decode(record.value).events == (Succeeded(local_id=7),)

@@ -9,9 +9,9 @@ from typing import cast
 
 import pytest
 
-from pinledger.ledger.events import Actor, Claimed
+from pinledger.ledger.events import Actor, Claimed, Succeeded
 from pinledger.ledger.log import LogError
-from pinledger.ledger.writer import LedgerWriter
+from pinledger.ledger.writer import LedgerWriter, Traced
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.claims import Claims, serving_parts
 from tests.unit.factories import NOW, make_job
@@ -74,6 +74,53 @@ def test_jobs_whose_claim_was_not_appended_are_handed_out_again() -> None:
         claims.dequeue("mail", 1, NOW, WORKER)
     writer.failing = False
     assert [c.job.local_id for c in claims.peek("mail", 5, NOW)] == [1]
+    assert [c.job.local_id for c in claims.dequeue("mail", 1, NOW, WORKER)] == [1]
+
+
+def _acks(*partitions: int) -> Traced:
+    """A dequeue's piggybacked acks: one success per partition, in the call's context."""
+    return ([("mail", p, [Succeeded(local_id=100 + p)]) for p in partitions], "00-ack-01")
+
+
+def test_piggybacked_acks_go_out_with_the_claims_in_one_round_trip_acks_first() -> None:
+    owned = make_owned(0, [make_job(local_id=1)])
+    partitions = make_partitions(owned)
+    partitions.promote()
+    writer = RecordingWriter()
+    claims = Claims("s1", NOW, partitions, cast(LedgerWriter, writer), Metrics())
+    claimed = claims.dequeue("mail", 1, NOW, WORKER, alongside=_acks(0, 1))
+    assert [c.job.local_id for c in claimed] == [1]
+    (trip,) = writer.round_trips
+    kinds = [(p, type(events[0]).__name__, tp) for (_, p, events), tp in trip]
+    # The acks keep the call's trace context; the claim has its own span's.
+    assert kinds[:2] == [(0, "Succeeded", "00-ack-01"), (1, "Succeeded", "00-ack-01")]
+    assert kinds[2][:2] == (0, "Claimed") and kinds[2][2] != "00-ack-01"
+
+
+def test_piggybacked_acks_are_appended_when_nothing_is_claimed() -> None:
+    partitions = make_partitions(make_owned(0, []))
+    partitions.promote()
+    writer = RecordingWriter()
+    claims = Claims("s1", NOW, partitions, cast(LedgerWriter, writer), Metrics())
+    assert claims.dequeue("mail", 5, NOW, WORKER, alongside=_acks(2)) == []
+    assert claims.dequeue("mail", 0, NOW, WORKER, alongside=_acks(3)) == []
+    assert [[(p, tp) for (_, p, _), tp in trip] for trip in writer.round_trips] == [
+        [(2, "00-ack-01")],
+        [(3, "00-ack-01")],
+    ]
+
+
+def test_a_failed_round_trip_of_acks_and_claims_gives_the_jobs_back() -> None:
+    owned = make_owned(0, [make_job(local_id=1)])
+    partitions = make_partitions(owned)
+    partitions.promote()
+    writer = RecordingWriter()
+    claims = Claims("s1", NOW, partitions, cast(LedgerWriter, writer), Metrics())
+    writer.failing = True
+    with pytest.raises(LogError):
+        claims.dequeue("mail", 1, NOW, WORKER, alongside=_acks(0))
+    writer.failing = False
+    assert writer.appended == []
     assert [c.job.local_id for c in claims.dequeue("mail", 1, NOW, WORKER)] == [1]
 
 

@@ -1,6 +1,7 @@
 """The owners' ready windows on the fakes: a backlog larger than the window is served
 whole and in dequeue order while the owner never holds more than the window; delayed
-jobs enter when due; acks, timeouts and takeovers act on jobs the owner does not hold
+jobs enter when due; acks, timeouts and takeovers act on jobs the owner does not hold;
+a dequeue's piggybacked acks share its claim's record
 (docs/decisions/0014-ready-window.md)."""
 
 from __future__ import annotations
@@ -122,3 +123,24 @@ def test_a_new_owner_serves_from_a_window_and_times_out_claims_it_never_held() -
         rt.clock.advance(CONFIG.claim_timeout_s + 1)
         rt.settle()
         assert sorted(drain(rt, second, limit=4)) == sorted(running)
+
+
+def test_a_dequeue_appends_its_piggybacked_acks_and_its_claim_as_one_record() -> None:
+    with Runtime(CONFIG) as rt:
+        node = rt.node()
+        node.create_queue("mail")
+        [first, second] = node.enqueue("mail", job(b"1"), job(b"2"))
+        rt.settle()
+        assert list(node.dequeue("mail", 1)) == [first]
+        records = node.writer.group.records
+        # One partition: the ack of the first job and the claim of the second share
+        # one record, so the call costs one round trip.
+        assert list(node.dequeue("mail", 1, succeeded=[first])) == [second]
+        assert node.writer.group.records == records + 1
+        rt.settle()
+        assert node.lookup(first).jobState == pinlater.PinLaterJobState.SUCCEEDED
+        assert node.lookup(second).jobState == pinlater.PinLaterJobState.IN_PROGRESS
+        # With nothing left to claim, the acks are appended all the same.
+        assert node.dequeue("mail", 1, failed=[second]) == {}
+        rt.settle()
+        assert node.lookup(second).jobState != pinlater.PinLaterJobState.IN_PROGRESS
