@@ -20,6 +20,8 @@
 |                                   | PROCESSES > 1 the first of N, 0 = free ones)          |
 | FORWARD_QUIET_MS                  | 10 (a peer that had no jobs for a queue is not asked  |
 |                                   | again for it this long; 0 = always ask)               |
+| ENQUEUE_STICKY_MS                 | 5 (a queue's new jobs go to one partition this long,  |
+|                                   | then the next; 0 = round robin per call)              |
 | PARTITIONS                        | 4 (partitions of a new queue)                         |
 | MAX_PRIORITY                      | 3                                                     |
 | MAX_BODY_BYTES                    | 524288                                                |
@@ -100,6 +102,9 @@ class Config:
     # A peer that answered a forwarded dequeue with nothing is not asked again for that
     # queue this long (service/api/forwarding.py); 0: always ask.
     forward_quiet_ms: int = 10
+    # A queue's new jobs go to one partition for this long, then to the next, so that
+    # concurrent enqueues share records (service/api/enqueue.py); 0: round robin.
+    enqueue_sticky_ms: int = 5
     partitions: int = 4
     max_priority: int = 3
     max_body_bytes: int = 512 * 1024

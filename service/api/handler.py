@@ -61,7 +61,7 @@ class Handler:
             clock=clock,
             limits=Limits(max_priority=config.max_priority, max_body_bytes=config.max_body_bytes),
         )
-        self._partitions = enqueue.PartitionChooser()
+        self._partitions = enqueue.PartitionChooser(config.enqueue_sticky_ms)
 
     @rpc
     def createQueue(self, context: Any, name: Any) -> None:

@@ -62,6 +62,8 @@ TEST_CONFIG = Config(
     host="127.0.0.1",
     admin_port=0,
     partitions=2,
+    # Round robin: a test's jobs land in known partitions, however fast it runs.
+    enqueue_sticky_ms=0,
     claim_timeout_s=30.0,
     succeeded_ttl_s=3600.0,
     failed_ttl_s=7200.0,
