@@ -242,6 +242,19 @@ def rows(
     ]
 
 
+def pinledger_groups(server: int, bench: int, store_url: str) -> dict[str, cpu.Group]:
+    """The processes whose CPU is pinledger's whole-system total: the server's tree,
+    the load generator (this process's own threads), the projection store's database
+    (Postgres, or MariaDB/MySQL on the MySQL store) and the Kafka broker."""
+    database, ticks = cpu.store(is_mysql(store_url))
+    return {
+        "server": cpu.tree(server),
+        "load generator (bench process)": cpu.alone(bench),
+        database: ticks,
+        "kafka (broker JVM)": cpu.kafka(),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.scale:
@@ -278,14 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with running([server], Path(logs)):
                 assert server.proc is not None
                 ours_cpu = windows(
-                    meter(
-                        {
-                            "server": cpu.tree(server.proc.pid),
-                            "load generator (bench process)": cpu.alone(os.getpid()),
-                            cpu.POSTGRES: cpu.postgres,
-                            "kafka (broker JVM)": cpu.kafka(),
-                        }
-                    )
+                    meter(pinledger_groups(server.proc.pid, os.getpid(), config.store_url))
                 )
                 systems.append(("pinledger", ours_cpu))
                 with profiled(server.proc.pid, args.profile):

@@ -120,6 +120,49 @@ def test_no_postgres_or_kafka_on_the_machine_is_none_not_zero(proc: FakeProc) ->
     assert cpu.kafka(proc.root)(stats) is None
 
 
+def test_mariadb_and_mysql_are_each_server_process_and_its_threads(proc: FakeProc) -> None:
+    proc.process(50, "mysqld_safe", 1, utime=1)  # the wrapper shell: left out
+    proc.process(51, "mariadbd", 50, utime=400, stime=40)
+    proc.process(60, "mysqld", 1, utime=25)
+    proc.process(20, "postgres", 1, utime=50)
+    stats = cpu.read_stats(proc.root)
+    assert cpu.mysql(stats) == 440 + 25
+    assert cpu.postgres(stats) == 50
+
+
+def test_on_the_mysql_store_mariadbd_counts_in_pinledgers_total(proc: FakeProc) -> None:
+    proc.process(11, "python3", 10, utime=0)  # the server
+    proc.process(10, "python3", 1, utime=0)  # the bench process
+    proc.process(51, "mariadbd", 1, utime=0)
+    proc.process(20, "postgres", 1, utime=0)
+    mysql_url = "mysql://pinledger:pinledger@127.0.0.1:33069/pinledger"
+    pg_url = "postgresql://pinledger:pinledger@127.0.0.1:54329/pinledger"
+    on_mysql = cpu.Meter(bench_main.pinledger_groups(11, 10, mysql_url), proc.root).window()
+    on_pg = cpu.Meter(bench_main.pinledger_groups(11, 10, pg_url), proc.root).window()
+    on_mysql.start()
+    on_pg.start()
+    proc.process(11, "python3", 10, utime=500)
+    proc.process(51, "mariadbd", 1, utime=300)
+    proc.process(20, "postgres", 1, utime=40)
+    proc.machine("cpu  940 0 50 1000 5 0 0 0 0 0\n")
+    on_mysql.stop()
+    on_pg.stop()
+    on_mysql.jobs = on_pg.jobs = 1
+    us = 1e6 / cpu.TICKS_PER_SECOND  # one tick, in microseconds
+    mysql_job, pg_job = on_mysql.per_job_us(), on_pg.per_job_us()
+    # On MySQL the database row is MariaDB's and it is in the total; the idle-for-us
+    # Postgres is in the rest of the machine.
+    assert mysql_job[cpu.MYSQL] == pytest.approx(300 * us)
+    assert cpu.POSTGRES not in mysql_job
+    assert mysql_job["total"] == pytest.approx(800 * us)
+    assert mysql_job[cpu.REST] == pytest.approx(40 * us)
+    # On Postgres it is the other way round.
+    assert pg_job[cpu.POSTGRES] == pytest.approx(40 * us)
+    assert cpu.MYSQL not in pg_job
+    assert pg_job["total"] == pytest.approx(540 * us)
+    assert pg_job[cpu.REST] == pytest.approx(300 * us)
+
+
 def test_a_window_counts_a_backend_that_exited_through_its_postmaster(proc: FakeProc) -> None:
     proc.process(20, "postgres", 1, utime=50)
     proc.process(22, "postgres", 20, utime=300)
