@@ -233,10 +233,54 @@ def test_rivers_database_url_puts_its_schema_first_on_the_search_path() -> None:
     )
 
 
+@pytest.fixture
+def path_with_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A PATH whose one folder holds a `go` executable, and an empty cache (no River
+    built yet); remove the `go` to have a machine without Go."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    go = folder / "go"
+    go.write_text("#!/bin/sh\necho go1.0\n")
+    go.chmod(0o755)
+    monkeypatch.setenv("PATH", str(folder))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return go
+
+
+def test_by_default_river_runs_beside_pgqueuer_where_go_is_installed(path_with_go: Path) -> None:
+    args = bench_main.parse_args([])
+    assert args.peers == ["pgqueuer", "river"]
+    assert args.skipped == {}
+
+
+def test_without_go_river_is_skipped_and_the_setup_table_says_why(path_with_go: Path) -> None:
+    path_with_go.unlink()
+    args = bench_main.parse_args([])
+    assert args.peers == ["pgqueuer"]
+    assert "Go is not installed" in args.skipped["river"]
+    skipped: dict[str, str] = {}
+    assert bench_main.prepare_river(args, skipped) is None
+    assert skipped == args.skipped
+    setup = bench_main.note_skipped([("peer", "PgQueuer 0.1"), ("run", "smoke")], skipped)
+    assert setup[0] == ("peer", f"PgQueuer 0.1; River skipped: {river.NO_GO}")
+    assert setup[1] == ("run", "smoke")
+    # An explicit choice of peers says nothing about River.
+    assert bench_main.parse_args(["--peer", "pgqueuer"]).skipped == {}
+    assert bench_main.parse_args(["--no-peer"]).skipped == {}
+
+
+def test_without_go_a_river_built_earlier_still_runs_by_default(path_with_go: Path) -> None:
+    path_with_go.unlink()
+    built = river.cache_dir() / "river"
+    built.parent.mkdir(parents=True)
+    built.write_text("")
+    assert bench_main.parse_args([]).peers == ["pgqueuer", "river"]
+
+
 @pytest.mark.parametrize(
     ("given", "peers"),
     [
-        ([], ["pgqueuer"]),
+        (["--peer", "pgqueuer"], ["pgqueuer"]),
         (["--peer", "river"], ["river"]),
         (["--peer", "river,pgqueuer"], ["pgqueuer", "river"]),
         (["--peer", "pgqueuer", "--peer", "river"], ["pgqueuer", "river"]),
@@ -244,9 +288,7 @@ def test_rivers_database_url_puts_its_schema_first_on_the_search_path() -> None:
         (["--no-peer"], []),
     ],
 )
-def test_peers_are_chosen_with_peer_and_pgqueuer_is_the_default(
-    given: list[str], peers: list[str]
-) -> None:
+def test_peers_are_chosen_with_peer(given: list[str], peers: list[str]) -> None:
     assert bench_main.parse_args(given).peers == peers
 
 
