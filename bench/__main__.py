@@ -335,6 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         [names[p] for p in args.peers],
         cpu.table_rows(systems, [key for key, _ in PHASES]),
         [label for _, label in PHASES],
+        cpu.ratio_rows(systems, [key for key, _ in PHASES]),
     )
     print()
     print(table, flush=True)

@@ -322,3 +322,33 @@ def table_rows(
             if any(v != "" for v in values):
                 rows.append((f"{system}: {name}", values))
     return rows
+
+
+# The heading of the ratio table (`ratio_rows`).
+WHOLE_SYSTEM = "CPU per job, whole system"
+
+
+def ratio_rows(
+    systems: list[tuple[str, dict[str, Window]]], phases: list[str]
+) -> list[tuple[str, list[float | str | None]]]:
+    """pinledger's whole-system CPU per job over each peer's ("total" over "total";
+    the first system is pinledger's): one row per peer, one ratio per phase, "" where
+    the peer did not run the phase, n/a where either total is missing. Below 1.00x,
+    a job costs the machine less on pinledger."""
+    if len(systems) < 2:
+        return []
+    (ours_name, ours), *peers = systems
+    rows: list[tuple[str, list[float | str | None]]] = []
+    for name, windows in peers:
+        values: list[float | str | None] = []
+        for phase in phases:
+            theirs = windows[phase].per_job_us() if phase in windows else {}
+            if not theirs:
+                values.append("")
+                continue
+            mine = ours[phase].per_job_us().get("total") if phase in ours else None
+            total = theirs.get("total")
+            values.append(f"{mine / total:.2f}x" if mine is not None and total else None)
+        if any(v != "" for v in values):
+            rows.append((f"{ours_name}/{name}", values))
+    return rows

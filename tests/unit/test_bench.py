@@ -211,6 +211,50 @@ def test_the_cpu_table_has_a_row_per_group_and_a_blank_where_a_phase_did_not_run
     assert list(rows) == ["River: server", "River: total", f"River: {cpu.REST}"]
 
 
+def test_the_table_gives_pinledgers_whole_system_cpu_per_job_against_each_peer(
+    proc: FakeProc,
+) -> None:
+    pids = {"pinledger": 11, "PgQueuer": 12, "River": 13}
+    for pid in pids.values():
+        proc.process(pid, "python3", 1, utime=0)
+    meters = {name: cpu.Meter({name: cpu.tree(pid)}, proc.root) for name, pid in pids.items()}
+    phases = {"pinledger": ("b1", "b50"), "PgQueuer": ("b1", "b50"), "River": ("b50",)}
+    windows = {name: {p: meters[name].window() for p in run} for name, run in phases.items()}
+    for phase_windows in windows.values():
+        for window in phase_windows.values():
+            window.start()
+    # 300, 100 and 100 ticks: per job, pinledger 3 (b1) and 2 (b50), PgQueuer 1 and 4,
+    # River 1 (b50 only).
+    proc.process(11, "python3", 1, utime=300)
+    proc.process(12, "python3", 1, utime=100)
+    proc.process(13, "python3", 1, utime=100)
+    jobs = {("pinledger", "b50"): 150, ("PgQueuer", "b50"): 25}
+    for name, phase_windows in windows.items():
+        for phase, window in phase_windows.items():
+            window.stop()
+            window.jobs = jobs.get((name, phase), 100)
+    systems = list(windows.items())
+    ratios = cpu.ratio_rows(systems, ["b1", "b50"])
+    assert ratios == [
+        ("pinledger/PgQueuer", ["3.00x", "0.50x"]),
+        ("pinledger/River", ["", "2.00x"]),
+    ]
+    assert cpu.ratio_rows(systems[:1], ["b1", "b50"]) == []
+    text = render(
+        [("run", "smoke")],
+        [],
+        ["PgQueuer", "River bench"],
+        cpu.table_rows(systems, ["b1", "b50"]),
+        ["completed b1", "completed b50"],
+        ratios,
+    )
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith(cpu.WHOLE_SYSTEM))
+    assert "completed b1" in lines[header] and "completed b50" in lines[header]
+    assert lines[header + 2].split() == ["pinledger/PgQueuer", "3.00x", "0.50x"]
+    assert lines[header + 3].split() == ["pinledger/River", "2.00x"]
+
+
 SUMMARY_LINE = (
     "bench: total jobs worked [       5000 ], total jobs inserted [       5000 ], "
     "overall job/sec [    17097.2 ], running 292.446077ms\n"
