@@ -1,7 +1,9 @@
 """The benchmark's parts that need no server: the CPU-per-job meter (bench/cpu.py)
-reads /proc correctly (the stat fields, process trees, Postgres and Kafka found by
-name, CPU that moved to a parent when a child exited); River's summary line and
-database URL (bench/river.py); the choice of peers and their columns."""
+reads /proc correctly (the stat fields, process trees, Postgres, MariaDB/MySQL and
+Kafka found by name, CPU that moved to a parent when a child exited), the store's
+database in pinledger's total, the ratio of whole-system CPU per job to each peer's;
+River's summary line and database URL (bench/river.py); the choice of peers (River by
+default where Go is installed) and their columns."""
 
 from __future__ import annotations
 
