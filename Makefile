@@ -55,12 +55,13 @@ types: ## mypy, strict
 
 check: install lint types test ## lint + types + tests: what CI runs
 
-# The benchmark's peers, comma-separated: pgqueuer, river (built with Go on first use).
-PEERS ?= pgqueuer
+# The benchmark's peers, comma-separated: pgqueuer, river (built with Go on first use),
+# none. Unset: PgQueuer, and River where Go is installed (bench --help).
+PEERS ?=
 
-bench: ## the benchmark, PEERS=pgqueuer,river for River too (see docs/performance.md)
+bench: ## the benchmark: PgQueuer, and River where Go is present; PEERS=pgqueuer for PgQueuer only (docs/performance.md)
 	$(PYTHON) -m pip install -q -e '.[bench]' --config-settings editable_mode=strict
-	$(PYTHON) -m bench --peer $(PEERS)
+	$(PYTHON) -m bench $(if $(PEERS),--peer $(PEERS))
 
 wheel: ## build the wheel into dist/ (installable anywhere; see tests/integration/test_wheel.py)
 	# setuptools reuses build/lib: a module deleted since the last build would ship.

@@ -1,12 +1,12 @@
 """`python -m bench`: start a `pinledger serve` on free ports with a fresh topic prefix
 and schema, measure enqueue, completion, latency, replay and CPU per job, run the same
-enqueue + complete workload on PgQueuer in the same Postgres (and, with --peer river,
-River's own benchmark), and print one table.
+enqueue + complete workload on PgQueuer in the same Postgres and, where Go is installed,
+River's own benchmark, and print one table.
 
     python -m bench            # the full run (a few minutes)
     python -m bench --quick    # about a minute
     python -m bench --quick --smoke   # tiny counts: does every part still run?
-    python -m bench --peer pgqueuer,river   # River too (built with Go on first use)
+    python -m bench --peer pgqueuer   # PgQueuer only (River is built with Go on first use)
     python -m bench --scale --jobs 200000   # a backlog: memory, latency, takeover (bench/scale.py)
 
 Everything it creates (topics, schemas) is removed at the end.
@@ -66,8 +66,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--peer",
         action="append",
         metavar="NAMES",
-        help="the peers to run, comma-separated, repeatable: pgqueuer (the default), "
-        "river (River's own `river bench`, built with Go on first use), none",
+        help="the peers to run, comma-separated, repeatable: pgqueuer, river (River's own "
+        "`river bench`, built with Go on first use), none; default: pgqueuer, and river "
+        "where Go is installed (the setup table says when River was skipped, and why)",
     )
     parser.add_argument("--no-peer", action="store_true", help="no peer (same as --peer none)")
     parser.add_argument(
@@ -85,7 +86,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="record the server with py-spy during the pinledger part (collapsed stacks)",
     )
     args = parser.parse_args(argv)
-    names = [n.strip().lower() for given in args.peer or ["pgqueuer"] for n in given.split(",")]
+    # Why a default peer was left out ({"river": reason}): shown in the setup table.
+    args.skipped = {}
+    if args.peer is None and not args.no_peer:
+        names = list(PEERS)
+        why = river.unavailable()
+        if why is not None:
+            names.remove("river")
+            args.skipped["river"] = why
+    else:
+        names = [n.strip().lower() for given in args.peer or [] for n in given.split(",")]
     unknown = set(names) - {*PEERS, "none", ""}
     if unknown:
         parser.error(f"--peer: unknown {', '.join(sorted(unknown))} (known: {', '.join(PEERS)})")
@@ -242,6 +252,19 @@ def rows(
     ]
 
 
+def pinledger_groups(server: int, bench: int, store_url: str) -> dict[str, cpu.Group]:
+    """The processes whose CPU is pinledger's whole-system total: the server's tree,
+    the load generator (this process's own threads), the projection store's database
+    (Postgres, or MariaDB/MySQL on the MySQL store) and the Kafka broker."""
+    database, ticks = cpu.store(is_mysql(store_url))
+    return {
+        "server": cpu.tree(server),
+        "load generator (bench process)": cpu.alone(bench),
+        database: ticks,
+        "kafka (broker JVM)": cpu.kafka(),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.scale:
@@ -278,14 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with running([server], Path(logs)):
                 assert server.proc is not None
                 ours_cpu = windows(
-                    meter(
-                        {
-                            "server": cpu.tree(server.proc.pid),
-                            "load generator (bench process)": cpu.alone(os.getpid()),
-                            cpu.POSTGRES: cpu.postgres,
-                            "kafka (broker JVM)": cpu.kafka(),
-                        }
-                    )
+                    meter(pinledger_groups(server.proc.pid, os.getpid(), config.store_url))
                 )
                 systems.append(("pinledger", ours_cpu))
                 with profiled(server.proc.pid, args.profile):
@@ -311,10 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             peers.append(run_river(river_binary, sizes, config, river_cpu, skipped))
     finally:
         cleanup(config, server)
-    if "river" in skipped:
-        setup = [
-            (k, f"{v}; River skipped: {skipped['river']}" if k == "peer" else v) for k, v in setup
-        ]
+    setup = note_skipped(setup, skipped)
     names = {"pgqueuer": "PgQueuer", "river": "River bench"}
     table = render(
         setup,
@@ -322,23 +335,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         [names[p] for p in args.peers],
         cpu.table_rows(systems, [key for key, _ in PHASES]),
         [label for _, label in PHASES],
+        cpu.ratio_rows(systems, [key for key, _ in PHASES]),
     )
     print()
     print(table, flush=True)
     return 0
 
 
+def note_skipped(setup: list[tuple[str, str]], skipped: dict[str, str]) -> list[tuple[str, str]]:
+    """The setup rows with the peer row saying which peer was skipped, and why."""
+    if "river" not in skipped:
+        return setup
+    return [(k, f"{v}; River skipped: {skipped['river']}" if k == "peer" else v) for k, v in setup]
+
+
 def prepare_river(args: argparse.Namespace, skipped: dict[str, str]) -> Path | None:
     """River's binary, built before anything is timed (a Go build would disturb the
-    figures); None, with the reason in `skipped` and on stderr, when it cannot be had."""
+    figures); None, with the reason in `skipped` and on stderr, when it cannot be had
+    (or a default run left it out: no Go)."""
+    if "river" in args.skipped:
+        _skip(skipped, args.skipped["river"])
+        return None
     if "river" not in args.peers:
         return None
     try:
         return river.prepare()
     except river.RiverUnavailableError as exc:
-        skipped["river"] = str(exc)
-        print(f"River skipped: {exc}", file=sys.stderr, flush=True)
+        _skip(skipped, str(exc))
         return None
+
+
+def _skip(skipped: dict[str, str], why: str) -> None:
+    skipped["river"] = why
+    print(f"River skipped: {why}", file=sys.stderr, flush=True)
 
 
 def run_river(
@@ -354,8 +383,7 @@ def run_river(
     try:
         return measure_river(binary, sizes, config, cpus)
     except river.RiverUnavailableError as exc:
-        skipped["river"] = str(exc)
-        print(f"River skipped: {exc}", file=sys.stderr, flush=True)
+        _skip(skipped, str(exc))
         return {}
 
 

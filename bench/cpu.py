@@ -2,7 +2,8 @@
 throughput (issue 14, lever 6).
 
 A `Meter` names process groups (the pinledger server, the bench process, every
-Postgres process, the Kafka JVM, River's bench) and samples their CPU ticks
+Postgres process or, on the MySQL store, every MariaDB/MySQL server process, the Kafka
+JVM, River's bench) and samples their CPU ticks
 (utime + stime); a `Window` takes one sample when a timed phase starts and one when it
 ends. A group is a process tree: the live processes' own ticks plus what each has
 collected from children it reaped (cutime + cstime), so a Postgres backend that exits
@@ -24,6 +25,7 @@ PROC = Path("/proc")
 TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 REST = "rest of the machine (not in total)"
 POSTGRES = "postgres (every process)"
+MYSQL = "mariadb/mysql (every mariadbd, mysqld)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,12 +135,37 @@ def postgres(stats: Mapping[int, ProcStat]) -> int | None:
     """Every Postgres process on the machine: the trees under each postmaster (a
     `postgres` process whose parent is not one), so backends, background writers,
     autovacuum, and the backends of other clients of the same server."""
-    return tree_ticks({s.pid for s in stats.values() if _is_root(s, stats)}, stats)
+    return _servers(POSTGRES_NAMES, stats)
 
 
-def _is_root(stat: ProcStat, stats: Mapping[int, ProcStat]) -> bool:
+def mysql(stats: Mapping[int, ProcStat]) -> int | None:
+    """Every MariaDB or MySQL server on the machine (the MySQL store's database): the
+    trees under each `mariadbd` or `mysqld` process whose parent is not one. The server
+    is one process whose threads serve every connection, so its ticks hold the
+    store's queries, its background threads (purge, page cleaner, log writer) and
+    other clients' queries on the same server; a `mysqld_safe` wrapper above it is a
+    shell that waits, and is left out."""
+    return _servers(MYSQL_NAMES, stats)
+
+
+POSTGRES_NAMES = frozenset({"postgres"})
+MYSQL_NAMES = frozenset({"mariadbd", "mysqld"})
+
+
+def _servers(names: frozenset[str], stats: Mapping[int, ProcStat]) -> int | None:
+    return tree_ticks({s.pid for s in stats.values() if _is_root(s, names, stats)}, stats)
+
+
+def _is_root(stat: ProcStat, names: frozenset[str], stats: Mapping[int, ProcStat]) -> bool:
     parent = stats.get(stat.ppid)
-    return stat.comm == "postgres" and (parent is None or parent.comm != "postgres")
+    return stat.comm in names and (parent is None or parent.comm not in names)
+
+
+def store(mysql_store: bool) -> tuple[str, Group]:
+    """The projection store's database as a group: MariaDB/MySQL on the MySQL store,
+    Postgres otherwise. It counts in pinledger's total; on the MySQL store the server
+    does not use Postgres, whose CPU then falls in the rest of the machine."""
+    return (MYSQL, mysql) if mysql_store else (POSTGRES, postgres)
 
 
 def kafka(proc: Path = PROC) -> Group:
@@ -294,4 +321,34 @@ def table_rows(
             ]
             if any(v != "" for v in values):
                 rows.append((f"{system}: {name}", values))
+    return rows
+
+
+# The heading of the ratio table (`ratio_rows`).
+WHOLE_SYSTEM = "CPU per job, whole system"
+
+
+def ratio_rows(
+    systems: list[tuple[str, dict[str, Window]]], phases: list[str]
+) -> list[tuple[str, list[float | str | None]]]:
+    """pinledger's whole-system CPU per job over each peer's ("total" over "total";
+    the first system is pinledger's): one row per peer, one ratio per phase, "" where
+    the peer did not run the phase, n/a where either total is missing. Below 1.00x,
+    a job costs the machine less on pinledger."""
+    if len(systems) < 2:
+        return []
+    (ours_name, ours), *peers = systems
+    rows: list[tuple[str, list[float | str | None]]] = []
+    for name, windows in peers:
+        values: list[float | str | None] = []
+        for phase in phases:
+            theirs = windows[phase].per_job_us() if phase in windows else {}
+            if not theirs:
+                values.append("")
+                continue
+            mine = ours[phase].per_job_us().get("total") if phase in ours else None
+            total = theirs.get("total")
+            values.append(f"{mine / total:.2f}x" if mine is not None and total else None)
+        if any(v != "" for v in values):
+            rows.append((f"{ours_name}/{name}", values))
     return rows

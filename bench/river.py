@@ -6,8 +6,10 @@ the user's cache (~/.cache/pinledger-bench/river-<version>/), then run in a sche
 its own (`river migrate-up --schema`), which is dropped afterwards. `river bench -n N`
 inserts N jobs (untimed), starts one River client (2,000 workers on one queue) and
 times until the last job's completion is written; that run's own summary line is the
-figure. docs/performance.md says exactly what it counts. When Go or the module proxy
-is not there, `prepare()` raises `RiverUnavailableError` and the benchmark goes on without River.
+figure. docs/performance.md says exactly what it counts. A run without --peer includes
+River where Go is installed (or the command is already built): `unavailable()`. When Go
+or the module proxy is not there, `prepare()` raises `RiverUnavailableError` and the
+benchmark goes on without River, saying why in its setup table.
 """
 
 from __future__ import annotations
@@ -54,6 +56,20 @@ def cache_dir() -> Path:
     return Path(base) / "pinledger-bench" / f"river-{VERSION}"
 
 
+def unavailable() -> str | None:
+    """Why River is left out of a default run (`python -m bench` without --peer), or
+    None when it can run: its command is already built, or Go is there to build it."""
+    if (cache_dir() / "river").is_file() or shutil.which("go") is not None:
+        return None
+    return NO_GO
+
+
+NO_GO = (
+    "Go is not installed (no `go` command on PATH), so River's `river bench` cannot be "
+    "built; install Go to compare with River"
+)
+
+
 def _go(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
@@ -83,7 +99,7 @@ def prepare() -> Path:
         return target
     go = shutil.which("go")
     if go is None:
-        raise RiverUnavailableError("Go is not installed (the `go` command is not on PATH)")
+        raise RiverUnavailableError(NO_GO)
     target.parent.mkdir(parents=True, exist_ok=True)
     print(
         f"building River's command {MODULE}@{VERSION} with Go, once (cached in "

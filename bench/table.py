@@ -1,11 +1,14 @@
 """The printed report: the setup, then one row per measure with its target and, where
 a peer ran the same workload, its figure and the ratio pinledger/peer (one pair of
-columns per peer); then the CPU per job of each system's processes, phase by phase."""
+columns per peer); then the CPU per job of each system's processes, phase by phase,
+and pinledger's whole-system CPU per job over each peer's."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from bench.cpu import WHOLE_SYSTEM
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +73,11 @@ def render(
     peer_names: list[str],
     cpu: list[tuple[str, list[float | str | None]]] | None = None,
     phases: list[str] | None = None,
+    cpu_ratios: list[tuple[str, list[float | str | None]]] | None = None,
 ) -> str:
     """The setup, the results, and (given `cpu` rows, one value per phase) the CPU
-    per job table."""
+    per job table; then (given `cpu_ratios`) pinledger's whole-system CPU per job
+    against each peer's, phase by phase."""
     setup_text = _grid(["setup", "value"], [[k, v] for k, v in setup], set())
     header = ["measure", "pinledger", "unit", "target", "met"]
     for name in peer_names:
@@ -86,6 +91,10 @@ def render(
     if cpu and phases:
         cells = [[name, *(_cpu_cell(v) for v in values)] for name, values in cpu]
         parts.append(_grid(["CPU us per job", *phases], cells, set(range(1, len(phases) + 1))))
+    if cpu_ratios and phases:
+        cells = [[name, *(_cpu_cell(v) for v in values)] for name, values in cpu_ratios]
+        header = [WHOLE_SYSTEM, *phases]
+        parts.append(_grid(header, cells, set(range(1, len(phases) + 1))))
     return "\n\n".join(parts)
 
 

@@ -1,16 +1,20 @@
 """The benchmark still runs end to end and prints every row (tiny counts; no figure
-is checked: timings on a shared machine prove nothing)."""
+is checked: timings on a shared machine prove nothing), on each store, as a user
+without Go runs it: PgQueuer only, the setup table saying why River was skipped."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from pinledger.ledger.kafka import KafkaLog
 from pinledger.service.testing.servers import ROOT
+from tests.contract.store_fixtures import each_kind, store_dsn
 
 pytestmark = pytest.mark.integration
 
@@ -44,24 +48,39 @@ RESULT_ROWS = (
 )
 # Rows where PgQueuer ran the same workload: they end with a ratio.
 PEER_ROWS = RESULT_ROWS[:4]
-# The CPU per job table (read from /proc): every group of both systems.
+# The CPU per job table (read from /proc): every group of both systems; pinledger's
+# database is its store's.
 CPU_ROWS = (
     "CPU us per job",
     "pinledger: server",
     "pinledger: load generator (bench process)",
-    "pinledger: postgres (every process)",
     "pinledger: kafka (broker JVM)",
     "pinledger: total",
     "PgQueuer: PgQueuer + load generator (bench process)",
     "PgQueuer: postgres (every process)",
     "PgQueuer: total",
 )
+DATABASE_ROWS = {
+    "postgres": "pinledger: postgres (every process)",
+    "mysql": "pinledger: mariadb/mysql (every mariadbd, mysqld)",
+}
 
 
-def test_smoke_run_prints_the_whole_table(kafka: KafkaLog) -> None:
+def without_go(tmp_path: Path) -> dict[str, str]:
+    """The environment with no `go` on PATH and an empty cache: no River to build."""
+    path = [d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "go").exists()]
+    return {**os.environ, "PATH": os.pathsep.join(path), "XDG_CACHE_HOME": str(tmp_path)}
+
+
+@each_kind
+def test_smoke_run_prints_the_whole_table(kafka: KafkaLog, store_kind: str, tmp_path: Path) -> None:
+    env = without_go(tmp_path)
+    if store_kind == "mysql":
+        env["PINLEDGER_STORE_DSN"] = store_dsn("mysql")
     run = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--smoke"],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
@@ -69,11 +88,22 @@ def test_smoke_run_prints_the_whole_table(kafka: KafkaLog) -> None:
     )
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.splitlines()
-    for name in SETUP_ROWS + RESULT_ROWS + CPU_ROWS:
+    database = DATABASE_ROWS[store_kind]
+    for name in (*SETUP_ROWS, *RESULT_ROWS, *CPU_ROWS, database, "CPU per job, whole system"):
         assert any(line.startswith(name) for line in lines), f"no row {name!r}:\n{run.stdout}"
+    other = next(row for kind, row in DATABASE_ROWS.items() if kind != store_kind)
+    assert not any(line.startswith(other) for line in lines), run.stdout
     for name in PEER_ROWS:
         row = next(line for line in lines if line.startswith(name))
         assert row.rstrip().endswith("x"), f"no pinledger/peer ratio in {row!r}"
+    # Without Go, River is left out of the default run and the setup table says why.
+    peer = next(line for line in lines if line.startswith("peer "))
+    assert "PgQueuer" in peer and "River skipped: Go is not installed" in peer, peer
+    assert not any(line.startswith("River") for line in lines), run.stdout
+    # pinledger's whole-system CPU per job over PgQueuer's, one ratio per phase (n/a
+    # where the smoke run's few jobs took less than a clock tick of PgQueuer's CPU).
+    ratio = next(line for line in lines if line.startswith("pinledger/PgQueuer"))
+    assert len(re.findall(r"\d+\.\d\dx|n/a", ratio)) == 4, ratio
     assert "synchronous_commit" in run.stdout
     assert "replay differs" not in run.stderr
     # Progress went to stderr while it ran.

@@ -1,7 +1,9 @@
 """The benchmark's parts that need no server: the CPU-per-job meter (bench/cpu.py)
-reads /proc correctly (the stat fields, process trees, Postgres and Kafka found by
-name, CPU that moved to a parent when a child exited); River's summary line and
-database URL (bench/river.py); the choice of peers and their columns."""
+reads /proc correctly (the stat fields, process trees, Postgres, MariaDB/MySQL and
+Kafka found by name, CPU that moved to a parent when a child exited), the store's
+database in pinledger's total, the ratio of whole-system CPU per job to each peer's;
+River's summary line and database URL (bench/river.py); the choice of peers (River by
+default where Go is installed) and their columns."""
 
 from __future__ import annotations
 
@@ -120,6 +122,49 @@ def test_no_postgres_or_kafka_on_the_machine_is_none_not_zero(proc: FakeProc) ->
     assert cpu.kafka(proc.root)(stats) is None
 
 
+def test_mariadb_and_mysql_are_each_server_process_and_its_threads(proc: FakeProc) -> None:
+    proc.process(50, "mysqld_safe", 1, utime=1)  # the wrapper shell: left out
+    proc.process(51, "mariadbd", 50, utime=400, stime=40)
+    proc.process(60, "mysqld", 1, utime=25)
+    proc.process(20, "postgres", 1, utime=50)
+    stats = cpu.read_stats(proc.root)
+    assert cpu.mysql(stats) == 440 + 25
+    assert cpu.postgres(stats) == 50
+
+
+def test_on_the_mysql_store_mariadbd_counts_in_pinledgers_total(proc: FakeProc) -> None:
+    proc.process(11, "python3", 10, utime=0)  # the server
+    proc.process(10, "python3", 1, utime=0)  # the bench process
+    proc.process(51, "mariadbd", 1, utime=0)
+    proc.process(20, "postgres", 1, utime=0)
+    mysql_url = "mysql://pinledger:pinledger@127.0.0.1:33069/pinledger"
+    pg_url = "postgresql://pinledger:pinledger@127.0.0.1:54329/pinledger"
+    on_mysql = cpu.Meter(bench_main.pinledger_groups(11, 10, mysql_url), proc.root).window()
+    on_pg = cpu.Meter(bench_main.pinledger_groups(11, 10, pg_url), proc.root).window()
+    on_mysql.start()
+    on_pg.start()
+    proc.process(11, "python3", 10, utime=500)
+    proc.process(51, "mariadbd", 1, utime=300)
+    proc.process(20, "postgres", 1, utime=40)
+    proc.machine("cpu  940 0 50 1000 5 0 0 0 0 0\n")
+    on_mysql.stop()
+    on_pg.stop()
+    on_mysql.jobs = on_pg.jobs = 1
+    us = 1e6 / cpu.TICKS_PER_SECOND  # one tick, in microseconds
+    mysql_job, pg_job = on_mysql.per_job_us(), on_pg.per_job_us()
+    # On MySQL the database row is MariaDB's and it is in the total; the idle-for-us
+    # Postgres is in the rest of the machine.
+    assert mysql_job[cpu.MYSQL] == pytest.approx(300 * us)
+    assert cpu.POSTGRES not in mysql_job
+    assert mysql_job["total"] == pytest.approx(800 * us)
+    assert mysql_job[cpu.REST] == pytest.approx(40 * us)
+    # On Postgres it is the other way round.
+    assert pg_job[cpu.POSTGRES] == pytest.approx(40 * us)
+    assert cpu.MYSQL not in pg_job
+    assert pg_job["total"] == pytest.approx(540 * us)
+    assert pg_job[cpu.REST] == pytest.approx(300 * us)
+
+
 def test_a_window_counts_a_backend_that_exited_through_its_postmaster(proc: FakeProc) -> None:
     proc.process(20, "postgres", 1, utime=50)
     proc.process(22, "postgres", 20, utime=300)
@@ -168,6 +213,50 @@ def test_the_cpu_table_has_a_row_per_group_and_a_blank_where_a_phase_did_not_run
     assert list(rows) == ["River: server", "River: total", f"River: {cpu.REST}"]
 
 
+def test_the_table_gives_pinledgers_whole_system_cpu_per_job_against_each_peer(
+    proc: FakeProc,
+) -> None:
+    pids = {"pinledger": 11, "PgQueuer": 12, "River": 13}
+    for pid in pids.values():
+        proc.process(pid, "python3", 1, utime=0)
+    meters = {name: cpu.Meter({name: cpu.tree(pid)}, proc.root) for name, pid in pids.items()}
+    phases = {"pinledger": ("b1", "b50"), "PgQueuer": ("b1", "b50"), "River": ("b50",)}
+    windows = {name: {p: meters[name].window() for p in run} for name, run in phases.items()}
+    for phase_windows in windows.values():
+        for window in phase_windows.values():
+            window.start()
+    # 300, 100 and 100 ticks: per job, pinledger 3 (b1) and 2 (b50), PgQueuer 1 and 4,
+    # River 1 (b50 only).
+    proc.process(11, "python3", 1, utime=300)
+    proc.process(12, "python3", 1, utime=100)
+    proc.process(13, "python3", 1, utime=100)
+    jobs = {("pinledger", "b50"): 150, ("PgQueuer", "b50"): 25}
+    for name, phase_windows in windows.items():
+        for phase, window in phase_windows.items():
+            window.stop()
+            window.jobs = jobs.get((name, phase), 100)
+    systems = list(windows.items())
+    ratios = cpu.ratio_rows(systems, ["b1", "b50"])
+    assert ratios == [
+        ("pinledger/PgQueuer", ["3.00x", "0.50x"]),
+        ("pinledger/River", ["", "2.00x"]),
+    ]
+    assert cpu.ratio_rows(systems[:1], ["b1", "b50"]) == []
+    text = render(
+        [("run", "smoke")],
+        [],
+        ["PgQueuer", "River bench"],
+        cpu.table_rows(systems, ["b1", "b50"]),
+        ["completed b1", "completed b50"],
+        ratios,
+    )
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith(cpu.WHOLE_SYSTEM))
+    assert "completed b1" in lines[header] and "completed b50" in lines[header]
+    assert lines[header + 2].split() == ["pinledger/PgQueuer", "3.00x", "0.50x"]
+    assert lines[header + 3].split() == ["pinledger/River", "2.00x"]
+
+
 SUMMARY_LINE = (
     "bench: total jobs worked [       5000 ], total jobs inserted [       5000 ], "
     "overall job/sec [    17097.2 ], running 292.446077ms\n"
@@ -190,10 +279,54 @@ def test_rivers_database_url_puts_its_schema_first_on_the_search_path() -> None:
     )
 
 
+@pytest.fixture
+def path_with_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A PATH whose one folder holds a `go` executable, and an empty cache (no River
+    built yet); remove the `go` to have a machine without Go."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    go = folder / "go"
+    go.write_text("#!/bin/sh\necho go1.0\n")
+    go.chmod(0o755)
+    monkeypatch.setenv("PATH", str(folder))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return go
+
+
+def test_by_default_river_runs_beside_pgqueuer_where_go_is_installed(path_with_go: Path) -> None:
+    args = bench_main.parse_args([])
+    assert args.peers == ["pgqueuer", "river"]
+    assert args.skipped == {}
+
+
+def test_without_go_river_is_skipped_and_the_setup_table_says_why(path_with_go: Path) -> None:
+    path_with_go.unlink()
+    args = bench_main.parse_args([])
+    assert args.peers == ["pgqueuer"]
+    assert "Go is not installed" in args.skipped["river"]
+    skipped: dict[str, str] = {}
+    assert bench_main.prepare_river(args, skipped) is None
+    assert skipped == args.skipped
+    setup = bench_main.note_skipped([("peer", "PgQueuer 0.1"), ("run", "smoke")], skipped)
+    assert setup[0] == ("peer", f"PgQueuer 0.1; River skipped: {river.NO_GO}")
+    assert setup[1] == ("run", "smoke")
+    # An explicit choice of peers says nothing about River.
+    assert bench_main.parse_args(["--peer", "pgqueuer"]).skipped == {}
+    assert bench_main.parse_args(["--no-peer"]).skipped == {}
+
+
+def test_without_go_a_river_built_earlier_still_runs_by_default(path_with_go: Path) -> None:
+    path_with_go.unlink()
+    built = river.cache_dir() / "river"
+    built.parent.mkdir(parents=True)
+    built.write_text("")
+    assert bench_main.parse_args([]).peers == ["pgqueuer", "river"]
+
+
 @pytest.mark.parametrize(
     ("given", "peers"),
     [
-        ([], ["pgqueuer"]),
+        (["--peer", "pgqueuer"], ["pgqueuer"]),
         (["--peer", "river"], ["river"]),
         (["--peer", "river,pgqueuer"], ["pgqueuer", "river"]),
         (["--peer", "pgqueuer", "--peer", "river"], ["pgqueuer", "river"]),
@@ -201,9 +334,7 @@ def test_rivers_database_url_puts_its_schema_first_on_the_search_path() -> None:
         (["--no-peer"], []),
     ],
 )
-def test_peers_are_chosen_with_peer_and_pgqueuer_is_the_default(
-    given: list[str], peers: list[str]
-) -> None:
+def test_peers_are_chosen_with_peer(given: list[str], peers: list[str]) -> None:
     assert bench_main.parse_args(given).peers == peers
 
 
