@@ -1,6 +1,6 @@
 """The one place a Log adapter is chosen, by the name of its Kafka client: "kafka-python"
-(ledger/kafka/, the default) or "librdkafka" (ledger/rdkafka/: appends, readers and
-admin on confluent-kafka, group membership still on kafka-python;
+(ledger/kafka/, the default) or "librdkafka" (ledger/rdkafka/: appends and readers on
+confluent-kafka, group membership and admin calls still on kafka-python;
 docs/decisions/0021-librdkafka-adapter.md). Both take the same KafkaSettings and both
 are a Log and a LogInspector."""
 

@@ -1,10 +1,12 @@
 """The Kafka adapter of the log port (ledger/log.py): the only code that imports
-kafka-python. settings (KafkaSettings), log (KafkaLog: admin and producer), reader (the
-plain partition reader), group (the owners' group member and the subscriber),
+kafka-python. settings (KafkaSettings), log (KafkaLog: the producer), admin (KafkaAdmin:
+topics, offsets, the cluster's state, groups' members; both adapters ask it), reader
+(the plain partition reader), group (the owners' group member and the subscriber),
 membership (group membership alone, which the librdkafka adapter delegates here), errors
 (every kafka-python error becomes LogError) and patches (every access to kafka-python's
 internals, behind a version check)."""
 
+from pinledger.ledger.kafka.admin import KafkaAdmin
 from pinledger.ledger.kafka.group import KafkaGroupReader, KafkaSubscriber
 from pinledger.ledger.kafka.log import KafkaLog
 from pinledger.ledger.kafka.membership import KafkaGroupMembership
@@ -15,6 +17,7 @@ from pinledger.ledger.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
 __all__ = [
     "MAX_RECORD_BYTES",
     "TESTED_KAFKA_PYTHON",
+    "KafkaAdmin",
     "KafkaGroupMembership",
     "KafkaGroupReader",
     "KafkaLog",

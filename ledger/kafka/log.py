@@ -1,7 +1,7 @@
-"""The Kafka adapter of the log port (`ledger.log.Log`): the admin client and the
-producer. One producer per process (it is thread-safe and batches concurrent appends
-into the same produce requests); readers and group members are their own consumers
-(reader.py, group.py)."""
+"""The Kafka adapter of the log port (`ledger.log.Log`): the producer, and the admin
+client (admin.py) for everything but appends and reads. One producer per process (it
+is thread-safe and batches concurrent appends into the same produce requests); readers
+and group members are their own consumers (reader.py, group.py)."""
 
 from __future__ import annotations
 
@@ -9,25 +9,21 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
-from typing import Any
 
-from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
-from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
+from kafka import KafkaProducer
 from kafka.errors import (
     InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
-    TopicAlreadyExistsError,
     TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
 
 from pinledger.ledger.kafka import patches
+from pinledger.ledger.kafka.admin import KafkaAdmin
 from pinledger.ledger.kafka.errors import log_error, translated
 from pinledger.ledger.kafka.group import KafkaGroupReader, KafkaSubscriber
-from pinledger.ledger.kafka.membership import describe_group
 from pinledger.ledger.kafka.reader import KafkaReader
 from pinledger.ledger.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
 from pinledger.ledger.log import (
@@ -66,16 +62,19 @@ class KafkaLog:
     """Implements ledger.log.Log."""
 
     def __init__(self, settings: KafkaSettings) -> None:
-        patches.check_kafka_python()
         self._settings = settings
         self._producer_lock = threading.Lock()
         self._replacing = False
         self._closed = threading.Event()
-        with translated(f"cannot reach Kafka at {settings.bootstrap}", settings.bootstrap):
-            self._producer = self._new_producer()
-            self._admin = KafkaAdminClient(
-                **settings.connection(), client_id=f"{settings.client_id}-admin"
-            )
+        # First: it checks the kafka-python version (patches) and fails at once when
+        # Kafka cannot be reached.
+        self._admin = KafkaAdmin(settings)
+        try:
+            with translated(f"cannot reach Kafka at {settings.bootstrap}", settings.bootstrap):
+                self._producer = self._new_producer()
+        except LogError:
+            self._admin.close()
+            raise
 
     def _new_producer(self) -> KafkaProducer:
         settings = self._settings
@@ -145,86 +144,27 @@ class KafkaLog:
     def bootstrap(self) -> str:
         return self._settings.bootstrap
 
-    def _translated(self, what: str) -> AbstractContextManager[None]:
-        return translated(what, self.bootstrap)
-
     def create_topic(self, topic: str, partitions: int) -> bool:
-        try:
-            policy = self._settings.topics
-            self._admin.create_topics(
-                {
-                    topic: {
-                        "num_partitions": partitions,
-                        # -1: the broker's default.replication.factor.
-                        "replication_factor": policy.replication_factor or -1,
-                        "configs": policy.topic_configs(),
-                    }
-                },
-                wait_for_metadata=True,
-            )
-        except TopicAlreadyExistsError:
-            return False
-        except KafkaError as exc:
-            raise log_error(exc, f"cannot create topic {topic}", self.bootstrap) from exc
-        return True
+        return self._admin.create_topic(topic, partitions)
 
     def delete_topic(self, topic: str) -> None:
-        try:
-            self._admin.delete_topics([topic])
-        except UnknownTopicOrPartitionError:
-            return
-        except KafkaError as exc:
-            raise log_error(exc, f"cannot delete topic {topic}", self.bootstrap) from exc
-        # Deletion is asynchronous in Kafka; wait so that a queue created again under
-        # the same name gets a fresh topic, not the one being deleted.
-        deadline = time.monotonic() + 30
-        while self.existing([topic]):
-            if time.monotonic() > deadline:
-                raise LogError(f"topic {topic} is still being deleted after 30 s")
-            time.sleep(0.05)
+        self._admin.delete_topic(topic)
         self.forget_deleted_topics()
 
     def partition_count(self, topic: str) -> int | None:
-        info = self._describe([topic]).get(topic)
-        return None if info is None else len(info.get("partitions") or [])
+        return self._admin.partition_count(topic)
 
     def topics(self) -> set[str]:
-        """Every topic in the cluster (for tools and tests: the service asks about its
-        own topics only, see `existing`)."""
-        with self._translated("cannot list the topics"):
-            return set(self._admin.list_topics())
+        return self._admin.topics()
 
     def existing(self, topics: Iterable[str]) -> set[str]:
-        """Which of these topics exist: a question about them only, whatever the size of
-        the cluster."""
-        return set(self._describe(topics))
+        return self._admin.existing(topics)
 
     def broker_count(self) -> int:
-        with self._translated("cannot describe the Kafka cluster"):
-            cluster: dict[str, Any] = self._admin.describe_cluster()
-        return len(cluster.get("brokers") or [])
+        return self._admin.broker_count()
 
     def topic_states(self, topics: Iterable[str]) -> dict[str, TopicState]:
-        described = self._describe(topics)
-        if not described:
-            return {}
-        resources = [ConfigResource(ConfigResourceType.TOPIC, name) for name in described]
-        with self._translated("cannot read topic settings"):
-            answer: dict[str, Any] = self._admin.describe_configs(resources, config_filter="all")
-        configs: dict[str, dict[str, Any]] = answer.get("topic", {})
-        return {
-            name: _topic_state(name, info, configs.get(name, {}))
-            for name, info in described.items()
-        }
-
-    def _describe(self, topics: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """Kafka's description of each of these topics that exists, by name."""
-        wanted = sorted(set(topics))
-        if not wanted:
-            return {}
-        with self._translated(f"cannot describe topics in Kafka at {self.bootstrap}"):
-            described: list[dict[str, Any]] = self._admin.describe_topics(wanted)
-        return {str(i["name"]): i for i in described if i.get("error_code", 0) == 0}
+        return self._admin.topic_states(topics)
 
     def forget_deleted_topics(self) -> None:
         """Make the producer forget the topics it wrote to that no longer exist
@@ -267,15 +207,7 @@ class KafkaLog:
         return ends[(topic, partition)]
 
     def end_offsets(self, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int]:
-        existing = self.existing(t for t, _ in partitions)
-        wanted = [TopicPartition(t, p) for t, p in partitions if t in existing]
-        if not wanted:
-            return {}
-        # The admin client's ListOffsets refreshes metadata for topics it has not seen
-        # yet; a plain consumer's end_offsets drops such partitions from its answer.
-        with self._translated("cannot read end offsets"):
-            offsets = self._admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in wanted})
-        return {(tp.topic, tp.partition): found.offset for tp, found in offsets.items()}
+        return self._admin.end_offsets(partitions)
 
     def reader(self, positions: Sequence[Position]) -> KafkaReader:
         return KafkaReader(self._settings, positions)
@@ -297,36 +229,14 @@ class KafkaLog:
         return KafkaSubscriber(self._settings, group, pattern, from_beginning)
 
     def group_members(self, group: str) -> list[GroupMember]:
-        """Live members of a consumer group with the partitions each owns."""
-        return describe_group(self._admin, group, self.bootstrap)
+        return self._admin.group_members(group)
 
     def close(self) -> None:
         self._closed.set()
-        with self._translated("cannot close the Kafka clients"):
-            # Bounded: records Kafka cannot take (it is down) must not hold up a
-            # shutdown (SIGTERM once took over 20 s).
-            self._producer.close(timeout=_CLOSE_TIMEOUT_S)
+        try:
+            with translated("cannot close the Kafka producer", self.bootstrap):
+                # Bounded: records Kafka cannot take (it is down) must not hold up a
+                # shutdown (SIGTERM once took over 20 s).
+                self._producer.close(timeout=_CLOSE_TIMEOUT_S)
+        finally:
             self._admin.close()
-
-
-def _topic_state(name: str, info: dict[str, Any], configs: dict[str, Any]) -> TopicState:
-    partitions = info.get("partitions") or []
-
-    def setting(key: str, default: str) -> str:
-        entry = configs.get(key)
-        return str(entry["value"]) if entry and entry.get("value") is not None else default
-
-    return TopicState(
-        name=name,
-        partitions=len(partitions),
-        replicas=min((len(p.get("replica_nodes") or []) for p in partitions), default=0),
-        under_replicated=sum(
-            len(p.get("isr_nodes") or []) < len(p.get("replica_nodes") or []) for p in partitions
-        ),
-        offline=sum(p.get("leader_id", -1) < 0 for p in partitions),
-        min_insync_replicas=int(setting("min.insync.replicas", "1")),
-        retention_ms=int(setting("retention.ms", "604800000")),
-        retention_bytes=int(setting("retention.bytes", "-1")),
-        cleanup_policy=setting("cleanup.policy", "delete"),
-        unclean_leader_election=setting("unclean.leader.election.enable", "false") == "true",
-    )

@@ -1,7 +1,7 @@
 """The owners' group membership on kafka-python, on its own: joining a group
-(`KafkaGroupReader`) and describing its members. `KafkaLog` describes groups with its
-own admin client; the librdkafka adapter (ledger/rdkafka/), which has no kafka-python
-producer or admin of its own, delegates group membership here whole
+(`KafkaGroupReader`) and describing its members (`describe_group`, asked through an
+admin client: `KafkaAdmin`). The librdkafka adapter (ledger/rdkafka/), which has no
+kafka-python producer of its own, delegates group membership here whole
 (docs/decisions/0021-librdkafka-adapter.md)."""
 
 from __future__ import annotations
@@ -57,17 +57,13 @@ def _assigned_partitions(assignment: dict[str, Any]) -> list[tuple[str, list[int
 
 class KafkaGroupMembership:
     """Group membership alone, for an adapter that does everything else without
-    kafka-python: the group readers, and an admin client of its own to describe groups.
-    Constructing it checks the kafka-python version (the group readers rely on
-    patches.poll_group) and fails with a LogError when Kafka cannot be reached."""
+    kafka-python's producer: the group readers (their members are described by
+    `KafkaAdmin.group_members`). Constructing it checks the kafka-python version (the
+    group readers rely on patches.poll_group)."""
 
     def __init__(self, settings: KafkaSettings) -> None:
         patches.check_kafka_python()
         self._settings = settings
-        with translated(f"cannot reach Kafka at {settings.bootstrap}", settings.bootstrap):
-            self._admin = KafkaAdminClient(
-                **settings.connection(), client_id=f"{settings.client_id}-groups"
-            )
 
     def group_reader(
         self,
@@ -81,10 +77,3 @@ class KafkaGroupMembership:
         return KafkaGroupReader(
             self._settings, group, topics, member_id, on_revoked, on_assigned, session_timeout_ms
         )
-
-    def group_members(self, group: str) -> list[GroupMember]:
-        return describe_group(self._admin, group, self._settings.bootstrap)
-
-    def close(self) -> None:
-        with translated("cannot close the Kafka admin client", self._settings.bootstrap):
-            self._admin.close()

@@ -10,8 +10,7 @@ from pinledger.ledger.kafka.reader import FETCH_MAX_BYTES, MAX_PARTITION_FETCH_B
 from pinledger.ledger.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
 
 # librdkafka's own log lines, through Python's logging: they are handed over by the
-# client's poll (the producer's poll thread, a reader's poll). The admin client is never
-# polled, so it keeps librdkafka's default (stderr) rather than queue lines forever.
+# client's poll (the producer's poll thread, a reader's poll).
 LIBRDKAFKA_LOG = logging.getLogger("pinledger.ledger.rdkafka.librdkafka")
 
 
@@ -67,7 +66,3 @@ def reader(settings: KafkaSettings) -> dict[str, Any]:
         "fetch.max.bytes": FETCH_MAX_BYTES,
         "queued.max.messages.kbytes": FETCH_MAX_BYTES // 1024,
     }
-
-
-def admin(settings: KafkaSettings) -> dict[str, Any]:
-    return {**connection(settings), "client.id": f"{settings.client_id}-admin"}

@@ -7,9 +7,6 @@ librdkafka reports a failure as a `KafkaError` (a code and a text), raised insid
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from confluent_kafka import KafkaError, KafkaException
 
 from pinledger.ledger.kafka.settings import MAX_RECORD_BYTES
@@ -80,15 +77,3 @@ def timed_out(what: str, bootstrap: str, seconds: float) -> LogError:
     return log_error(
         KafkaError(KafkaError._TIMED_OUT, f"no answer within {seconds:g} s"), what, bootstrap
     )
-
-
-@contextmanager
-def translated(what: str, bootstrap: str, timeout_s: float) -> Iterator[None]:
-    """Raise any confluent-kafka error inside the block as a LogError; so is a future's
-    result() that timed out after `timeout_s`."""
-    try:
-        yield
-    except KafkaException as exc:
-        raise log_error(error_of(exc), what, bootstrap) from exc
-    except TimeoutError as exc:  # concurrent.futures.TimeoutError is TimeoutError
-        raise timed_out(what, bootstrap, timeout_s) from exc

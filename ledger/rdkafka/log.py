@@ -1,15 +1,22 @@
 """The librdkafka adapter of the log port (`ledger.log.Log`): appends through one
-librdkafka producer (producer.py), readers on librdkafka consumers (reader.py), topics
-and offsets through librdkafka's admin client (admin.py). The owners' group membership
-is delegated to the kafka-python adapter (`KafkaGroupMembership`): one protocol and
-one assignor for every member of the owners' group, whichever adapter its server runs
+librdkafka producer (producer.py), readers on librdkafka consumers (reader.py). The
+owners' group membership is delegated to the kafka-python adapter
+(`KafkaGroupMembership`): one protocol and one assignor for every member of the owners'
+group, whichever adapter its server runs. So are topics, offsets and the cluster's
+state (`KafkaAdmin`): librdkafka's admin client waited for a dead broker as its
+"controller" while the other brokers answered, and reconnected to it without backoff
 (docs/decisions/0021-librdkafka-adapter.md)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from pinledger.ledger.kafka import KafkaGroupMembership, KafkaGroupReader, KafkaSettings
+from pinledger.ledger.kafka import (
+    KafkaAdmin,
+    KafkaGroupMembership,
+    KafkaGroupReader,
+    KafkaSettings,
+)
 from pinledger.ledger.log import (
     Append,
     GroupMember,
@@ -19,7 +26,6 @@ from pinledger.ledger.log import (
     Position,
     TopicState,
 )
-from pinledger.ledger.rdkafka.admin import RdkafkaAdmin
 from pinledger.ledger.rdkafka.producer import Appender, AppendTimeoutError
 from pinledger.ledger.rdkafka.reader import RdkafkaReader
 
@@ -29,15 +35,14 @@ class RdkafkaLog:
 
     def __init__(self, settings: KafkaSettings) -> None:
         self._settings = settings
-        # First: it checks the kafka-python version the group readers rely on, and it
-        # is the one client here that fails at once when Kafka cannot be reached
-        # (librdkafka's clients connect in the background).
         self._groups = KafkaGroupMembership(settings)
+        # Before the producer: it is the one client here that fails at once when Kafka
+        # cannot be reached (librdkafka's clients connect in the background).
+        self._admin = KafkaAdmin(settings)
         try:
-            self._admin = RdkafkaAdmin(settings)
             self._appender = Appender(settings)
         except LogError:
-            self._groups.close()
+            self._admin.close()
             raise
 
     @property
@@ -51,14 +56,13 @@ class RdkafkaLog:
         self._admin.delete_topic(topic)
 
     def partition_count(self, topic: str) -> int | None:
-        info = self._admin.describe([topic]).get(topic)
-        return None if info is None else len(info.partitions)
+        return self._admin.partition_count(topic)
 
     def topics(self) -> set[str]:
         return self._admin.topics()
 
     def existing(self, topics: Iterable[str]) -> set[str]:
-        return set(self._admin.describe(topics))
+        return self._admin.existing(topics)
 
     def broker_count(self) -> int:
         return self._admin.broker_count()
@@ -118,10 +122,10 @@ class RdkafkaLog:
         )
 
     def group_members(self, group: str) -> list[GroupMember]:
-        return self._groups.group_members(group)
+        return self._admin.group_members(group)
 
     def close(self) -> None:
         try:
             self._appender.close()
         finally:
-            self._groups.close()
+            self._admin.close()
