@@ -1,6 +1,6 @@
-"""The one place a Log adapter is chosen, by the name of its Kafka client: "kafka-python"
-(ledger/kafka/, the default) or "librdkafka" (ledger/rdkafka/: appends and readers on
-confluent-kafka, group membership and admin calls still on kafka-python;
+"""The one place a Log adapter is chosen, by the name of its Kafka client: "librdkafka"
+(ledger/rdkafka/, the server's default: appends and readers on confluent-kafka, group
+membership and admin calls on kafka-python) or "kafka-python" (ledger/kafka/;
 docs/decisions/0021-librdkafka-adapter.md). Both take the same KafkaSettings and both
 are a Log and a LogInspector."""
 
@@ -23,7 +23,7 @@ class KafkaClientLog(Log, LogInspector, Protocol):
     def bootstrap(self) -> str: ...
 
 
-def open_log(settings: KafkaSettings, client: str = KAFKA_PYTHON) -> KafkaClientLog:
+def open_log(settings: KafkaSettings, client: str) -> KafkaClientLog:
     """The Log on Kafka through `client`; ValueError naming the choices for another name.
     LogError when Kafka cannot be reached."""
     if client == KAFKA_PYTHON:

@@ -5,7 +5,7 @@
 |-----------------------------------|-------------------------------------------------------|
 | PINLEDGER_CONFIG                  | none: a TOML file with the keys below, lower case     |
 | KAFKA                             | 127.0.0.1:19092                                       |
-| KAFKA_CLIENT                      | kafka-python, or librdkafka (ledger/adapters.py)      |
+| KAFKA_CLIENT                      | librdkafka, or kafka-python (ledger/adapters.py)      |
 | STORE_DSN                         | PG_DSN: the projection store; mysql://... for MySQL   |
 | PG_DSN                            | postgresql://pinledger:pinledger@127.0.0.1:54329/pinledger |
 | SCHEMA                            | pinledger (the projection's schema; a MySQL database) |
@@ -79,7 +79,7 @@ class Config:
     # Which Log adapter reaches Kafka: "kafka-python" or "librdkafka"
     # (docs/decisions/0021-librdkafka-adapter.md). Checked where the log is opened
     # (service/assembly.py): this room names no adapter.
-    kafka_client: str = "kafka-python"
+    kafka_client: str = "librdkafka"
     # The projection store's DSN: postgresql://... (or a libpq key=value string) or
     # mysql://... (docs/decisions/0016-mysql-store.md). Empty: PG_DSN, the setting's
     # name before MySQL, still accepted.

@@ -84,9 +84,9 @@ def error_of(call: Any) -> Any:
 
 # (store kind, Kafka client) of each run.
 RUNS = {
-    "postgres": ("postgres", "kafka-python"),
-    "mysql": ("mysql", "kafka-python"),
-    "librdkafka": ("postgres", "librdkafka"),
+    "postgres": ("postgres", "librdkafka"),
+    "mysql": ("mysql", "librdkafka"),
+    "kafka-python": ("postgres", "kafka-python"),
 }
 
 
