@@ -7,12 +7,16 @@ default where Go is installed) and their columns."""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from bench import __main__ as bench_main
 from bench import cpu, river
+from bench.call_profile import NEW, Threads, sampled
 from bench.table import Row, render
 
 # A real /proc/<pid>/stat line (fields 1..52), with utime 1500, stime 300,
@@ -377,3 +381,26 @@ def test_a_trace_ends_its_window_at_the_first_sample_after_the_period(proc: Fake
     # A period longer than the trace: the window ends at its last sample.
     assert trace.window(10_000).last is end
     assert trace.window(0).last is start
+
+
+# -- bench.call_profile ---------------------------------------------------------------
+
+
+def test_call_profile_counts_a_thread_that_ends_inside_the_window_as_new() -> None:
+    """A connection's thread ends when the load closes it; its CPU must still count."""
+
+    def burn() -> None:
+        start = time.thread_time()
+        while time.thread_time() - start < 0.1:
+            pass
+        time.sleep(0.05)  # as a connection waits for its close: the sampler runs meanwhile
+
+    spent = Threads()
+    with sampled(os.getpid(), spent, every_s=0.01):
+        worker = threading.Thread(target=burn)
+        worker.start()
+        worker.join()
+        time.sleep(0.05)  # ended: /proc no longer lists it
+    new = [name for name in spent.user if name.endswith(NEW)]
+    assert new, spent
+    assert sum(spent.user[name] + spent.kernel[name] for name in new) >= 8  # of ~10 ticks
