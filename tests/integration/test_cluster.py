@@ -68,9 +68,12 @@ def owners_spread(kafka: KafkaLog, prefix: str, queue: str, servers: int) -> boo
 def test_a_server_owning_few_partitions_still_dequeues_every_job(
     kafka: KafkaLog, cluster_names: tuple[str, str], tmp_path: Path
 ) -> None:
-    servers = start_cluster(cluster_names, 2, tmp_path, PINLEDGER_PARTITIONS="4")
+    # Round robin per call: the jobs land on every partition, those of both servers.
+    servers = start_cluster(
+        cluster_names, 2, tmp_path, PINLEDGER_PARTITIONS="4", PINLEDGER_ENQUEUE_STICKY_MS="0"
+    )
+    first = servers[0].client()
     try:
-        first = servers[0].client()
         first.createQueue(context(), "shared")
         wait_for(lambda: owners_spread(kafka, cluster_names[0], "shared", 2), timeout=60)
         descriptors = []
@@ -85,8 +88,8 @@ def test_a_server_owning_few_partitions_still_dequeues_every_job(
         assert len({descriptor.parse(d).partition for d in descriptors}) == 4
         got = dequeue_until(first, "shared", 12, limit=50, timeout=60)
         assert set(got) == set(descriptors)
-        first.close()
     finally:
+        first.close()
         for server in servers:
             server.stop()
 
