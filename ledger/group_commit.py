@@ -6,10 +6,7 @@ at most `max_in_flight` appends are in flight; parts that arrive while they are 
 and the next append takes all of them (up to a record's limits) as one group record.
 Who appends is one of the callers, never a thread of its own: a caller finding room
 appends at once (a lone caller waits no longer than before); when an append completes,
-the callers whose parts it held are woken, and the first caller waiting at that
-partition, which appends the next group. No other caller is woken: each wake-up is a
-thread switch and a turn of the interpreter lock, and a call used to pay for waking
-every waiter of every partition on every completion. Two
+the callers waiting there are woken and one of them appends the next group. Two
 appends in flight to one partition may land in either order (they are concurrent
 calls); one caller's records to a partition go out in a single append, in its order
 (the producer keeps the order of one append), never in two appends in flight at once.
@@ -58,7 +55,7 @@ class Part:
     first: int = 0
     error: Exception | None = None
     done: bool = False
-    owner: threading.Condition | None = field(default=None)  # its caller's, in append
+    owner: object = field(default=None)
 
     @property
     def key(self) -> Key:
@@ -89,9 +86,7 @@ class GroupCommit:
         self.max_events = max_events
         self.max_bytes = max_bytes
         self.max_in_flight = max_in_flight
-        # One lock; each caller waits on a condition of its own over it (`owner` of its
-        # parts), so that a completion wakes only the callers it concerns.
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
         self._pending: dict[Key, list[Part]] = {}
         # Per partition, the callers with a part in an append in flight, one entry per
         # part (how many appends are in flight is `_flights`).
@@ -104,8 +99,8 @@ class GroupCommit:
     def append(self, parts: Sequence[Part]) -> None:
         """Append `parts`, sharing records with concurrent callers; returns once every
         part has its offset, or raises the error (a LogError) of the first that failed."""
-        me = threading.Condition(self._lock)
-        with self._lock:
+        me = object()
+        with self._cond:
             for part in parts:
                 part.owner = me
                 self._pending.setdefault(part.key, []).append(part)
@@ -113,14 +108,14 @@ class GroupCommit:
             while not all(part.done for part in parts):
                 taken = self._lead(keys, me)
                 if not taken:
-                    me.wait(_RECHECK_S)
+                    self._cond.wait(_RECHECK_S)
                     continue
-                self._lock.release()
+                self._cond.release()
                 try:
                     self._send(taken)
                 finally:
-                    self._lock.acquire()
-                self._finish(taken, me)
+                    self._cond.acquire()
+                self._finish(taken)
         for part in parts:
             if part.error is not None:
                 raise part.error
@@ -185,16 +180,13 @@ class GroupCommit:
             for part in group:
                 part.offset = offset
 
-    def _finish(self, taken: dict[Key, list[list[Part]]], me: threading.Condition) -> None:
-        """Mark the parts done; wake their callers, and the first caller waiting at each
-        partition that has room again (lock held)."""
-        wake: set[threading.Condition] = set()
+    def _finish(self, taken: dict[Key, list[list[Part]]]) -> None:
+        """Mark the parts done and wake the callers waiting for a partition (lock
+        held)."""
         for key, groups in taken.items():
             for group in groups:
                 for part in group:
                     part.done = True
-                    if part.owner is not None:
-                        wake.add(part.owner)
                 self.records += 1
                 self.parts += len(group)
             self._flights[key] -= 1
@@ -202,11 +194,6 @@ class GroupCommit:
             if not self._flights[key]:
                 del self._flights[key]
                 del self._flying[key]
-            waiting = self._pending.get(key)
-            if waiting and waiting[0].owner is not None:
-                wake.add(waiting[0].owner)
-            elif not waiting:
+            if not self._pending.get(key):
                 self._pending.pop(key, None)
-        wake.discard(me)  # running, not waiting: it looks again before it waits
-        for caller in wake:
-            caller.notify()
+        self._cond.notify_all()
