@@ -92,6 +92,8 @@ class ProjectionWriter:
         # Commits made and batches they merged (tests and metrics read them).
         self.commits = 0
         self.merged = 0
+        # How often a flush had to wait for a commit (tests wait on it).
+        self.flush_waits = 0
         self.thread = threading.Thread(target=self._run, name="projection-writer", daemon=True)
 
     def start(self) -> None:
@@ -118,6 +120,8 @@ class ProjectionWriter:
                 self._cond.wait(left)
             lane = self._lanes.get(key)
             if lane is None or lane.projector is not projector:
+                if lane is not None:  # an earlier owning of the partition, not discarded
+                    self._held_events -= lane.events
                 lane = self._lanes[key] = _Lane(projector)
             if not lane.batches:
                 lane.since = time.monotonic()
@@ -164,6 +168,7 @@ class ProjectionWriter:
                     raise ProjectionStalledError(
                         f"the projection of {busy} was not committed within {FLUSH_WAIT_S:.0f} s"
                     )
+                self.flush_waits += 1
                 self._cond.wait(left)
 
     def take_errors(self) -> dict[Key, Exception]:
