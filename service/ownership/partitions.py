@@ -3,7 +3,8 @@ projection of their records, and revocation.
 
 On assignment a partition is caught up to the end of the log as it was at assignment
 before it serves; on revocation it stops serving at once (the rebalance callback only
-flips state; Postgres work happens on the owner thread).
+flips state; Postgres work happens on the owner thread, except the commits of what it
+folds: the projection writer's thread, projection_writer.py, decision 0023).
 
 Locking: one lock, `Partitions.lock`, guards
 
