@@ -10,7 +10,6 @@ at a second implementation drifting apart.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -132,79 +131,16 @@ class PartitionProjector:
         self.topic = topic
         self.partition = partition
         self.bound = bound
-        # The next offset to fold: everything below it has been folded (and, through
-        # `apply`, committed; through `fold`, handed to whoever commits it).
         self.next_offset = store.offset(topic, partition)
-        # The next offset the store holds: below `next_offset` while folded batches
-        # wait for their commit (`fold`); written by the thread that commits them
-        # (`committed`), an int replaced whole.
-        self.committed_offset = self.next_offset
         self.done = False
         self.cache: JobCache = UnfinishedJobs() if cache is None else cache
-        # Jobs touched by folded batches not yet committed (`fold`): id -> (job after
-        # its last such batch, None = removed; that batch's next offset). A fold reads
-        # them here, never from the store, which does not have them yet.
-        self._pending: dict[int, tuple[Job | None, int]] = {}
-        # (next offset, ids touched) of each folded batch not yet pruned, in order.
-        self._pending_batches: deque[tuple[int, list[int]]] = deque()
 
     def apply(self, records: Sequence[LogRecord]) -> int:
-        """Project records of this partition (in offset order) and commit them at once;
-        returns how many events were applied or rejected. Records below `next_offset`
-        are redeliveries: skipped. (Replay, the runner and the as-of reader use this.)"""
-        prepared = self._prepare(records)
-        if prepared is None:
-            return 0
-        batch, working = prepared
-        self.store.commit_partition_batch(batch)
-        self.next_offset = self.committed_offset = batch.next_offset
-        self.cache.absorb(working)
-        return len(batch.events)
-
-    def fold(self, records: Sequence[LogRecord]) -> PartitionBatch | None:
-        """Fold records of this partition (in offset order) and tell the observer and
-        listener, without committing: the caller commits the returned batch (or a merge
-        of it with the next ones, projections/merge.py) and reports it with
-        `committed`. The cache absorbs the batch now, and later folds read the jobs it
-        touched from memory until its commit is reported: the in-memory state is the
-        authoritative one between fold and commit. None when nothing was fresh."""
-        self._prune()
-        prepared = self._prepare(records)
-        if prepared is None:
-            return None
-        batch, working = prepared
-        self.next_offset = batch.next_offset
-        pending = self._pending
-        for local_id, job in working.items():
-            pending[local_id] = (job, batch.next_offset)
-        self._pending_batches.append((batch.next_offset, list(working)))
-        self.cache.absorb(working)
-        return batch
-
-    def committed(self, next_offset: int) -> None:
-        """The store holds everything below `next_offset` (any thread: the folding
-        thread forgets the pending jobs it covers at its next fold)."""
-        self.committed_offset = max(self.committed_offset, next_offset)
-
-    def _prune(self) -> None:
-        """Forget the pending jobs of batches committed since (the store has them)."""
-        committed = self.committed_offset
-        batches, pending = self._pending_batches, self._pending
-        while batches and batches[0][0] <= committed:
-            offset, ids = batches.popleft()
-            for local_id in ids:
-                entry = pending.get(local_id)
-                if entry is not None and entry[1] == offset:
-                    del pending[local_id]
-
-    def _prepare(
-        self, records: Sequence[LogRecord]
-    ) -> tuple[PartitionBatch, dict[int, Job | None]] | None:
-        """Fold the fresh records into a batch and tell the observer and listener; the
-        batch and each job the batch touched after it. None when nothing was fresh."""
+        """Project records of this partition (in offset order); returns how many events
+        were applied or rejected. Records below `next_offset` are redeliveries: skipped."""
         fresh = self._fresh(records)
         if not fresh:
-            return None
+            return 0
         batch = PartitionBatch(
             queue=self.queue,
             topic=self.topic,
@@ -238,7 +174,10 @@ class PartitionProjector:
                 if isinstance(event, Claimed)
             }
             self.listener(working, claimed)
-        return batch, working
+        self.store.commit_partition_batch(batch)
+        self.next_offset = batch.next_offset
+        self.cache.absorb(working)
+        return len(batch.events)
 
     def _fresh(self, records: Sequence[LogRecord]) -> list[tuple[LogRecord, codec.Part]]:
         """The envelopes of the records not yet projected, within the bound (a group
@@ -266,18 +205,11 @@ class PartitionProjector:
             if not isinstance(event, Enqueued | QueueCreated | QueueDeleted)
         }
         # One cache lookup and at most one store read per batch. An Enqueued's id is
-        # new (it comes from its own record's offset): neither has it. Jobs of folded
-        # batches not yet committed come first: the store does not have them yet.
-        before: dict[int, Job | None] = {}
-        pending = self._pending
-        if pending:
-            for local_id in named:
-                entry = pending.get(local_id)
-                if entry is not None:
-                    before[local_id] = entry[0]
-            named = named - before.keys()
+        # new (it comes from its own record's offset): neither has it.
         cached = self.cache.lookup(named)
-        before.update(self.store.load_jobs(self.queue, self.partition, named - cached.keys()))
+        before: dict[int, Job | None] = dict(
+            self.store.load_jobs(self.queue, self.partition, named - cached.keys())
+        )
         before.update(cached)
         working: dict[int, Job | None] = {}
         for record, part in fresh:

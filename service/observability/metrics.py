@@ -13,9 +13,6 @@ The catalogue (what the server records; labels in braces):
     pinledger_owned_partitions                         gauge      partitions this server owns
     pinledger_projection_lag_records{topic,partition}  gauge      records the projection is
                                                                   behind the log
-    pinledger_projection_commits_total{queue}          counter    projection transactions
-    pinledger_projection_batches_total{queue}          counter    folded batches they merged
-                                                                  (ratio: batches per commit)
     pinledger_dependency_up{dependency}                gauge      Kafka / Postgres answered
                                                                   the last health probe
     pinledger_loop_lag_seconds{loop}                   gauge      since a background loop

@@ -26,22 +26,19 @@ group assignment plays the part Helix plays in Pacer. The owner
 - watchdog.py: rebalance requests for unserved partitions, the stuck-loop report;
 - spans.py: trace spans of the owner's actions;
 
-Threads: the owner thread (loop.py) polls Kafka, folds its records and runs
-maintenance; the projection writer's thread (projection_writer.py) commits what the owner
-thread folded; the members thread (membership.py) lists the group's members and runs the
-watchdog; the retention thread (maintenance/timeline_retention.py) keeps the timeline's
-partitions; the consumer's I/O thread calls the rebalance callbacks; Thrift handler threads call
+Threads: the owner thread (loop.py) polls Kafka, projects and runs maintenance; the
+members thread (membership.py) lists the group's members and runs the watchdog; the
+retention thread (maintenance/timeline_retention.py) keeps the timeline's partitions; the
+consumer's I/O thread calls the rebalance callbacks; Thrift handler threads call
 `dequeue`, `peek`, `serves_all`, `peers_for` and `add_queue`; the queue directory's
 thread calls `set_queues`.
 
-Locks (three; none is ever held while taking another):
+Locks (two; neither is ever held while taking the other):
 
 - `Partitions.lock` guards the ownership table, each owned partition's serving state,
   ready buffer and trace contexts, and the rebalance news (partitions.py says why one
   lock is enough);
 - `Subscription`'s lock guards the queue names to subscribe to (subscription.py).
-- `ProjectionWriter`'s condition guards the batches waiting for their commit and the
-  errors commits met (projection_writer.py); it is never held across a commit.
 
 Events: `stop` ends both threads; `rejoin` carries the watchdog's rebalance request to
 the owner thread. Everything else belongs to one thread (each module says which).
@@ -160,7 +157,6 @@ class Owner:
             self.config.session_timeout_ms,
         )
         self.partitions.attach(self._reader)
-        self.partitions.projection.start()
         self.loop.start(self._reader)
         self._members_thread.thread.start()
         self._retention_thread.thread.start()
@@ -168,8 +164,6 @@ class Owner:
     def stop(self) -> None:
         self._stop.set()
         self.loop.thread.join(timeout=10)
-        # Commits what the owner folded, within a bounded time (the rest is in the log).
-        self.partitions.projection.close()
         self._members_thread.thread.join(timeout=5)
         self._retention_thread.thread.join(timeout=5)
         if self._reader is not None:

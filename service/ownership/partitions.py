@@ -3,8 +3,7 @@ projection of their records, and revocation.
 
 On assignment a partition is caught up to the end of the log as it was at assignment
 before it serves; on revocation it stops serving at once (the rebalance callback only
-flips state; Postgres work happens on the owner thread, except the commits of what it
-folds: the projection writer's thread, projection_writer.py, decision 0023).
+flips state; Postgres work happens on the owner thread).
 
 Locking: one lock, `Partitions.lock`, guards
 
@@ -51,7 +50,6 @@ from pinledger.projections.store import FencedError, LedgerStore, PartitionGoneE
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.ownership.projection_writer import ProjectionWriter
 from pinledger.service.ownership.ready_buffer import DEFAULT_WINDOW, ReadyBuffer
 from pinledger.service.ownership.spans import apply_spans
 
@@ -69,7 +67,7 @@ class Owned:
     partition: int
     projector: PartitionProjector
     buffer: ReadyBuffer
-    # The partition serves once its projection has been committed up to this offset.
+    # The partition serves once its projection has reached this offset.
     target: int
     serving: bool = False
     # The enqueue's W3C traceparent of the jobs the buffer holds and of the jobs this
@@ -136,8 +134,6 @@ class Partitions:
         # Why the last reload failed (the loop logs it).
         self.reload_error: Exception | None = None
         self._reader: GroupReader | None = None
-        # Commits the batches the owner thread folds (started with the owner).
-        self.projection = ProjectionWriter(store, metrics)
 
     def attach(self, reader: GroupReader) -> None:
         """The group reader whose assignment this follows (made at start, with
@@ -177,10 +173,6 @@ class Partitions:
         for key in list(self.owned):
             if key not in assigned:
                 self.drop(key)
-        # A partition kept may be handed straight back with its buffer when nobody
-        # projected it meanwhile: its stored offset is compared with what it folded, so
-        # everything folded must be in the store first.
-        self.committed(list(self.owned.values()))
         catalog = self.catalog_key
         if catalog not in assigned:
             self.catalog = None
@@ -194,14 +186,10 @@ class Partitions:
         self.metrics.set_gauge("pinledger_owned_partitions", float(len(self.owned)))
 
     def drop(self, key: Key) -> None:
-        """Stop owning a partition; its folded batches not yet committed are discarded
-        (the log has them: whoever owns it next projects them from the committed
-        offset)."""
         with self.lock:
             owned = self.owned.pop(key, None)
         if owned is not None:
             self.ledger_metrics.forget(owned.queue, owned.partition)
-        self.projection.discard(key)
 
     def _adopt_catalog(self) -> None:
         self.catalog = CatalogProjector(self.store, self.prefix)
@@ -217,18 +205,12 @@ class Partitions:
         if queue is None:
             return
         current = self.owned.get(key)
-        # (rebalance flushed it: what it folded is what it committed, unless a commit
-        # failed, and then the two differ and it is loaded again.)
-        if current is not None and current.projector.committed_offset == stored == (
-            current.projector.next_offset
-        ):
+        if current is not None and current.projector.next_offset == stored:
             with self.lock:
                 current.target = end
-                current.serving = current.projector.committed_offset >= end
+                current.serving = current.projector.next_offset >= end
             self.reader.seek(topic, partition, current.projector.next_offset)
             return
-        if current is not None:
-            self.projection.discard(key)
         buffer = ReadyBuffer(self.max_priority, self.window, from_store=True)
         projector = PartitionProjector(
             self.store,
@@ -273,10 +255,6 @@ class Partitions:
     def _refill(self, owned: Owned) -> None:
         with self.lock:
             wanted = owned.buffer.wants()
-        # The refill reads the store, which must hold everything folded: a job a
-        # batch not yet committed claimed is PENDING there (a double hand-out).
-        if not wanted or not self.committed([owned]):
-            return
         for priority, after, room in wanted:
             found = self.store.ready_jobs(owned.queue, owned.partition, priority, after, room)
             with self.lock:
@@ -328,10 +306,6 @@ class Partitions:
         return observe
 
     def project(self, records: Sequence[LogRecord]) -> None:
-        """Fold each partition's records (its ready buffer is told at once) and hand
-        the batch to the projection writer; commit the catalog's at once. First act on
-        what the writer's commits met since the last pass."""
-        self._commit_failures(self.projection.take_errors())
         by_key: dict[Key, list[LogRecord]] = {}
         for record in records:
             by_key.setdefault((record.topic, record.partition), []).append(record)
@@ -345,78 +319,28 @@ class Partitions:
                     continue
                 owned = self.owned.get(key)
                 if owned is not None:
-                    folded = owned.projector.fold(batch)
-                    if folded is not None:
-                        self.projection.submit(key, owned.projector, folded)
+                    owned.projector.apply(batch)
+            except PartitionGoneError as exc:
+                # The rebalance that follows the topic's deletion revokes it for good.
+                log.info("%s; no longer owning it", exc)
+                self.drop(key)
             except FencedError as exc:
+                log.warning("%s; reloading it from Postgres", exc)
                 if key == catalog_key:
-                    log.warning("%s; reloading it from Postgres", exc)
                     self._adopt_catalog()
                     continue
-                self._commit_failed(key, exc)
-
-    def _commit_failures(self, errors: Mapping[Key, Exception]) -> None:
-        for key, exc in errors.items():
-            self._commit_failed(key, exc)
-
-    def _commit_failed(self, key: Key, exc: Exception) -> None:
-        """A partition's projection met `exc`: fenced, drop it and adopt it again from
-        Postgres; its topic gone, drop it; anything else fails the pass (the owner loop
-        reloads every partition)."""
-        if isinstance(exc, PartitionGoneError):
-            # The rebalance that follows the topic's deletion revokes it for good.
-            log.info("%s; no longer owning it", exc)
-            self.drop(key)
-        elif isinstance(exc, FencedError):
-            log.warning("%s; reloading it from Postgres", exc)
-            self.drop(key)
-            if self._still_assigned(key):
-                self._adopt(key, None, self.end_offsets([key]).get(key, 0))
-        else:
-            raise exc
-
-    def committed(self, parts: Sequence[Owned]) -> list[Owned]:
-        """Wait until the projection writer has committed everything folded for these
-        partitions (bounded), so that a read of the store sees what they folded: the
-        refill, the claim timeouts, garbage collection and adoption read job state
-        there. Returns those still owned as they were (a fenced commit drops and adopts
-        the partition again); raises any other error of their commits, or
-        ProjectionStalledError (a failed pass)."""
-        parts = list(parts)
-        while parts:
-            try:
-                self.projection.flush([(o.topic, o.partition) for o in parts])
-                return parts
-            except FencedError:
-                self._commit_failures(self.projection.take_errors())
-            parts = [o for o in parts if self.owned.get((o.topic, o.partition)) is o]
-        return parts
-
-    def committed_serving(self) -> list[Owned]:
-        """The serving partitions, once everything they folded is committed."""
-        return [o for o in self.committed(self.serving()) if o.serving]
+                self.drop(key)
+                if self._still_assigned(key):
+                    self._adopt(key, None, self.end_offsets([key]).get(key, 0))
 
     def _still_assigned(self, key: Key) -> bool:
         return key in self.reader.assignment()
 
     def promote(self) -> None:
-        """Partitions whose projection caught up start serving: committed up to the
-        log's end at adoption, not only folded (a commit that fails reloads the
-        partition, which must then catch up again before it serves)."""
-        with self.lock:
-            folded = [
-                o
-                for o in self.owned.values()
-                if not o.serving
-                and o.projector.next_offset >= o.target
-                and o.projector.committed_offset < o.target
-            ]
-        if folded:
-            # Rare (adoption): wait for their commits rather than a pass more.
-            self.committed(folded)
+        """Partitions whose projection caught up start serving."""
         with self.lock:
             for owned in self.owned.values():
-                if not owned.serving and owned.projector.committed_offset >= owned.target:
+                if not owned.serving and owned.projector.next_offset >= owned.target:
                     owned.serving = True
                     log.info("serving %s[%d]", owned.topic, owned.partition)
 
@@ -433,9 +357,6 @@ class Partitions:
         if self._reader is None:
             return False
         try:
-            # What was folded and not committed is forgotten (projected again from the
-            # committed offset); a commit in flight ends before the store is read.
-            self.projection.discard_all()
             with self.lock:
                 self._news.assigned = list(self._reader.assignment())
             self.rebalance()
@@ -459,9 +380,7 @@ class Partitions:
             return [o for o in self.owned.values() if o.serving]
 
     def projected(self) -> dict[Key, int]:
-        """Each owned partition's next offset to fold (the watchdog's measure of a
-        partition whose records are not fetched; what is committed is in the store's
-        offsets, which reads wait on)."""
+        """Each owned partition's next offset to project."""
         with self.lock:
             return {key: o.projector.next_offset for key, o in self.owned.items()}
 

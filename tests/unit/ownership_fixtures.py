@@ -55,13 +55,10 @@ def make_owned(
     serving: bool = False,
 ) -> Owned:
     """A partition of queue `mail` (topic p.q.mail) owned with these unfinished jobs;
-    its projector only tells how far it has projected (folded and committed alike)."""
+    its projector only tells how far it has projected."""
     buffer = ReadyBuffer(max_priority=3)
     buffer.load(jobs)
-    projector = cast(
-        PartitionProjector,
-        SimpleNamespace(next_offset=next_offset, committed_offset=next_offset),
-    )
+    projector = cast(PartitionProjector, SimpleNamespace(next_offset=next_offset))
     return Owned("mail", "p.q.mail", partition, projector, buffer, target=target, serving=serving)
 
 

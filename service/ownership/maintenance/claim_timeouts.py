@@ -85,10 +85,8 @@ class ClaimTimeouts:
         """Append the timeouts due at `now`; the number of jobs timed out."""
         timeout_ms = self.timeout_ms
         partitions = self.partitions
-        # Read from the store once it holds everything folded: a claim acked or timed
-        # out in a batch not yet committed would otherwise look expired.
         batches = timed_out(
-            partitions.store, partitions.lock, partitions.committed_serving(), now, timeout_ms
+            partitions.store, partitions.lock, partitions.serving(), now, timeout_ms
         )
         appends: list[tuple[str, int, Sequence[Event]]] = [
             (owned.queue, owned.partition, decide_timeouts((h.job for h in held), now, timeout_ms))

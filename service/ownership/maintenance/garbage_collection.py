@@ -55,9 +55,7 @@ class Collector:
         succeeded_ttl, failed_ttl = self.succeeded_ttl_ms, self.failed_ttl_ms
         succeeded_before, failed_before = gc_cutoffs(now, succeeded_ttl, failed_ttl)
         appends: list[tuple[str, int, Sequence[Event]]] = []
-        # Read from the store once it holds everything folded (a job retried or
-        # collected in a batch not yet committed must not be collected on stale rows).
-        for owned in self.partitions.committed_serving():
+        for owned in self.partitions.serving():
             jobs = self.store.expired(
                 owned.queue, owned.partition, succeeded_before, failed_before, limit
             )
