@@ -37,6 +37,7 @@ from pinledger.service.testing.servers import ServerProcess, running
 
 PHASES = ("enqueue1", "enqueue100", "complete1", "complete50")
 _BATCH = {"complete1": 1, "complete50": 50}
+_DEFAULT_CALLS = {"enqueue1": 6000, "enqueue100": 600, "complete1": 6000, "complete50": 400}
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
@@ -155,12 +156,21 @@ def run_phase(port: int, queue: str, args: argparse.Namespace) -> None:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.call_profile")
     parser.add_argument("--phase", choices=PHASES, default="enqueue1")
-    parser.add_argument("--calls", type=int, default=6000, help="calls in the measured window")
+    parser.add_argument(
+        "--calls",
+        type=int,
+        help="calls in the measured window (default: 6,000; 600 of 100 jobs; 400 of 50)",
+    )
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--spy", metavar="DIR", help="also record py-spy into DIR")
     parser.add_argument("--gil", action="store_true", help="py-spy: only samples holding the GIL")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.calls is None:
+        # About the same jobs per phase as the benchmark's quick run: a backlog of
+        # 6,000 calls of 50 jobs would outrun the projection the prefill waits for.
+        args.calls = _DEFAULT_CALLS[args.phase]
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
