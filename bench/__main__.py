@@ -307,11 +307,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 with profiled(server.proc.pid, args.profile):
                     ours = measure_pinledger(server, args, sizes, config, ours_cpu)
             replayed = load.replay_rate(
-                config.kafka, config.store_url, server.prefix, server.schema
+                config.kafka, config.store_url, server.prefix, server.schema, config.kafka_client
             )
             ours["replay"] = replayed.rate
             rebuilt = load.scratch_replay_rate(
-                config.kafka, config.store_url, server.prefix, server.schema
+                config.kafka, config.store_url, server.prefix, server.schema, config.kafka_client
             )
             ours["replay_scratch"] = rebuilt.rate
             if not (replayed.identical and rebuilt.identical):

@@ -15,7 +15,8 @@ from typing import Any
 from bench.cpu import Window
 from bench.stats import Counter, Progress
 from pinledger.idl import pinlater
-from pinledger.ledger.kafka import KafkaLog, KafkaSettings
+from pinledger.ledger.adapters import open_log
+from pinledger.ledger.kafka import KafkaSettings
 from pinledger.ledger.log import Log
 from pinledger.projections.factory import open_store
 from pinledger.projections.projector import Scope
@@ -298,11 +299,16 @@ class ReplayResult:
         return self.events / self.seconds
 
 
-def replay_rate(kafka: str, store_dsn: str, prefix: str, schema: str) -> ReplayResult:
+def _log(kafka: str, client: str) -> Log:
+    """The log on `client`, the Kafka client the server and `pinledger replay` use."""
+    return open_log(KafkaSettings(bootstrap=kafka, client_id="pinledger-bench"), client)
+
+
+def replay_rate(kafka: str, store_dsn: str, prefix: str, schema: str, client: str) -> ReplayResult:
     """`pinledger replay` as an operator runs it by default: a verify of everything the
-    benchmark wrote against the live tables, one process per core."""
+    benchmark wrote against the live tables, one process per core, on `client`."""
     live = open_store(store_dsn, schema)
-    log = KafkaLog(KafkaSettings(bootstrap=kafka, client_id="pinledger-bench"))
+    log = _log(kafka, client)
     done = Counter()
     bar = Progress("replay (events verified)", 0, done.get)
 
@@ -317,7 +323,7 @@ def replay_rate(kafka: str, store_dsn: str, prefix: str, schema: str) -> ReplayR
                 prefix,
                 Scope(),
                 workers=os.cpu_count() or 1,
-                open_ports=functools.partial(_replay_ports, kafka, store_dsn, schema),
+                open_ports=functools.partial(_replay_ports, kafka, store_dsn, schema, client),
                 progress=progress,
             )
     finally:
@@ -326,18 +332,18 @@ def replay_rate(kafka: str, store_dsn: str, prefix: str, schema: str) -> ReplayR
     return ReplayResult(report.events, report.seconds, report.identical)
 
 
-def _replay_ports(kafka: str, store_dsn: str, schema: str) -> tuple[LedgerStore, Log]:
+def _replay_ports(kafka: str, store_dsn: str, schema: str, client: str) -> tuple[LedgerStore, Log]:
     """A verify worker's store and log (module level: pickled to the process)."""
-    return open_store(store_dsn, schema), KafkaLog(
-        KafkaSettings(bootstrap=kafka, client_id="pinledger-bench")
-    )
+    return open_store(store_dsn, schema), _log(kafka, client)
 
 
-def scratch_replay_rate(kafka: str, store_dsn: str, prefix: str, schema: str) -> ReplayResult:
-    """`pinledger replay --into-schema` of everything the benchmark wrote."""
+def scratch_replay_rate(
+    kafka: str, store_dsn: str, prefix: str, schema: str, client: str
+) -> ReplayResult:
+    """`pinledger replay --into-schema` of everything the benchmark wrote, on `client`."""
     live = open_store(store_dsn, schema)
     scratch = open_store(store_dsn, f"{schema}_replay")
-    log = KafkaLog(KafkaSettings(bootstrap=kafka, client_id="pinledger-bench"))
+    log = _log(kafka, client)
     done = Counter()
     bar = Progress("replay (events projected)", 0, done.get)
 

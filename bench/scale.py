@@ -259,7 +259,9 @@ def run(
             )
             _takeover_and_drain(first, second, queue, jobs, threads, Path(logs), out)
             second.stop()
-        replayed = load.replay_rate(config.kafka, config.pg_dsn, first.prefix, first.schema)
+        replayed = load.replay_rate(
+            config.kafka, config.pg_dsn, first.prefix, first.schema, config.kafka_client
+        )
         out.append(("replay identical to the live projection", str(replayed.identical)))
     finally:
         second.stop()
