@@ -265,6 +265,25 @@ def pinledger_groups(server: int, bench: int, store_url: str) -> dict[str, cpu.G
     }
 
 
+def bench_server(config: Config, name: str, partitions: int, processes: int = 1) -> ServerProcess:
+    """A server on this machine's stack, with a fresh topic prefix and schema named
+    `name` plus a random tag (`cleanup` removes both), on the configured store and Kafka
+    client."""
+    tag = uuid.uuid4().hex[:10]
+    return ServerProcess(
+        prefix=f"{name}{tag}.",
+        schema=f"{name}_{tag}",
+        settings={
+            "PINLEDGER_KAFKA": config.kafka,
+            "PINLEDGER_PG_DSN": config.pg_dsn,
+            "PINLEDGER_STORE_DSN": config.store_url,
+            "PINLEDGER_PARTITIONS": str(partitions),
+            "PINLEDGER_PROCESSES": str(processes),
+            "PINLEDGER_KAFKA_CLIENT": config.kafka_client,
+        },
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.scale:
@@ -274,19 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     skipped: dict[str, str] = {}
     river_binary = prepare_river(args, skipped)
     setup = setup_rows(args, sizes, config)
-    tag = uuid.uuid4().hex[:10]
-    server = ServerProcess(
-        prefix=f"bench{tag}.",
-        schema=f"bench_{tag}",
-        settings={
-            "PINLEDGER_KAFKA": config.kafka,
-            "PINLEDGER_PG_DSN": config.pg_dsn,
-            "PINLEDGER_STORE_DSN": config.store_url,
-            "PINLEDGER_PARTITIONS": str(args.partitions),
-            "PINLEDGER_PROCESSES": str(args.processes),
-            "PINLEDGER_KAFKA_CLIENT": config.kafka_client,
-        },
-    )
+    server = bench_server(config, "bench", args.partitions, args.processes)
     print(
         f"benchmark ({setup[0][1]}): server ({args.processes} process(es)) on port "
         f"{server.port}, topics {server.prefix}*, "

@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -30,10 +29,10 @@ from pathlib import Path
 
 from bench import cpu
 from bench import pinledger_load as load
-from bench.__main__ import cleanup
+from bench.__main__ import bench_server, cleanup
 from pinledger.projections.factory import is_mysql
 from pinledger.service.config import Config
-from pinledger.service.testing.servers import ServerProcess, running
+from pinledger.service.testing.servers import running
 
 PHASES = ("enqueue1", "enqueue100", "complete1", "complete50")
 _BATCH = {"complete1": 1, "complete50": 50}
@@ -176,17 +175,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     config = Config.from_env()
-    tag = uuid.uuid4().hex[:10]
-    server = ServerProcess(
-        prefix=f"prof{tag}.",
-        schema=f"prof_{tag}",
-        settings={
-            "PINLEDGER_KAFKA": config.kafka,
-            "PINLEDGER_STORE_DSN": config.store_url,
-            "PINLEDGER_PARTITIONS": str(args.partitions),
-            "PINLEDGER_KAFKA_CLIENT": config.kafka_client,
-        },
-    )
+    server = bench_server(config, "prof", args.partitions)
     try:
         with (
             tempfile.TemporaryDirectory(prefix="pinledger-prof-") as logs,

@@ -14,10 +14,19 @@ from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter, Traced
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.claims import Claims, serving_parts
+from pinledger.service.ownership.partitions import Owned
 from tests.unit.factories import NOW, make_job
 from tests.unit.ownership_fixtures import RecordingWriter, make_owned, make_partitions
 
 WORKER = Actor(source="worker:1", server="s1")
+
+
+def serving_claims(*owned: Owned) -> tuple[Claims, RecordingWriter]:
+    """Dequeues from these partitions, all serving, appending to a RecordingWriter."""
+    partitions = make_partitions(*owned)
+    partitions.promote()
+    writer = RecordingWriter()
+    return Claims("s1", NOW, partitions, cast(LedgerWriter, writer), Metrics()), writer
 
 
 def test_a_partition_serves_once_caught_up_and_stops_at_once_when_revoked() -> None:
@@ -45,10 +54,7 @@ def test_a_new_queue_is_served_when_its_partitions_here_serve() -> None:
 def test_a_dequeue_takes_the_best_jobs_across_partitions_one_claim_record_each() -> None:
     a = make_owned(0, [make_job(local_id=1, priority=2), make_job(local_id=2, priority=1)])
     b = make_owned(1, [make_job(local_id=3, priority=1, run_after=NOW - 1)])
-    partitions = make_partitions(a, b)
-    partitions.promote()
-    writer = RecordingWriter()
-    claims = Claims("s1", NOW, partitions, cast(LedgerWriter, writer), Metrics())
+    claims, writer = serving_claims(a, b)
     claimed = claims.dequeue("mail", 2, NOW, WORKER)
     assert [(c.partition, c.job.local_id) for c in claimed] == [(0, 2), (1, 3)]
     appended = [
@@ -65,10 +71,7 @@ def test_a_dequeue_takes_the_best_jobs_across_partitions_one_claim_record_each()
 
 def test_jobs_whose_claim_was_not_appended_are_handed_out_again() -> None:
     owned = make_owned(0, [make_job(local_id=1)])
-    partitions = make_partitions(owned)
-    partitions.promote()
-    writer = RecordingWriter()
-    claims = Claims("s1", NOW, partitions, cast(LedgerWriter, writer), Metrics())
+    claims, writer = serving_claims(owned)
     writer.failing = True
     with pytest.raises(LogError):
         claims.dequeue("mail", 1, NOW, WORKER)
@@ -84,10 +87,7 @@ def _acks(*partitions: int) -> Traced:
 
 def test_piggybacked_acks_go_out_with_the_claims_in_one_round_trip_acks_first() -> None:
     owned = make_owned(0, [make_job(local_id=1)])
-    partitions = make_partitions(owned)
-    partitions.promote()
-    writer = RecordingWriter()
-    claims = Claims("s1", NOW, partitions, cast(LedgerWriter, writer), Metrics())
+    claims, writer = serving_claims(owned)
     claimed = claims.dequeue("mail", 1, NOW, WORKER, alongside=_acks(0, 1))
     assert [c.job.local_id for c in claimed] == [1]
     (trip,) = writer.round_trips
@@ -98,10 +98,7 @@ def test_piggybacked_acks_go_out_with_the_claims_in_one_round_trip_acks_first() 
 
 
 def test_piggybacked_acks_are_appended_when_nothing_is_claimed() -> None:
-    partitions = make_partitions(make_owned(0, []))
-    partitions.promote()
-    writer = RecordingWriter()
-    claims = Claims("s1", NOW, partitions, cast(LedgerWriter, writer), Metrics())
+    claims, writer = serving_claims(make_owned(0, []))
     assert claims.dequeue("mail", 5, NOW, WORKER, alongside=_acks(2)) == []
     assert claims.dequeue("mail", 0, NOW, WORKER, alongside=_acks(3)) == []
     assert [[(p, tp) for (_, p, _), tp in trip] for trip in writer.round_trips] == [
@@ -112,10 +109,7 @@ def test_piggybacked_acks_are_appended_when_nothing_is_claimed() -> None:
 
 def test_a_failed_round_trip_of_acks_and_claims_gives_the_jobs_back() -> None:
     owned = make_owned(0, [make_job(local_id=1)])
-    partitions = make_partitions(owned)
-    partitions.promote()
-    writer = RecordingWriter()
-    claims = Claims("s1", NOW, partitions, cast(LedgerWriter, writer), Metrics())
+    claims, writer = serving_claims(owned)
     writer.failing = True
     with pytest.raises(LogError):
         claims.dequeue("mail", 1, NOW, WORKER, alongside=_acks(0))
