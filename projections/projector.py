@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from pinledger.ledger import codec
 from pinledger.ledger.events import (
@@ -53,11 +53,10 @@ UNBOUNDED = Bound()
 Listener = Callable[[dict[int, Job | None], set[int]], None]
 
 
-@dataclass(frozen=True, slots=True)
-class Transition:
+class Transition(NamedTuple):
     """One event as `evolve` judged it in a batch being committed: what observers (ledger
     metrics, spans linking to each job's enqueue) derive from, so that no second place
-    decides how a job changes."""
+    decides how a job changes. A named tuple: one is built per projected event."""
 
     local_id: int
     event: JobEvent

@@ -66,9 +66,9 @@ class PartitionGoneError(FencedError):
 # -- rows -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class EventRow:
-    """One row of a job's timeline (job_events): one event that named the job."""
+class EventRow(NamedTuple):
+    """One row of a job's timeline (job_events): one event that named the job. A named
+    tuple, as Job is (ledger/state.py): one is built per projected event."""
 
     local_id: int
     offset: int

@@ -27,8 +27,9 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 
-from pinledger.ledger.events import Claimed
+from pinledger.ledger.events import Claimed, JobEvent
 from pinledger.ledger.outcome import AttemptEnd, classify
+from pinledger.ledger.state import Job, JobState
 from pinledger.projections.projector import Transition
 from pinledger.service.observability.metrics import Metrics
 
@@ -38,24 +39,37 @@ QUEUE_WAIT = "pinledger_ledger_queue_wait_seconds"
 RUN = "pinledger_ledger_run_seconds"
 
 
-def _classified(t: Transition) -> tuple[list[str], str | None]:
-    """The outcome labels an applied transition counts under (empty when rejected), and
-    the run-time label of the attempt it ended (None if it ended none); both from the
-    one classifier (ledger/outcome.py)."""
-    before = None if t.before is None else t.before.state
-    after = None if t.after is None else t.after.state
-    c = classify(type(t.event), before, after, t.verdict.applied)
-    ended: str | None = None
-    if c.attempt_end is AttemptEnd.FAILED and c.requeued:
-        ended = "retried"
-    elif c.attempt_end is not None:
-        ended = c.attempt_end.value
-    return [o.value for o in c.outcomes], ended
+_Labels = tuple[tuple[str, ...], str | None]
+_LABELS: dict[tuple[type[JobEvent], JobState | None, JobState | None], _Labels] = {}
+
+
+def _labels_of(kind: type[JobEvent], before: JobState | None, after: JobState | None) -> _Labels:
+    """The outcome labels an applied transition counts under, and the run-time label of
+    the attempt it ended (None if it ended none); both from the one classifier
+    (ledger/outcome.py). Remembered: a pure function of a few dozen possible
+    arguments, asked once per event the owner projects."""
+    key = (kind, before, after)
+    found = _LABELS.get(key)
+    if found is None:
+        c = classify(kind, before, after, True)
+        ended: str | None = None
+        if c.attempt_end is AttemptEnd.FAILED and c.requeued:
+            ended = "retried"
+        elif c.attempt_end is not None:
+            ended = c.attempt_end.value
+        found = _LABELS[key] = (tuple(o.value for o in c.outcomes), ended)
+    return found
+
+
+def _state(job: Job | None) -> JobState | None:
+    return None if job is None else job.state
 
 
 def outcomes(t: Transition) -> list[str]:
     """The outcome labels an applied transition counts under (empty when rejected)."""
-    return _classified(t)[0]
+    if not t.verdict.applied:
+        return []
+    return list(_labels_of(type(t.event), _state(t.before), _state(t.after))[0])
 
 
 class LedgerMetrics:
@@ -67,30 +81,34 @@ class LedgerMetrics:
         self._lock = threading.Lock()
 
     def observe(self, queue: str, partition: int, transitions: Sequence[Transition]) -> None:
-        # Counted per batch, not per event: a batch holds up to thousands of events.
+        # Counted and observed per batch, not per event: a batch holds up to thousands
+        # of events, and each metric call takes the registry's lock.
         counts: Counter[tuple[str, str]] = Counter()
-        for t in transitions:
-            if not t.verdict.applied:
-                counts[(REJECTED, type(t.event).__name__)] += 1
-                continue
-            labels, ended = _classified(t)
-            for outcome in labels:
-                counts[(JOBS, outcome)] += 1
-            key = (queue, partition, t.local_id)
-            if isinstance(t.event, Claimed) and t.before is not None:
-                self.metrics.observe(
-                    QUEUE_WAIT, max(0, t.at - t.before.run_after) / 1000, queue=queue
-                )
-                with self._lock:
-                    self._claimed_at[key] = t.at
-                continue
-            if ended is not None:
-                with self._lock:
-                    claimed_at = self._claimed_at.pop(key, None)
-                if claimed_at is not None:
-                    self.metrics.observe(
-                        RUN, max(0, t.at - claimed_at) / 1000, queue=queue, outcome=ended
-                    )
+        waits: list[float] = []
+        runs: dict[str, list[float]] = {}
+        claimed_at = self._claimed_at
+        with self._lock:  # in log order: a job may be claimed and acked twice in a batch
+            for t in transitions:
+                kind = type(t.event)
+                if not t.verdict.applied:
+                    counts[(REJECTED, kind.__name__)] += 1
+                    continue
+                before = t.before
+                labels, ended = _labels_of(kind, _state(before), _state(t.after))
+                for outcome in labels:
+                    counts[(JOBS, outcome)] += 1
+                key = (queue, partition, t.local_id)
+                if kind is Claimed and before is not None:
+                    waits.append(max(0, t.at - before.run_after) / 1000)
+                    claimed_at[key] = t.at
+                    continue
+                if ended is not None:
+                    claimed = claimed_at.pop(key, None)
+                    if claimed is not None:
+                        runs.setdefault(ended, []).append(max(0, t.at - claimed) / 1000)
+        self.metrics.observe_many(QUEUE_WAIT, waits, queue=queue)
+        for ended, seconds in runs.items():
+            self.metrics.observe_many(RUN, seconds, queue=queue, outcome=ended)
         for (name, label), n in counts.items():
             if name == REJECTED:
                 self.metrics.count(REJECTED, n, queue=queue, action=label)

@@ -37,7 +37,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -96,18 +96,28 @@ class Metrics:
             self._counters[key] = self._counters.get(key, 0.0) + value
 
     def observe(self, name: str, seconds: float, **labels: str) -> None:
-        # A job claimed a little before its run_after (clocks of two servers) would give a
-        # negative delay; it waited no time, and a negative value would shrink the sum.
-        seconds = max(0.0, seconds)
+        self.observe_many(name, (seconds,), **labels)
+
+    def observe_many(self, name: str, values: Sequence[float], **labels: str) -> None:
+        """Several observations of one series at once: one key and one lock for them all
+        (the owner observes a batch of thousands of claims this way)."""
+        if not values:
+            return
         key = self._key("histogram", name, labels)
         with self._lock:
             h = self._histograms.get(key)
             if h is None:
                 h = self._histograms[key] = _Histogram()
-            h.buckets[bisect.bisect_left(BUCKETS, seconds)] += 1
-            h.count += 1
-            h.total += seconds
-            h.max = max(h.max, seconds)
+            buckets = h.buckets
+            for value in values:
+                # A job claimed a little before its run_after (clocks of two servers)
+                # would give a negative delay; it waited no time, and a negative value
+                # would shrink the sum.
+                seconds = max(value, 0.0)
+                buckets[bisect.bisect_left(BUCKETS, seconds)] += 1
+                h.count += 1
+                h.total += seconds
+                h.max = max(h.max, seconds)
 
     def set_gauge(self, name: str, value: float, **labels: str) -> None:
         key = self._key("gauge", name, labels)
@@ -174,10 +184,13 @@ class Metrics:
         return "".join(line + "\n" for line in lines)
 
     def _key(self, kind: str, name: str, labels: dict[str, str]) -> _Key:
-        if not _NAME.fullmatch(name):
-            raise ValueError(f"metric name {name!r} is not a valid Prometheus name")
-        with self._lock:
-            known = self._kinds.setdefault(name, kind)
+        # A name seen before was checked then: every call of every RPC comes here.
+        known = self._kinds.get(name)
+        if known is None:
+            if not _NAME.fullmatch(name):
+                raise ValueError(f"metric name {name!r} is not a valid Prometheus name")
+            with self._lock:
+                known = self._kinds.setdefault(name, kind)
         if known != kind:
             raise ValueError(f"metric {name} is a {known}, not a {kind}")
         return name, _labels(labels)

@@ -68,7 +68,7 @@ def check_event(row: EventRow) -> None:
 
 def listed(job: Job, body: bytes = b"") -> Job:
     """A job as lookups and scans return it: no claim source or touch time."""
-    return dataclasses.replace(job, body=body, claim_source=None, touched_at=None)
+    return job._replace(body=body, claim_source=None, touched_at=None)
 
 
 def table_rows(
@@ -88,10 +88,7 @@ def table_rows(
             for k, (job, tp) in jobs.items()
         ]
     if table == "job_events":
-        return [
-            {"queue": k[0], "partition": k[1], **dataclasses.asdict(row)}
-            for k, row in events.items()
-        ]
+        return [{"queue": k[0], "partition": k[1], **row._asdict()} for k, row in events.items()]
     if table == "imported_descriptors":
         return [
             {
@@ -128,6 +125,6 @@ def diff_rows(
 
 
 def _job_columns(job: Job) -> dict[str, Any]:
-    columns = dataclasses.asdict(job)
+    columns = job._asdict()
     columns["state"] = int(job.state)
     return columns

@@ -9,7 +9,6 @@ them.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -208,9 +207,7 @@ class FakeStore:
                 ),
                 key=lambda found: found[:2],
             )
-            return [
-                HeldJob(dataclasses.replace(job, body=b""), tp) for *_, tp, job in found[:limit]
-            ]
+            return [HeldJob(job._replace(body=b""), tp) for *_, tp, job in found[:limit]]
 
         return self._run("finding expired claims", run)
 
@@ -251,7 +248,7 @@ class FakeStore:
                 self._jobs[job_key] = (job, batch.traceparents.get(job.local_id))
             else:  # as the upsert: the first created_at and trace context stay
                 self._jobs[job_key] = (
-                    dataclasses.replace(job, created_at=old[0].created_at),
+                    job._replace(created_at=old[0].created_at),
                     old[1],
                 )
 
@@ -306,7 +303,7 @@ class FakeStore:
 
         def run() -> list[Job]:
             found = [
-                dataclasses.replace(job, body=b"")
+                job._replace(body=b"")
                 for k, (job, _) in self._jobs.items()
                 if k[:2] == (queue, partition)
                 and job.state in FINISHED
@@ -393,7 +390,7 @@ class FakeStore:
             found = sorted(
                 self._matching(where), key=lambda f: (f[1].run_after, f[0], f[1].local_id)
             )
-            return [JobRow(p, dataclasses.replace(job, body=b"")) for p, job in found[:limit]]
+            return [JobRow(p, job._replace(body=b"")) for p, job in found[:limit]]
 
         return self._run("selecting jobs", run)
 
@@ -404,7 +401,7 @@ class FakeStore:
                 for k, row in self._events.items()
                 if k[:3] == (queue, partition, local_id)
             )
-            return [TimelineRow(*dataclasses.astuple(row)[1:]) for _, row in rows]
+            return [TimelineRow(*row[1:]) for _, row in rows]
 
         return self._run("reading a job's timeline", run)
 

@@ -126,6 +126,18 @@ def test_percentiles_are_ordered_and_never_exceed_max(samples: list[float]) -> N
     assert fields["max"] == pytest.approx(max(samples), rel=1e-5)
 
 
+@given(st.lists(st.floats(min_value=-10, max_value=1e6), max_size=50))
+def test_observing_many_at_once_equals_observing_each(samples: list[float]) -> None:
+    one_by_one, at_once = Metrics(), Metrics()
+    for s in samples:
+        one_by_one.observe("x_seconds", s, queue="q")
+    at_once.observe_many("x_seconds", samples, queue="q")
+    assert at_once.prometheus() == one_by_one.prometheus()
+    assert at_once.stats_txt() == one_by_one.stats_txt()
+    # Nothing observed: no series at all, not one of count 0.
+    assert ("x_seconds" in at_once.prometheus()) == bool(samples)
+
+
 def test_timer_records_failed_calls_too() -> None:
     m = Metrics()
     with m.timer("pinledger_rpc_seconds", method="ok"):

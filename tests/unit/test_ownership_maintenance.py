@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import cast
 
 import pytest
@@ -115,7 +114,7 @@ def test_a_renewed_claim_times_out_again_from_its_renewal() -> None:
     owned = _owned(0, [])
     assert _timed_out(store, [owned], NOW, 600_000) == [(owned, [5])]
     assert _timed_out(store, [owned], NOW, 600_000) == []  # already on its way to the log
-    renewed = replace(claimed, touched_at=NOW)
+    renewed = claimed._replace(touched_at=NOW)
     _seed(store, 0, [renewed])
     assert _timed_out(store, [owned], NOW + 600_000, 600_000) == [(owned, [5])]
 

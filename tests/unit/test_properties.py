@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -122,7 +121,7 @@ def test_an_event_delivered_twice_in_a_row_changes_nothing_the_second_time(
             assert once is not None
             assert second.applied
             prepend = step.event.prepend_status or ""
-            assert twice == replace(once, custom_status=cap_status(prepend + once.custom_status))
+            assert twice == once._replace(custom_status=cap_status(prepend + once.custom_status))
         else:
             assert twice == once
             assert not second.applied

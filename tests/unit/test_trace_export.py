@@ -34,7 +34,7 @@ def _ctx(span: ReadableSpan) -> SpanContext:
 def _spans(traced: bool = True, descriptor: JobDescriptor = D) -> list[ReadableSpan]:
     rows = rows_for(STORY)
     if not traced:
-        rows = [dataclasses.replace(r, traceparent=None) for r in rows]
+        rows = [r._replace(traceparent=None) for r in rows]
     return build_spans(build_history(descriptor, rows))
 
 
@@ -97,7 +97,7 @@ def test_without_a_traceparent_ids_come_from_the_descriptor() -> None:
     assert [_ctx(s) for s in first] == [_ctx(s) for s in again]
     assert _ctx(first[0]).trace_id != _ctx(other[0]).trace_id
     assert len({_ctx(s).span_id for s in first}) == 4
-    history = build_history(D, [dataclasses.replace(r, traceparent=None) for r in rows_for(STORY)])
+    history = build_history(D, [r._replace(traceparent=None) for r in rows_for(STORY)])
     assert trace_id_for(history) == _ctx(first[0]).trace_id
 
 

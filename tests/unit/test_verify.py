@@ -4,8 +4,6 @@ removed or added behind the projection's back is reported, in the table it is in
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -75,12 +73,12 @@ def test_any_changed_job_row_is_reported(seed: int, steps: int, data: st.DataObj
     change = data.draw(st.sampled_from(["status", "attempts", "trace", "gone"]), label="change")
     if change == "status":
         store._jobs[key] = (
-            dataclasses.replace(job, custom_status=job.custom_status + "!"),
+            job._replace(custom_status=job.custom_status + "!"),
             traceparent,
         )
     elif change == "attempts":
         store._jobs[key] = (
-            dataclasses.replace(job, attempts_allowed=job.attempts_allowed + 1),
+            job._replace(attempts_allowed=job.attempts_allowed + 1),
             traceparent,
         )
     elif change == "trace":
@@ -100,13 +98,13 @@ def test_any_changed_timeline_row_is_reported(seed: int, steps: int, data: st.Da
     row = store._events[key]
     change = data.draw(st.sampled_from(["verdict", "detail", "gone", "extra"]), label="change")
     if change == "verdict":
-        store._events[key] = dataclasses.replace(row, server=row.server + "!")
+        store._events[key] = row._replace(server=row.server + "!")
     elif change == "detail":
-        store._events[key] = dataclasses.replace(row, detail={**row.detail, "x": 1})
+        store._events[key] = row._replace(detail={**row.detail, "x": 1})
     elif change == "gone":
         del store._events[key]
     else:
-        extra = dataclasses.replace(row, idx=row.idx + 10_000)
+        extra = row._replace(idx=row.idx + 10_000)
         store._events[(*key[:4], extra.idx)] = extra
     report = verify(store, log, PREFIX, Scope(), max_jobs=data.draw(st.sampled_from([3, 500_000])))
     expected = {"gone": (0, 1), "extra": (1, 0)}.get(change, (1, 1))
