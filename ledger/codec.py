@@ -154,15 +154,20 @@ def _encode_event(event: Event) -> dict[str, Any]:
 
 
 def _field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
-    what = f"event {obj['t']!r}" if "t" in obj else "record"
     try:
         value = obj[key]
     except KeyError:
-        raise CodecError(f"{what} lacks field {key!r}") from None
+        raise CodecError(f"{_what(obj)} lacks field {key!r}") from None
     # bool is an int in Python; a flag must not pass as a number or the reverse.
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
-        raise CodecError(f"{what} field {key!r} has type {type(value).__name__}")
+        raise CodecError(f"{_what(obj)} field {key!r} has type {type(value).__name__}")
     return value
+
+
+def _what(obj: Mapping[str, Any]) -> str:
+    """What an error names: only formatted when there is an error (every field of every
+    event passes `_field`)."""
+    return f"event {obj['t']!r}" if "t" in obj else "record"
 
 
 def _opt(obj: Mapping[str, Any], key: str, kind: type) -> Any:

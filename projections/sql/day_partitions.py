@@ -27,7 +27,8 @@ class SqlDayPartitions(SqlBase):
     def ensure_day_partitions_for(self, times: Iterable[int]) -> None:
         """Make sure the partitions of these event times exist before they are written
         (a no-op, without a query, for days this process has seen already)."""
-        wanted = {day_partition(at) for at in times}
+        # A batch's events share a few times (one per record): dedupe the ints first.
+        wanted = {day_partition(at) for at in set(times)}
         known = self._known_partitions
         if known is not None and wanted <= known:
             return
