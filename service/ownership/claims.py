@@ -14,7 +14,7 @@ import itertools
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from pinledger.ledger.commands import decide_claims
 from pinledger.ledger.events import Actor, Event
@@ -27,9 +27,9 @@ from pinledger.service.ownership.ready_buffer import take
 from pinledger.service.ownership.spans import job_span
 
 
-@dataclass(frozen=True, slots=True)
-class Claimed:
-    """A job handed to a dequeue, with the partition it lives in."""
+class Claimed(NamedTuple):
+    """A job handed to a dequeue, with the partition it lives in (a named tuple: one per
+    job dequeued)."""
 
     partition: int
     job: Job
@@ -130,10 +130,11 @@ class Claims:
                     for index, jobs in by_part.items():
                         parts[index].buffer.release(job.local_id for job in jobs)
                 raise
-        for _, job in taken:
-            self.metrics.observe(
-                "pinledger_dequeue_delay_seconds", max(0, now - job.run_after) / 1000, queue=queue
-            )
+        self.metrics.observe_many(
+            "pinledger_dequeue_delay_seconds",
+            [max(0, now - job.run_after) / 1000 for _, job in taken],
+            queue=queue,
+        )
         return [
             Claimed(parts[index].partition, job, context)
             for (index, job), context in zip(taken, contexts, strict=True)
