@@ -472,13 +472,31 @@ def test_timeline_rows_carry_the_codec_tags_of_job_events_only(store: LedgerStor
     assert store.offset("t", 0) == 1
 
 
+def test_a_projector_behind_another_on_the_same_records_is_fenced(store: LedgerStore) -> None:
+    # Both fold the same records into the same timeline rows: the second's rows collide
+    # with the first's, and what it is told is the fence, not the collision.
+    store.offset("t", 0)
+    rows = [_event_row(7, offset, "ok") for offset in range(3)]
+    store.commit_partition_batch(PartitionBatch("q", "t", 0, 0, 3, events=rows))
+    stale = PartitionBatch("q", "t", 0, 0, 3, events=rows, upserts=[_job(7)])
+    with pytest.raises(FencedError, match="advanced it to 3"):
+        store.commit_partition_batch(stale)
+    assert store.offset("t", 0) == 3
+    assert store.load_jobs("q", 0, [7]) == {}, "a fenced batch applies nothing"
+    assert len(store.job_events("q", 0, 7)) == 3
+
+
 def test_of_two_projectors_racing_from_one_offset_exactly_one_commits(store: LedgerStore) -> None:
     store.offset("t", 0)
     start = threading.Barrier(2)
     outcomes: dict[int, str] = {}
 
     def commit(next_offset: int) -> None:
-        batch = PartitionBatch("q", "t", 0, 0, next_offset, upserts=[_job(next_offset)])
+        # The same timeline rows in both, as two owners of one partition write them.
+        rows = [_event_row(9, offset, "ok") for offset in range(3)]
+        batch = PartitionBatch(
+            "q", "t", 0, 0, next_offset, events=rows, upserts=[_job(next_offset)]
+        )
         start.wait()
         try:
             store.commit_partition_batch(batch)
