@@ -1,15 +1,12 @@
 """Rows of the named queries to the store's named rows: the column order both SQL
 dialects' queries.sql return (projections/pg, projections/mysql), in one place, and
-the parameters of the writes both spell alike (job_params, event_params,
-imported_params). What a
+the parameters of the writes both spell alike (job_params, imported_params). What a
 driver returns differently (the timeline's types) is its dialect's `timeline_row`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-
-import orjson
 
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.store import EventRow, HeldJob, JobRow, PartitionBatch, TimelineRow
@@ -112,27 +109,4 @@ def job_params(batch: PartitionBatch, job: Job) -> dict[str, Any]:
         "claim_source": job.claim_source,
         "touched_at": job.touched_at,
         "traceparent": batch.traceparents.get(job.local_id),
-    }
-
-
-def event_params(queue: str, partition: int, row: EventRow) -> dict[str, Any]:
-    """The parameters of insert_job_event for one timeline row (the detail as JSON text)."""
-    return {
-        "queue": queue,
-        "partition": partition,
-        "local_id": row.local_id,
-        "offset": row.offset,
-        "idx": row.idx,
-        "type": row.type,
-        "at": row.at,
-        "source": row.source,
-        "request_id": row.request_id,
-        "server": row.server,
-        "claim": row.claim,
-        "applied": row.applied,
-        "verdict": row.verdict,
-        "state_after": row.state_after,
-        "attempts_remaining_after": row.attempts_remaining_after,
-        "detail": orjson.dumps(row.detail).decode(),
-        "traceparent": row.traceparent,
     }

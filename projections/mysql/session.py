@@ -5,16 +5,15 @@ the verify's streams."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pymysql.cursors
 
 from pinledger.projections.mysql.connection import Connection
+from pinledger.projections.mysql.rows import event_params
 from pinledger.projections.mysql.sql import query
-from pinledger.projections.row_mapping import event_params, job_params
+from pinledger.projections.row_mapping import job_params
 from pinledger.projections.sql.dialect import Params
 from pinledger.projections.store import PartitionBatch
 
@@ -38,14 +37,6 @@ class MySession:
 
     def executemany(self, name: str, rows: Sequence[Params]) -> None:
         self.cur.executemany(query(name), rows)
-
-    def execute_later(self, name: str, params: Params) -> Callable[[], int]:
-        changed = self.execute(name, params)
-        return lambda: changed
-
-    def pipeline(self, rows: int) -> AbstractContextManager[None]:
-        # PyMySQL waits for each statement's answer: nothing to pipeline.
-        return contextlib.nullcontext()
 
     def samples(self, name: str, params: Params, **identifiers: str) -> list[Any]:
         # Each row as a dict of its columns, as Postgres's to_jsonb gives them.

@@ -20,13 +20,6 @@ from pinledger.projections.store import TimelineRow
 # large and faster as one statement (the A/Bs in docs/performance.md, "Replay").
 ONE_STATEMENT_UPSERTS = 1000
 
-# Up to this many rows (timeline rows and jobs), a batch's transaction goes to Postgres
-# as one pipeline: the offset's compare-and-set, the timeline rows as INSERTs, the jobs'
-# upserts, answered together, instead of a round trip for each and two for the COPY.
-# An owner's batches are mostly this small (docs/performance.md, "One round trip per
-# small commit").
-PIPELINED_ROWS = 64
-
 
 class PgDialect(PgDayPartitions):
     kind = "postgres"
@@ -39,7 +32,7 @@ class PgDialect(PgDayPartitions):
     @contextmanager
     def session(self, what: str, transaction: bool = False) -> Iterator[PgSession]:
         with self.connection(what, transaction) as conn:
-            yield PgSession(conn, self.one_statement_upserts, PIPELINED_ROWS)
+            yield PgSession(conn, self.one_statement_upserts)
 
     def check_schema_name(self, schema: str) -> str:
         return check_schema_name(schema)

@@ -107,16 +107,6 @@ ON CONFLICT (queue, partition, local_id) DO UPDATE SET
     claim_source = EXCLUDED.claim_source,
     touched_at = EXCLUDED.touched_at;
 
--- name: insert_job_event
--- One timeline row: a small batch's rows go this way, pipelined with the rest of its
--- transaction (COPY cannot be pipelined; projections/pg/session.py).
-INSERT INTO job_events (queue, partition, local_id, "offset", idx, type, at, source,
-                        request_id, server, claim, applied, verdict, state_after,
-                        attempts_remaining_after, detail, traceparent)
-VALUES (%(queue)s, %(partition)s, %(local_id)s, %(offset)s, %(idx)s, %(type)s, %(at)s,
-        %(source)s, %(request_id)s, %(server)s, %(claim)s, %(applied)s, %(verdict)s,
-        %(state_after)s, %(attempts_remaining_after)s, %(detail)s::jsonb, %(traceparent)s);
-
 -- name: record_imported
 -- The first import of a PinLater descriptor stays (a page the importer appended twice
 -- after a crash maps to its first copy).

@@ -4,8 +4,7 @@ COPY for many rows, server-side cursors and COPY TO STDOUT for the verify's stre
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -14,7 +13,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pinledger.projections.pg.sql import composed, query
-from pinledger.projections.row_mapping import event_params, job_params
+from pinledger.projections.row_mapping import job_params
 from pinledger.projections.sql.dialect import Params
 from pinledger.projections.store import PartitionBatch
 
@@ -68,15 +67,9 @@ def _statement(name: str, identifiers: dict[str, str]) -> sql.SQL | sql.Composed
 
 
 class PgSession:
-    def __init__(
-        self, conn: psycopg.Connection, one_statement_upserts: int, pipelined_rows: int
-    ) -> None:
+    def __init__(self, conn: psycopg.Connection, one_statement_upserts: int) -> None:
         self.conn = conn
         self.one_statement_upserts = one_statement_upserts
-        self.pipelined_rows = pipelined_rows
-        # Inside `pipeline`: timeline rows go as pipelined INSERTs (COPY cannot be
-        # pipelined).
-        self._pipelined = False
 
     def execute(self, name: str, params: Params, **identifiers: str) -> int:
         return self.conn.execute(_statement(name, identifiers), params).rowcount
@@ -86,23 +79,6 @@ class PgSession:
 
     def executemany(self, name: str, rows: Sequence[Params]) -> None:
         self.conn.cursor().executemany(query(name), rows)
-
-    def execute_later(self, name: str, params: Params) -> Callable[[], int]:
-        cursor = self.conn.execute(query(name), params)
-        # Inside a pipeline the count arrives with the block's answers.
-        return lambda: cursor.rowcount
-
-    @contextmanager
-    def pipeline(self, rows: int) -> Iterator[None]:
-        if rows > self.pipelined_rows or self._pipelined:
-            yield
-            return
-        with self.conn.pipeline():
-            self._pipelined = True
-            try:
-                yield
-            finally:
-                self._pipelined = False
 
     def samples(self, name: str, params: Params, **identifiers: str) -> list[Any]:
         # diff_rows returns each row as one jsonb value.
@@ -124,14 +100,7 @@ class PgSession:
     def insert_events(self, batch: PartitionBatch) -> None:
         """A batch's timeline rows by binary COPY, the detail serialized by orjson: ~20%
         less of our CPU per replayed event than text COPY and the json module did
-        (docs/performance.md, "Replay"). Inside a pipeline (a small batch), as pipelined
-        INSERTs."""
-        if self._pipelined:
-            queue, partition = batch.queue, batch.partition
-            self.executemany(
-                "insert_job_event", [event_params(queue, partition, row) for row in batch.events]
-            )
-            return
+        (docs/performance.md, "Replay")."""
         with self.conn.cursor().copy(query("copy_job_events_binary")) as copy:
             copy.set_types(_EVENT_TYPES)
             queue, partition = batch.queue, batch.partition

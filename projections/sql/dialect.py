@@ -12,7 +12,7 @@ errors become StoreError and how its driver returns some columns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -34,18 +34,6 @@ class Session(Protocol):
     def fetchall(self, name: str, params: Params, **identifiers: str) -> list[tuple[Any, ...]]: ...
 
     def executemany(self, name: str, rows: Sequence[Params]) -> None: ...
-
-    def execute_later(self, name: str, params: Params) -> Callable[[], int]:
-        """Run a statement; the number of rows it changed, known once the `pipeline`
-        block it runs in (if any) has ended."""
-        ...
-
-    def pipeline(self, rows: int) -> AbstractContextManager[None]:
-        """The statements run inside go to the database together and are answered
-        together (one round trip), when the dialect can and `rows`, the rows they write,
-        are few; otherwise each runs as it comes. An error of any of them is raised when
-        the block ends at the latest."""
-        ...
 
     def insert_events(self, batch: PartitionBatch) -> None:
         """Write the batch's timeline rows (job_events)."""

@@ -10,11 +10,9 @@ from pinledger.projections.row_mapping import imported_params
 from pinledger.projections.sql.day_partitions import SqlDayPartitions
 from pinledger.projections.sql.dialect import Session
 from pinledger.projections.store import (
-    FencedError,
     PartitionBatch,
     QueueRow,
     StoreError,
-    StoreUnavailableError,
     catalog_fenced,
     check_forward,
     fenced,
@@ -58,61 +56,29 @@ class SqlWrites(SqlDayPartitions):
 
     def _commit_batch(self, batch: PartitionBatch) -> None:
         where = f"committing {batch.topic}[{batch.partition}]"
-        try:
-            with self.dialect.session(where, transaction=True) as session:
-                with session.pipeline(len(batch.events) + len(batch.upserts)):
-                    moved = session.execute_later(
-                        "advance_offset",
-                        {
-                            "topic": batch.topic,
-                            "partition": batch.partition,
-                            "expected": batch.expected_offset,
-                            "next": batch.next_offset,
-                        },
-                    )
-                    if batch.events:
-                        session.insert_events(batch)
-                    if batch.removals:
-                        session.execute(
-                            "remove_jobs",
-                            {
-                                "queue": batch.queue,
-                                "partition": batch.partition,
-                                "ids": batch.removals,
-                            },
-                        )
-                    if batch.imported:
-                        session.executemany("record_imported", imported_params(batch))
-                    if batch.upserts:
-                        session.upsert_jobs(batch)
-                # The rows were written in the same transaction as the compare-and-set
-                # (pipelined, they went before its answer came): a batch another
-                # projector got ahead of rolls back whole.
-                if moved() != 1:
-                    _fenced(session, batch)
-        except (FencedError, StoreUnavailableError):
-            raise
-        except StoreError as exc:
-            # Pipelined, the rows went before the compare-and-set's answer: those of a
-            # projector that committed the same records first collide with them (a key
-            # of job_events) and fail the batch before its fence is seen. If the offset
-            # moved, that is the fence.
-            elsewhere, found = self._moved(batch)
-            if elsewhere:
-                raise fenced(batch, found) from exc
-            raise
-
-    def _moved(self, batch: PartitionBatch) -> tuple[bool, int | None]:
-        """Whether the partition's offset is no longer where the batch started (and
-        where it is; None: the row is gone). False when it cannot be read."""
-        params = {"topic": batch.topic, "partition": batch.partition}
-        try:
-            with self.dialect.session("reading an offset") as session:
-                found = session.fetchall("get_offset", params)
-        except StoreError:
-            return False, None
-        offset = int(found[0][0]) if found else None
-        return offset != batch.expected_offset, offset
+        with self.dialect.session(where, transaction=True) as session:
+            moved = session.execute(
+                "advance_offset",
+                {
+                    "topic": batch.topic,
+                    "partition": batch.partition,
+                    "expected": batch.expected_offset,
+                    "next": batch.next_offset,
+                },
+            )
+            if moved != 1:
+                _fenced(session, batch)
+            if batch.events:
+                session.insert_events(batch)
+            if batch.removals:
+                session.execute(
+                    "remove_jobs",
+                    {"queue": batch.queue, "partition": batch.partition, "ids": batch.removals},
+                )
+            if batch.imported:
+                session.executemany("record_imported", imported_params(batch))
+            if batch.upserts:
+                session.upsert_jobs(batch)
 
     def commit_catalog(
         self,
