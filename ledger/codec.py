@@ -154,6 +154,11 @@ def _encode_event(event: Event) -> dict[str, Any]:
 
 
 def _field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    value = obj.get(key)
+    # What JSON decodes to has exactly the type asked for: the common case, checked first
+    # (a bool never passes as an int here: its class is bool).
+    if value.__class__ is kind:
+        return value
     try:
         value = obj[key]
     except KeyError:
