@@ -15,9 +15,13 @@ from pathlib import Path
 import pytest
 
 from bench import __main__ as bench_main
-from bench import cpu, river
+from bench import cpu, fold, river
 from bench.call_profile import NEW, Threads, sampled
 from bench.table import Row, render
+from pinledger.ledger import codec
+from pinledger.ledger.state import JobState
+from pinledger.projections.verify_fold import IdRange, PartitionFold
+from pinledger.service.observability.ledger_metrics import JOBS, REJECTED
 
 # A real /proc/<pid>/stat line (fields 1..52), with utime 1500, stime 300,
 # cutime 40, cstime 2.
@@ -404,3 +408,30 @@ def test_call_profile_counts_a_thread_that_ends_inside_the_window_as_new() -> No
     new = [name for name in spent.user if name.endswith(NEW)]
     assert new, spent
     assert sum(spent.user[name] + spent.kernel[name] for name in new) >= 8  # of ~10 ticks
+
+
+# -- bench.fold ------------------------------------------------------------------------
+
+
+def test_fold_bench_folds_every_job_to_success_on_both_sides() -> None:
+    log = fold.records(200)
+    assert len(log) == 10  # per 100 jobs: an enqueue record, two of claims, two of acks
+    assert sum(len(codec.record_events(r.value, r.headers)) for r in log) == 600
+    verify = PartitionFold(IdRange(), None)
+    lines = list(verify.events(log))
+    assert len(lines) == 600
+    assert len(verify.jobs) == 200
+    assert {job.state for job in verify.jobs.values()} == {JobState.SUCCEEDED}
+    applied = fold.owner_fold(log)
+    for outcome in ("enqueued", "claimed", "succeeded"):
+        assert applied.snapshot_counter(JOBS, queue="q", outcome=outcome) == 200
+    assert REJECTED not in applied.prometheus()
+    assert fold.per_event(fold.verify_fold, log, rounds=1) > 0
+
+
+def test_fold_bench_refuses_a_job_count_it_cannot_build(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        fold.main(["--jobs", "150"])
+    assert "multiple of 100" in capsys.readouterr().err
