@@ -1,0 +1,265 @@
+"""Writes the golden corpus of ledger records (tests/golden/*.json) and its checksums
+(tests/golden/SHA256SUMS). tests/unit/test_golden_corpus.py decodes and folds every
+file on every change, and fails if a file already in the corpus changed.
+
+Each file holds the exact bytes of records as pinledger writes them, with what they
+decode and fold to as the release that wrote them folded them. A file is written once
+and never again: this script only adds the files it does not find. A new record form
+(a new event, a new field, a new format version) adds a story here and a file to the
+corpus; an old file stays as it is, forever, because the log keeps its records forever.
+
+    python tests/golden/write_corpus.py
+
+The forms here, and since when pinledger writes them (git log -- ledger/codec.py):
+plain records of every event type with every field (a45139f), an enqueue of an imported
+job (`"i"`, 58ce852), group records whose envelopes carry their trace context (`"tp"`,
+0f5dff3); the trace context of a plain record in its `traceparent` header (a45139f).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pinledger.ledger import codec
+from pinledger.ledger.descriptor import local_id_for
+from pinledger.ledger.events import (
+    Actor,
+    Checkpointed,
+    Claimed,
+    Collected,
+    Deleted,
+    Enqueued,
+    Envelope,
+    Event,
+    Failed,
+    QueueCreated,
+    QueueDeleted,
+    Retried,
+    Succeeded,
+    TimedOut,
+)
+from pinledger.ledger.state import Job, Stamp, event_local_id, evolve
+
+HERE = Path(__file__).parent
+SUMS = HERE / "SHA256SUMS"
+FORMAT = "pinledger ledger records, codec version 1"
+
+T0 = 1_700_000_000_000
+APP = Actor("mail-service:host-1", "req-1", "pinledger-a")
+WORKER = Actor("thumbnailer:host-7", "req-2", "pinledger-a")
+OTHER = Actor("thumbnailer:host-9", "req-3", "pinledger-b")
+OWNER = Actor("pinledger:owner", "", "pinledger-a")
+OPERATOR = Actor("dashboard:alice", "req-4", "pinledger-b")
+TP1 = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+TP2 = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+@dataclass
+class Story:
+    """One partition's records, appended in order from offset 0."""
+
+    name: str
+    about: str
+    topic: str = "queue"
+    records: list[tuple[bytes, codec.Headers]] = field(default_factory=list)
+
+    def plain(self, at: int, actor: Actor, *events: Event, traceparent: str | None = None) -> int:
+        """A record of one envelope (its trace context in a header); its offset."""
+        value = codec.encode(Envelope(at, actor, tuple(events)))
+        self.records.append((value, codec.trace_headers(traceparent)))
+        return len(self.records) - 1
+
+    def group(self, *parts: tuple[int, Actor, tuple[Event, ...], str | None]) -> int:
+        """A group record: several callers' envelopes, each with its trace context."""
+        value = codec.encode_group(
+            [codec.encode_part(Envelope(at, actor, events), tp) for at, actor, events, tp in parts]
+        )
+        self.records.append((value, []))
+        return len(self.records) - 1
+
+
+def lifecycle() -> Story:
+    s = Story(
+        "v1-plain-every-event",
+        "Plain records of every job event type with every field: enqueues (one of an "
+        "imported job), claims, acks with and without a claim, a retry delay, heartbeats "
+        "and a release, a claim timeout, an operator's retry, a delete and a collection; "
+        "and events the state machine rejects (a stale ack, a late timeout).",
+    )
+    enq = s.plain(
+        T0,
+        APP,
+        Enqueued(b"resize 1.jpg", 1, T0, 3, "new"),
+        Enqueued(b"resize 2.jpg", 2, T0 + 50, 1, ""),
+        Enqueued(b"\x00\xffraw", 3, T0, 2, "", imported_from="mail:s1:p3:42"),
+        Enqueued(b"last try", 1, T0, 1, "\u00e9t\u00e9 \u2603"),
+        traceparent=TP1,
+    )
+    a, b, c, d = (local_id_for(enq, i) for i in range(4))
+    first_claim = "pinledger-a:1:thumbnailer:1"
+    s.plain(
+        T0 + 10,
+        WORKER,
+        Claimed(a, first_claim),
+        Claimed(c, first_claim),
+        Claimed(d, first_claim),
+    )
+    s.plain(T0 + 20, WORKER, Succeeded(a, " done", first_claim))
+    s.plain(T0 + 25, WORKER, Failed(d, 0, " gave up", first_claim))
+    # PinLater's acks carry no claim: fenced by the claim's source.
+    s.plain(T0 + 30, WORKER, Failed(c, 500, " oops", None))
+    second_claim = "pinledger-b:2:thumbnailer:1"
+    s.plain(T0 + 60, OTHER, Claimed(b, second_claim))
+    s.plain(
+        T0 + 70,
+        OTHER,
+        Checkpointed(b, b"resize 2b.jpg", False, None, 4, "step 1; ", second_claim),
+    )
+    s.plain(T0 + 80, WORKER, Succeeded(b, "stale", first_claim))
+    s.plain(
+        T0 + 90,
+        OTHER,
+        Checkpointed(b, None, True, T0 + 5000, None, None, second_claim),
+    )
+    s.plain(T0 + 600, WORKER, Claimed(c, "pinledger-a:3:thumbnailer:2"))
+    s.plain(T0 + 700, OWNER, TimedOut(c, "pinledger-a:3:thumbnailer:2", T0 + 600))
+    s.plain(T0 + 800, OWNER, TimedOut(c, "pinledger-a:3:thumbnailer:2", T0 + 600))
+    s.plain(T0 + 900, OPERATOR, Retried(c, 5, T0 + 1000))
+    s.plain(T0 + 950, OPERATOR, Deleted(b))
+    s.plain(T0 + 990, OWNER, Collected(a))
+    s.plain(T0 + 995, OWNER, Collected(c))
+    return s
+
+
+def group_records() -> Story:
+    s = Story(
+        "v1-group-records",
+        "Group records (ledger/group_commit.py): the envelopes of concurrent callers to "
+        "one partition in one record, each with its own time, actor and trace context "
+        '("tp"), or none; an enqueued job\'s local id counts the events of the parts '
+        "before it. A group of one caller is a plain record with a header.",
+    )
+    first = s.group(
+        (T0, APP, (Enqueued(b"one", 5, T0, 2, "a"), Enqueued(b"two", 5, T0, 2, "b")), TP1),
+        (T0 + 1, OTHER, (Enqueued(b"three", 1, T0 + 100, 1, ""),), None),
+        (T0 + 2, WORKER, (Enqueued(b"four", 1, T0, 1, "d"),), TP2),
+    )
+    one, two, three, four = (local_id_for(first, i) for i in range(4))
+    claims = (Claimed(one, "pinledger-a:7:w:1"), Claimed(two, "pinledger-a:7:w:1"))
+    s.group(
+        (T0 + 10, WORKER, claims, TP2),
+        (T0 + 11, OTHER, (Claimed(four, "pinledger-a:8:w:1"),), None),
+    )
+    s.group(
+        (T0 + 20, WORKER, (Succeeded(one, "", "pinledger-a:7:w:1"),), None),
+        (T0 + 21, WORKER, (Failed(two, 0, "x", "pinledger-a:7:w:1"),), TP1),
+        (T0 + 22, OTHER, (Claimed(three, "pinledger-a:9:w:1"),), None),
+    )
+    s.plain(T0 + 30, OTHER, Succeeded(four, "ok", "pinledger-a:8:w:1"), traceparent=TP2)
+    return s
+
+
+def catalog() -> Story:
+    s = Story(
+        "v1-catalog",
+        "Catalog records: queues created (with their partitions) and deleted.",
+        topic="catalog",
+    )
+    s.plain(T0, OPERATOR, QueueCreated("mail", 4))
+    s.plain(T0 + 1, OPERATOR, QueueCreated("fifo", 1), QueueDeleted("mail"))
+    s.plain(T0 + 2, OPERATOR, QueueCreated("mail", 8))
+    return s
+
+
+def _job(job: Job) -> dict[str, Any]:
+    values = job._asdict()
+    values["state"] = job.state.name
+    values["body_bytes"] = len(values.pop("body"))
+    del values["local_id"]
+    return values
+
+
+def expected(story: Story) -> dict[str, Any]:
+    """What the records decode and fold to, by the code of this release."""
+    if story.topic == "catalog":
+        return {
+            "catalog": [
+                [codec.tag_of(e), *(getattr(e, f) for f in ("name", "partitions") if hasattr(e, f))]
+                for value, _ in story.records
+                for e in codec.decode(value).events
+            ]
+        }
+    jobs: dict[int, Job | None] = {}
+    traceparents: dict[int, str] = {}
+    timeline = []
+    for offset, (value, headers) in enumerate(story.records):
+        for part in codec.decode_parts(value, headers):
+            stamp = Stamp(part.envelope.at, part.envelope.actor)
+            for idx, event in enumerate(part.envelope.events, start=part.first):
+                assert not isinstance(event, QueueCreated | QueueDeleted)  # a queue's records
+                local_id = event_local_id(event, offset, idx)
+                after, verdict = evolve(jobs.get(local_id), event, stamp, local_id)
+                jobs[local_id] = after
+                if isinstance(event, Enqueued) and verdict.applied and part.traceparent:
+                    traceparents[local_id] = part.traceparent
+                timeline.append([offset, idx, local_id, codec.tag_of(event), str(verdict)])
+    return {
+        "timeline": timeline,
+        "jobs": {str(i): _job(j) for i, j in sorted(jobs.items()) if j is not None},
+        "traceparents": {str(i): tp for i, tp in sorted(traceparents.items()) if jobs.get(i)},
+    }
+
+
+def document(story: Story) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "about": story.about,
+        "topic": story.topic,
+        "records": [
+            {
+                "offset": offset,
+                "value": value.decode("utf-8"),
+                "headers": [[k, v.decode("ascii")] for k, v in headers],
+            }
+            for offset, (value, headers) in enumerate(story.records)
+        ],
+        "expected": expected(story),
+    }
+
+
+STORIES = (lifecycle, group_records, catalog)
+
+
+def read_sums() -> dict[str, str]:
+    """The checksum of each corpus file, by name (sha256sum's format)."""
+    if not SUMS.exists():
+        return {}
+    sums = {}
+    for line in SUMS.read_text().splitlines():
+        digest, name = line.split("  ", 1)
+        sums[name] = digest
+    return sums
+
+
+def main() -> int:
+    sums = read_sums()
+    for make in STORIES:
+        story = make()
+        path = HERE / f"{story.name}.json"
+        if path.exists():
+            print(f"kept {path.name} (a corpus file is never rewritten)")
+            continue
+        path.write_text(json.dumps(document(story), indent=1, ensure_ascii=False) + "\n")
+        sums[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
+        print(f"wrote {path.name}")
+    SUMS.write_text("".join(f"{digest}  {name}\n" for name, digest in sorted(sums.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The golden corpus (tests/golden/): records as pinledger releases wrote them, which
+every later release must read and fold the same way, since the log keeps its records
+forever (replay, getJobHistory's fallback to the log, the verify). A corpus file is
+never changed; a new record form adds one (tests/golden/write_corpus.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pinledger.ledger import codec
+from pinledger.ledger.events import QueueCreated, QueueDeleted
+from pinledger.ledger.log import LogRecord
+from pinledger.projections.row_text import EVENT_COLUMNS, columns
+from pinledger.projections.verify_fold import IdRange, PartitionFold
+
+CORPUS = Path(__file__).parent.parent / "golden"
+FILES = sorted(CORPUS.glob("*.json"))
+
+
+def _load(path: Path) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return document
+
+
+def _records(document: dict[str, Any]) -> list[LogRecord]:
+    return [
+        LogRecord(
+            "q",
+            0,
+            r["offset"],
+            r["value"].encode("utf-8"),
+            [(k, v.encode("ascii")) for k, v in r["headers"]],
+        )
+        for r in document["records"]
+    ]
+
+
+def test_no_corpus_file_ever_changes() -> None:
+    listed = {}
+    for line in (CORPUS / "SHA256SUMS").read_text().splitlines():
+        digest, name = line.split("  ", 1)
+        listed[name] = digest
+    assert {p.name for p in FILES} == set(listed), (
+        "every corpus file is listed in tests/golden/SHA256SUMS, and only they: add a "
+        "file with tests/golden/write_corpus.py, never remove one"
+    )
+    for path in FILES:
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == listed[path.name], (
+            f"{path.name} changed: a corpus file holds records a release wrote, which the "
+            "log keeps forever; add a new file for a new form instead"
+        )
+
+
+def test_the_corpus_holds_every_event_type() -> None:
+    seen: set[str] = set()
+    for path in FILES:
+        for record in _records(_load(path)):
+            seen.update(codec.tag_of(e) for e in codec.record_events(record.value, record.headers))
+    assert seen == set(codec.EVENT_TAGS.values())
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in FILES if _load(p)["topic"] == "queue"], ids=lambda p: p.name
+)
+def test_queue_records_fold_as_the_release_that_wrote_them_folded_them(path: Path) -> None:
+    document = _load(path)
+    expected = document["expected"]
+    fold = PartitionFold(IdRange(), None)
+    timeline = []
+    for line in fold.events(_records(document)):
+        row = columns(line, EVENT_COLUMNS)
+        assert row["offset"] is not None and row["idx"] is not None
+        assert row["local_id"] is not None
+        timeline.append(
+            [int(row["offset"]), int(row["idx"]), int(row["local_id"]), row["type"], row["verdict"]]
+        )
+    assert timeline == expected["timeline"]
+    jobs = {str(local_id): job for local_id, job in fold.jobs.items()}
+    assert sorted(jobs) == sorted(expected["jobs"])
+    for local_id, want in expected["jobs"].items():
+        job = jobs[local_id]
+        got = {name: getattr(job, name) for name in want if name not in ("state", "body_bytes")}
+        got["state"] = job.state.name
+        got["body_bytes"] = len(job.body)
+        assert got == want, local_id
+    assert {str(i): tp for i, tp in fold.traceparents.items()} == expected["traceparents"]
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in FILES if _load(p)["topic"] == "catalog"], ids=lambda p: p.name
+)
+def test_catalog_records_decode_as_written(path: Path) -> None:
+    document = _load(path)
+    found: list[list[Any]] = []
+    for record in _records(document):
+        for event in codec.decode(record.value).events:
+            assert isinstance(event, QueueCreated | QueueDeleted)
+            if isinstance(event, QueueCreated):
+                found.append([codec.tag_of(event), event.name, event.partitions])
+            else:
+                found.append([codec.tag_of(event), event.name])
+    assert found == document["expected"]["catalog"]
