@@ -15,8 +15,10 @@ import pytest
 from pinledger.ledger import codec
 from pinledger.ledger.events import QueueCreated, QueueDeleted
 from pinledger.ledger.log import LogRecord
+from pinledger.projections.projector import PartitionProjector
 from pinledger.projections.row_text import EVENT_COLUMNS, columns
 from pinledger.projections.verify_fold import IdRange, PartitionFold
+from pinledger.service.testing.fake_store import FakeStore
 
 CORPUS = Path(__file__).parent.parent / "golden"
 FILES = sorted(CORPUS.glob("*.json"))
@@ -89,6 +91,40 @@ def test_queue_records_fold_as_the_release_that_wrote_them_folded_them(path: Pat
         got["body_bytes"] = len(job.body)
         assert got == want, local_id
     assert {str(i): tp for i, tp in fold.traceparents.items()} == expected["traceparents"]
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in FILES if _load(p)["topic"] == "queue"], ids=lambda p: p.name
+)
+def test_queue_records_project_as_the_release_that_wrote_them_folded_them(path: Path) -> None:
+    """The live projection's path (PartitionProjector, into the in-memory store), one
+    record per batch as an owner that keeps up projects them."""
+    document = _load(path)
+    expected = document["expected"]
+    store = FakeStore()
+    store.migrate()
+    projector = PartitionProjector(store, "q", "q", 0)
+    for record in _records(document):
+        projector.apply([record])
+    ids = sorted({local_id for _, _, local_id, _, _ in expected["timeline"]})
+    timeline = sorted(
+        [e.offset, e.idx, e.local_id, e.type, e.verdict]
+        for local_id in ids
+        for e in store.job_events("q", 0, local_id)
+    )
+    assert timeline == sorted(expected["timeline"])
+    jobs = store.load_jobs("q", 0, ids)
+    assert sorted(str(i) for i in jobs) == sorted(expected["jobs"])
+    for local_id, job in jobs.items():
+        want = expected["jobs"][str(local_id)]
+        assert job.state.name == want["state"]
+        assert len(job.body) == want["body_bytes"]
+        assert (job.attempts_remaining, job.custom_status, job.run_after) == (
+            want["attempts_remaining"],
+            want["custom_status"],
+            want["run_after"],
+        )
+    assert store.offset("q", 0) == len(document["records"])
 
 
 @pytest.mark.parametrize(
