@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import importlib.metadata
 import logging
 import secrets
 import sys
 from collections.abc import Callable, Sequence
 
+from pinledger.ledger import codec
 from pinledger.ledger.codec import CodecError
 from pinledger.ledger.log import LogError
 from pinledger.ledger.times import parse_ms
@@ -140,9 +142,24 @@ def cmd_hash_password(_: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+def version_line() -> str:
+    """This release and the version of the ledger's records it writes and reads."""
+    try:
+        release = importlib.metadata.version("pinledger")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+        release = "unknown (not installed)"
+    return f"pinledger {release} (ledger records: codec version {codec.VERSION})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pinledger", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=version_line(),
+        help="print pinledger's version and the ledger record format it writes, and exit",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     commands.add_parser("migrate", help="apply the projection schema's migrations")
