@@ -11,6 +11,7 @@ import pytest
 from thriftpy2.thrift import TApplicationException
 
 from pinledger.idl import pinlater
+from pinledger.ledger.commands import Refused
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.log import LogError
 from pinledger.ledger.state import JobState
@@ -300,6 +301,21 @@ def test_an_enqueued_job_gets_the_idl_defaults(job: Any) -> None:
         "",
         None,
     )
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (p.PinLaterJob(body=None), "job 1: body is required"),
+        (p.PinLaterJob(body=b"x", priority="high"), "job 1: priority must be a int, got 'high'"),
+        (p.PinLaterJob(body=b"x", customStatus=7), "job 1: customStatus must be a str, got 7"),
+    ],
+)
+def test_a_bad_job_is_named_by_its_position(bad: Any, message: str) -> None:
+    request = p.PinLaterEnqueueRequest(queueName="mail", jobs=[p.PinLaterJob(body=b"ok"), bad])
+    with pytest.raises(Refused) as refused:
+        requests.parse_enqueue(request)
+    assert refused.value.message == message
 
 
 def test_defaults_of_scans_retries_and_deletes() -> None:
