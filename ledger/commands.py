@@ -100,11 +100,9 @@ def check_limit(limit: int, what: str = "limit", maximum: int | None = None) -> 
         )
 
 
-def _check_attempts(attempts: int, what: str, *where: object) -> None:
-    """`what` names the field, formatted with `where` only in an error."""
+def _check_attempts(attempts: int, what: str) -> None:
     if attempts < 1:
-        named = what.format(*where) if where else what
-        raise Refused(RefusalCode.INVALID_ARGUMENT, f"{named} must be at least 1, got {attempts}")
+        raise Refused(RefusalCode.INVALID_ARGUMENT, f"{what} must be at least 1, got {attempts}")
 
 
 def decide_enqueue(jobs: Sequence[NewJob], now: int, limits: Limits) -> list[Enqueued]:
@@ -113,7 +111,7 @@ def decide_enqueue(jobs: Sequence[NewJob], now: int, limits: Limits) -> list[Enq
     events = []
     for position, job in enumerate(jobs):
         check_priority(job.priority, limits)
-        _check_attempts(job.attempts_allowed, "job {}: numAttemptsAllowed", position)
+        _check_attempts(job.attempts_allowed, f"job {position}: numAttemptsAllowed")
         if len(job.body) > limits.max_body_bytes:
             raise Refused(
                 RefusalCode.ENQUEUE_REJECTED,

@@ -174,33 +174,25 @@ def _invalid(message: str) -> Refused:
     return Refused(RefusalCode.INVALID_ARGUMENT, message)
 
 
-def _optional(value: Any, kind: type[_T], what: str, *where: object) -> _T | None:
-    """`value` if it is of `kind` or None. `what` names the field in an error, formatted
-    with `where` (a job's position) only then: a call of 100 jobs checks 500 fields."""
+def _optional(value: Any, kind: type[_T], what: str) -> _T | None:
     if value is None:
         return None
-    if value.__class__ is kind:
-        return value
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, kind):
-        raise _invalid(f"{_named(what, where)} must be a {kind.__name__}, got {value!r}")
+        raise _invalid(f"{what} must be a {kind.__name__}, got {value!r}")
     return value
 
 
-def _named(what: str, where: tuple[object, ...]) -> str:
-    return what.format(*where) if where else what
-
-
-def _or_default(value: Any, kind: type[_T], what: str, default: _T, *where: object) -> _T:
-    found = _optional(value, kind, what, *where)
+def _or_default(value: Any, kind: type[_T], what: str, default: _T) -> _T:
+    found = _optional(value, kind, what)
     return default if found is None else found
 
 
-def _required(value: Any, kind: type[_T], what: str, *where: object) -> _T:
-    found = _optional(value, kind, what, *where)
+def _required(value: Any, kind: type[_T], what: str) -> _T:
+    found = _optional(value, kind, what)
     if found is None:
-        raise _invalid(f"{_named(what, where)} is required")
+        raise _invalid(f"{what} is required")
     return found
 
 
@@ -253,15 +245,13 @@ def parse_enqueue(request: Any) -> EnqueueRequest:
     queue = parse_queue_name(request.queueName)
     jobs = tuple(
         NewJob(
-            body=_required(job.body, bytes, "job {}: body", i),
-            priority=_or_default(job.priority, int, "job {}: priority", _JOB_PRIORITY, i),
-            run_after=_optional(job.runAfterTimestampMillis, int, "job {}: runAfter", i),
+            body=_required(job.body, bytes, f"job {i}: body"),
+            priority=_or_default(job.priority, int, f"job {i}: priority", _JOB_PRIORITY),
+            run_after=_optional(job.runAfterTimestampMillis, int, f"job {i}: runAfter"),
             attempts_allowed=_or_default(
-                job.numAttemptsAllowed, int, "job {}: numAttemptsAllowed", _JOB_ATTEMPTS, i
+                job.numAttemptsAllowed, int, f"job {i}: numAttemptsAllowed", _JOB_ATTEMPTS
             ),
-            custom_status=_or_default(
-                job.customStatus, str, "job {}: customStatus", _JOB_STATUS, i
-            ),
+            custom_status=_or_default(job.customStatus, str, f"job {i}: customStatus", _JOB_STATUS),
         )
         for i, job in enumerate(request.jobs or [])
     )
