@@ -3,6 +3,7 @@ SIGKILL, and the log still replaying to the live tables afterwards."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -72,24 +73,23 @@ def test_a_server_owning_few_partitions_still_dequeues_every_job(
     servers = start_cluster(
         cluster_names, 2, tmp_path, PINLEDGER_PARTITIONS="4", PINLEDGER_ENQUEUE_STICKY_MS="0"
     )
-    first = servers[0].client()
     try:
-        first.createQueue(context(), "shared")
-        wait_for(lambda: owners_spread(kafka, cluster_names[0], "shared", 2), timeout=60)
-        descriptors = []
-        for i in range(12):  # one job per call: enqueues rotate over the partitions
-            answer = first.enqueueJobs(
-                context(),
-                p.PinLaterEnqueueRequest(
-                    queueName="shared", jobs=[p.PinLaterJob(body=f"{i}".encode())]
-                ),
-            )
-            descriptors += answer.jobDescriptors
-        assert len({descriptor.parse(d).partition for d in descriptors}) == 4
-        got = dequeue_until(first, "shared", 12, limit=50, timeout=60)
-        assert set(got) == set(descriptors)
+        with contextlib.closing(servers[0].client()) as first:
+            first.createQueue(context(), "shared")
+            wait_for(lambda: owners_spread(kafka, cluster_names[0], "shared", 2), timeout=60)
+            descriptors = []
+            for i in range(12):  # one job per call: enqueues rotate over the partitions
+                answer = first.enqueueJobs(
+                    context(),
+                    p.PinLaterEnqueueRequest(
+                        queueName="shared", jobs=[p.PinLaterJob(body=f"{i}".encode())]
+                    ),
+                )
+                descriptors += answer.jobDescriptors
+            assert len({descriptor.parse(d).partition for d in descriptors}) == 4
+            got = dequeue_until(first, "shared", 12, limit=50, timeout=60)
+            assert set(got) == set(descriptors)
     finally:
-        first.close()
         for server in servers:
             server.stop()
 
