@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,10 @@ from pinledger.ledger.events import (
     Succeeded,
     TimedOut,
 )
-from pinledger.ledger.state import Job, Stamp, event_local_id, evolve
+from pinledger.ledger.log import LogRecord
+from pinledger.ledger.state import Job
+from pinledger.projections.row_text import EVENT_COLUMNS, columns, leading_ints
+from pinledger.projections.verify_fold import IdRange, PartitionFold
 
 HERE = Path(__file__).parent
 SUMS = HERE / "SHA256SUMS"
@@ -184,6 +188,23 @@ def _job(job: Job) -> dict[str, Any]:
     return values
 
 
+def folded(records: Sequence[LogRecord]) -> dict[str, Any]:
+    """What one queue partition's records fold to through the replay verify's fold
+    (projections/verify_fold.py): each timeline row's place, job, type and verdict, the
+    jobs left, and their enqueues' trace contexts."""
+    fold = PartitionFold(IdRange(), None)
+    timeline = []
+    for line in fold.events(records):
+        offset, idx, local_id = leading_ints(line, 3)
+        row = columns(line, EVENT_COLUMNS)
+        timeline.append([offset, idx, local_id, row["type"], row["verdict"]])
+    return {
+        "timeline": timeline,
+        "jobs": {str(i): _job(job) for i, job in sorted(fold.jobs.items())},
+        "traceparents": {str(i): tp for i, tp in sorted(fold.traceparents.items())},
+    }
+
+
 def expected(story: Story) -> dict[str, Any]:
     """What the records decode and fold to, by the code of this release."""
     if story.topic == "catalog":
@@ -194,25 +215,12 @@ def expected(story: Story) -> dict[str, Any]:
                 for e in codec.decode(value).events
             ]
         }
-    jobs: dict[int, Job | None] = {}
-    traceparents: dict[int, str] = {}
-    timeline = []
-    for offset, (value, headers) in enumerate(story.records):
-        for part in codec.decode_parts(value, headers):
-            stamp = Stamp(part.envelope.at, part.envelope.actor)
-            for idx, event in enumerate(part.envelope.events, start=part.first):
-                assert not isinstance(event, QueueCreated | QueueDeleted)  # a queue's records
-                local_id = event_local_id(event, offset, idx)
-                after, verdict = evolve(jobs.get(local_id), event, stamp, local_id)
-                jobs[local_id] = after
-                if isinstance(event, Enqueued) and verdict.applied and part.traceparent:
-                    traceparents[local_id] = part.traceparent
-                timeline.append([offset, idx, local_id, codec.tag_of(event), str(verdict)])
-    return {
-        "timeline": timeline,
-        "jobs": {str(i): _job(j) for i, j in sorted(jobs.items()) if j is not None},
-        "traceparents": {str(i): tp for i, tp in sorted(traceparents.items()) if jobs.get(i)},
-    }
+    return folded(
+        [
+            LogRecord("q", 0, offset, value, headers)
+            for offset, (value, headers) in enumerate(story.records)
+        ]
+    )
 
 
 def document(story: Story) -> dict[str, Any]:
