@@ -23,6 +23,7 @@ import orjson
 
 from pinledger.ledger.events import (
     Actor,
+    CatalogEvent,
     Checkpointed,
     Claimed,
     Collected,
@@ -31,6 +32,7 @@ from pinledger.ledger.events import (
     Envelope,
     Event,
     Failed,
+    FormatRaised,
     QueueCreated,
     QueueDeleted,
     Retried,
@@ -62,6 +64,7 @@ EVENT_TAGS: dict[type[Event], str] = {
     Collected: "gc",
     QueueCreated: "qnew",
     QueueDeleted: "qdel",
+    FormatRaised: "fmt",
 }
 
 
@@ -147,10 +150,18 @@ def _encode_event(event: Event) -> dict[str, Any]:
             return {"t": EVENT_TAGS[Deleted], "j": event.local_id}
         case Collected():
             return {"t": EVENT_TAGS[Collected], "j": event.local_id}
+        case QueueCreated() | QueueDeleted() | FormatRaised():
+            return _encode_catalog_event(event)
+
+
+def _encode_catalog_event(event: CatalogEvent) -> dict[str, Any]:
+    match event:
         case QueueCreated():
             return {"t": EVENT_TAGS[QueueCreated], "q": event.name, "n": event.partitions}
         case QueueDeleted():
             return {"t": EVENT_TAGS[QueueDeleted], "q": event.name}
+        case FormatRaised():
+            return {"t": EVENT_TAGS[FormatRaised], "f": event.format}
 
 
 def _field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
@@ -221,6 +232,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     "gc": lambda o: Collected(local_id=_field(o, "j", int)),
     "qnew": lambda o: QueueCreated(name=_field(o, "q", str), partitions=_field(o, "n", int)),
     "qdel": lambda o: QueueDeleted(name=_field(o, "q", str)),
+    "fmt": lambda o: FormatRaised(format=_field(o, "f", int)),
 }
 
 

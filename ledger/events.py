@@ -131,6 +131,16 @@ class QueueDeleted:
     name: str
 
 
+@dataclass(frozen=True, slots=True)
+class FormatRaised:
+    """The cluster's ledger format, raised by `pinledger upgrade-format` (or recorded when
+    a catalog is created): from this record on, servers write records of this format
+    (ledger/formats.py). Only ever in the catalog, always in a plain record of codec
+    version 1, so that every release that knows formats can read which one holds."""
+
+    format: int
+
+
 JobEvent = (
     Enqueued
     | Claimed
@@ -143,7 +153,9 @@ JobEvent = (
     | Collected
 )
 QueueEvent = QueueCreated | QueueDeleted
-Event = JobEvent | QueueEvent
+# What the catalog topic holds.
+CatalogEvent = QueueEvent | FormatRaised
+Event = JobEvent | CatalogEvent
 
 
 @dataclass(frozen=True, slots=True)

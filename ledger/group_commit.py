@@ -81,8 +81,13 @@ class GroupCommit:
         max_events: int = JOBS_PER_RECORD,
         max_bytes: int = GROUP_RECORD_BYTES,
         max_in_flight: int = MAX_IN_FLIGHT,
+        grouping: bool = True,
     ) -> None:
         self.log = log
+        # Whether parts of several callers may share a group record (ledger format 2,
+        # ledger/formats.py). Without it every part is a plain record of its own, and
+        # concurrent callers' records still go out in one append (one round trip).
+        self.grouping = grouping
         self.max_events = max_events
         self.max_bytes = max_bytes
         self.max_in_flight = max_in_flight
@@ -135,9 +140,15 @@ class GroupCommit:
             if not group:
                 continue
             groups = [group]
-            while pending and pending[0].owner is me and group[-1].owner is me:
-                group = self._next_group(pending, flying, only=me)
-                groups.append(group)
+            if self.grouping:
+                while pending and pending[0].owner is me and group[-1].owner is me:
+                    group = self._next_group(pending, flying, only=me)
+                    groups.append(group)
+            else:
+                # Every part a record of its own: all that may go now, in one append
+                # (a part behind its caller's part in flight waits, as above).
+                while pending and (group := self._next_group(pending, flying)):
+                    groups.append(group)
             self._flights[key] += 1
             self._flying.setdefault(key, Counter()).update(p.owner for g in groups for p in g)
             taken[key] = groups
@@ -153,6 +164,8 @@ class GroupCommit:
         events = size = count = 0
         for part in pending:
             if flying[part.owner] or (only is not None and part.owner is not only):
+                break
+            if count and not self.grouping:
                 break
             if count and (
                 events + part.events > self.max_events or size + len(part.grouped) > self.max_bytes

@@ -40,6 +40,11 @@ def catalog_topic(prefix: str) -> str:
     return f"{prefix}catalog"
 
 
+def owners_group(prefix: str) -> str:
+    """The consumer group every server joins to own partitions."""
+    return f"{prefix}owners"
+
+
 def queue_of_topic(prefix: str, topic: str) -> str | None:
     head = f"{prefix}q."
     return topic[len(head) :] if topic.startswith(head) else None
@@ -81,6 +86,9 @@ class GroupMember:
 
     member_id: str
     partitions: list[tuple[str, int]]
+    # What the member said about itself when it joined (`group_reader`'s `advertised`;
+    # "" for a member that said nothing).
+    advertised: str = ""
 
 
 # A partition of a topic: (topic, partition number).
@@ -245,9 +253,12 @@ class Log(Protocol):
         on_revoked: PartitionsCallback,
         on_assigned: PartitionsCallback,
         session_timeout_ms: int = 6000,
+        advertised: str = "",
     ) -> GroupReader:
         """Join `group` as `member_id`, subscribed to `topics`. A member that does not
-        poll within `session_timeout_ms` is dropped from the group."""
+        poll within `session_timeout_ms` is dropped from the group. `advertised` (a
+        short printable ASCII text) is what `group_members` lists for this member: the
+        servers say which ledger formats they read (ledger/formats.py)."""
         ...
 
     def group_members(self, group: str) -> list[GroupMember]:

@@ -8,10 +8,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from pinledger.ledger import codec
+from pinledger.ledger import codec, formats
 from pinledger.ledger.commands import check_queue_name
 from pinledger.ledger.descriptor import JOBS_PER_RECORD, JobDescriptor, local_id_for
-from pinledger.ledger.events import Actor, Enqueued, Envelope, Event, QueueCreated, QueueDeleted
+from pinledger.ledger.events import (
+    Actor,
+    Enqueued,
+    Envelope,
+    Event,
+    FormatRaised,
+    QueueCreated,
+    QueueDeleted,
+)
 from pinledger.ledger.group_commit import GroupCommit, Part
 from pinledger.ledger.log import Append, Log, catalog_topic, queue_topic
 
@@ -29,13 +37,31 @@ class LedgerWriter:
         # this server waits for the projection to reach (read-your-writes).
         self.appended: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
-        self.group = GroupCommit(log)
+        # Plain records only until told the cluster's format (`follow_format`): what
+        # every release reads. A server follows the catalog's format; a command that
+        # appends without following it (the dashboard's actions, an import) never
+        # writes a record some live server could not read.
+        self.group = GroupCommit(log, grouping=False)
 
     def topic(self, queue: str) -> str:
         return queue_topic(self.prefix, queue)
 
-    def ensure_catalog(self) -> None:
-        self.log.create_topic(catalog_topic(self.prefix), 1)
+    def follow_format(self, cluster_format: int) -> None:
+        """Write what the cluster's ledger format allows (ledger/formats.py): group
+        records from format 2 on."""
+        self.group.grouping = cluster_format >= formats.GROUPED
+
+    def ensure_catalog(self, at: int, actor: Actor) -> None:
+        """Create the catalog topic when it is missing. A catalog created here starts at
+        the newest ledger format: no server of an older release can be live in a
+        cluster that had no catalog."""
+        if self.log.create_topic(catalog_topic(self.prefix), 1):
+            self.raise_format(formats.LATEST, at, actor)
+
+    def raise_format(self, cluster_format: int, at: int, actor: Actor) -> None:
+        """Record the cluster's ledger format in the catalog (`pinledger
+        upgrade-format` checks first that every live server reads it)."""
+        self._append_catalog(FormatRaised(format=cluster_format), at, actor)
 
     def create_queue(self, name: str, partitions: int, at: int, actor: Actor) -> bool:
         """Create the queue's topic, then record the queue in the catalog. False when the
@@ -43,7 +69,7 @@ class LedgerWriter:
         check_queue_name(name)
         if partitions < 1:
             raise ValueError(f"a queue needs at least one partition, got {partitions}")
-        self.ensure_catalog()
+        self.ensure_catalog(at, actor)
         if not self.log.create_topic(self.topic(name), partitions):
             return False
         self._append_catalog(QueueCreated(name=name, partitions=partitions), at, actor)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from pinledger.ledger import codec
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.events import Collected, Enqueued, QueueCreated, QueueDeleted
+from pinledger.ledger.events import CatalogEvent, Collected, Enqueued
 from pinledger.ledger.log import Log, LogError, LogRecord, Position
 from pinledger.ledger.state import Job, Stamp, event_local_id, evolve
 from pinledger.projections.store import EventRow
@@ -66,7 +66,7 @@ class _Fold:
         envelope = part.envelope
         stamp = Stamp(envelope.at, envelope.actor)
         for idx, event in enumerate(envelope.events, start=part.first):
-            if isinstance(event, QueueCreated | QueueDeleted):
+            if isinstance(event, CatalogEvent):
                 continue
             local_id = event_local_id(event, offset, idx)
             if local_id != self.job.local_id:

@@ -16,6 +16,7 @@ from typing import NamedTuple, Protocol
 
 from pinledger.ledger import codec
 from pinledger.ledger.events import (
+    CatalogEvent,
     Claimed,
     Enqueued,
     JobEvent,
@@ -201,7 +202,7 @@ class PartitionProjector:
             event.local_id
             for _, part in fresh
             for event in part.envelope.events
-            if not isinstance(event, Enqueued | QueueCreated | QueueDeleted)
+            if not isinstance(event, Enqueued | CatalogEvent)
         }
         # One cache lookup and at most one store read per batch. An Enqueued's id is
         # new (it comes from its own record's offset): neither has it.
@@ -216,7 +217,7 @@ class PartitionProjector:
             stamp = Stamp(envelope.at, envelope.actor)
             traceparent = part.traceparent
             for idx, event in enumerate(envelope.events, start=part.first):
-                if isinstance(event, QueueCreated | QueueDeleted):
+                if isinstance(event, CatalogEvent):
                     log.warning(
                         "%s[%d]@%d: queue event in a queue partition, ignored",
                         self.topic,

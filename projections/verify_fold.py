@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from pinledger.ledger import codec
 from pinledger.ledger.descriptor import JOBS_PER_RECORD
-from pinledger.ledger.events import Enqueued, Envelope, Event, QueueCreated, QueueDeleted
+from pinledger.ledger.events import CatalogEvent, Enqueued, Envelope, Event
 from pinledger.ledger.log import LogRecord
 from pinledger.ledger.state import Job, Stamp, event_local_id, evolve
 from pinledger.projections.row_text import (
@@ -172,7 +172,7 @@ class PartitionFold:
         for record in records:
             offset = record.offset
             for idx, event, envelope, stamp, traceparent in _events(record):
-                if isinstance(event, QueueCreated | QueueDeleted):
+                if isinstance(event, CatalogEvent):
                     continue  # the projector ignores them here too
                 local_id = event_local_id(event, offset, idx)
                 held = whole or holds(local_id)

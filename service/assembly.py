@@ -23,6 +23,7 @@ from pinledger.ledger import adapters, descriptor
 from pinledger.ledger.adapters import KafkaClientLog
 from pinledger.ledger.clock import SYSTEM_CLOCK
 from pinledger.ledger.kafka import KafkaSettings
+from pinledger.ledger.log import owners_group
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.asof import QueueAsOf, jobs_then, queue_as_of, why_first
 from pinledger.projections.factory import open_store
@@ -98,7 +99,7 @@ class Assembly:
         """The dashboard, acting through `api`, and the admin HTTP port serving it next
         to /metrics and /health."""
         config = self.config
-        group = f"{config.topic_prefix}owners"
+        group = owners_group(config.topic_prefix)
         dashboard = Dashboard(
             Backend(
                 api=api,

@@ -14,6 +14,7 @@ from pinledger.idl import pinlater
 from pinledger.ledger.clock import SYSTEM_CLOCK
 from pinledger.ledger.commands import Limits
 from pinledger.ledger.durability import Severity, findings
+from pinledger.ledger.events import Actor
 from pinledger.ledger.log import LogError, LogInspector, catalog_topic
 from pinledger.service.api.connections import ConnectionLimits, ThriftServer
 from pinledger.service.api.core import Api
@@ -32,6 +33,10 @@ from pinledger.service.ownership.owner import Owner
 from pinledger.service.queue_config import QueueConfig
 
 log = logging.getLogger(__name__)
+
+# `pinledger serve`'s exit code when the cluster's ledger format was raised past what
+# this release reads while it served (README, Upgrading).
+EXIT_UNREADABLE_FORMAT = 3
 
 # Lots of idle worker connections, each a thread: a small stack keeps thousands cheap.
 _THREAD_STACK_BYTES = 512 * 1024
@@ -59,7 +64,9 @@ class Server:
         self.parts = Assembly(config, store_size=16, on_queue_config=self._queue_config_changed)
         self.store, self.kafka, self.writer = self.parts.store, self.parts.kafka, self.parts.writer
         self.queues, self.queue_config = self.parts.queues, self.parts.queue_config
-        self.writer.ensure_catalog()
+        self.writer.ensure_catalog(
+            SYSTEM_CLOCK.now_ms(), Actor(source="pinledger:server", server=config.server_id)
+        )
         warn_if_unsafe(self.kafka, catalog_topic(config.topic_prefix))
         self.owner = Owner(
             config,
@@ -69,7 +76,11 @@ class Server:
             self.metrics,
             on_catalog_change=self.queues.refresh,
             on_members_change=self._members_changed,
+            on_unreadable_format=self._format_unreadable,
         )
+        # Before listening: a server that cannot read the cluster's ledger format stops
+        # here, saying why (UnreadableFormatError).
+        self.owner.format.start()
         # Listen first, then read: a change in between is not missed.
         self.queues.on_change = self.owner.set_queues
         self.owner.set_queues(self.queues.names())
@@ -123,8 +134,14 @@ class Server:
         if self._peer_socket is not None:
             self._peer_thrift = ThriftServer(processor, self._peer_socket, limits, Metrics())
         self._stopped = threading.Event()
+        self.exit_code = 0
         self._stop_lock = threading.Lock()
         self._stopping = False
+
+    def _format_unreadable(self, _: str) -> None:
+        # The members thread calls this: stop() joins it, so stop from a thread of its own.
+        self.exit_code = EXIT_UNREADABLE_FORMAT
+        threading.Thread(target=self.stop, daemon=True).start()
 
     def _queue_config_changed(self, config: QueueConfig) -> None:
         self.rate_limits.configure(config.rates(), self._live_servers)
@@ -190,11 +207,14 @@ class Server:
         telemetry.shutdown()  # flush the spans still batched
         self._stopped.set()
 
-    def run_forever(self) -> None:
+    def run_forever(self) -> int:
+        """Serve until stopped; the process's exit code (EXIT_UNREADABLE_FORMAT when the
+        cluster's ledger format was raised past what this release reads)."""
         # stop() joins threads: not in the signal handler.
         stop_on_signals(lambda: threading.Thread(target=self.stop, daemon=True).start())
         self.start()
         self._stopped.wait()
+        return self.exit_code
 
 
 def warn_if_unsafe(inspector: LogInspector, topic: str) -> None:

@@ -8,7 +8,10 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
-from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+from kafka.coordinator.assignors.sticky.sticky_assignor import (
+    StickyAssignorUserData,
+    StickyPartitionAssignor,
+)
 from kafka.structs import OffsetAndMetadata
 
 from pinledger.ledger.kafka import patches
@@ -27,6 +30,48 @@ from pinledger.ledger.log import LogError, LogRecord, PartitionKey, PartitionsCa
 # --scale; docs/performance.md).
 OWNER_PARTITION_FETCH_BYTES = 2 * 1024 * 1024
 OWNER_FETCH_MAX_BYTES = 8 * 1024 * 1024
+
+
+# Where a member's advertisement starts in its subscription's user data. Topic names
+# cannot hold a NUL, so the marker cannot occur in the sticky assignor's own data.
+_ADVERTISED = b"\x00pinledger-advertised\x00"
+
+
+class AdvertisingStickyAssignor(StickyPartitionAssignor):  # type: ignore[misc]
+    """kafka-python's sticky assignor, whose member metadata also carries a short text
+    the member advertises (Log.group_reader's `advertised`: the ledger formats a server
+    reads), after the sticky assignor's own user data. Its protocol name stays
+    "sticky", and the sticky assignor of any member (of this release or an older one)
+    decodes its user data and ignores the bytes after it, so members with and without
+    advertisements share one group during a rolling upgrade (decision 0025)."""
+
+    def __init__(self, advertised: str) -> None:
+        super().__init__()
+        self._advertised = advertised.encode("ascii")
+
+    def metadata(self, topics: Any) -> Any:
+        subscription = super().metadata(topics)
+        user_data = subscription.user_data
+        if not user_data:
+            # What the sticky assignor sends before its first assignment (b""), spelt
+            # out: an empty user data followed by the advertisement would not decode.
+            user_data = StickyAssignorUserData([], self.DEFAULT_GENERATION_ID)
+        if not isinstance(user_data, bytes):
+            user_data = user_data.encode()
+        subscription.user_data = user_data + _ADVERTISED + self._advertised
+        return subscription
+
+
+def advertised_by(metadata: Any) -> str:
+    """The advertisement in a member's metadata as kafka-python's describe_groups gives
+    it (its user data as bytes, or as text), or "" for a member that advertised none."""
+    user_data = metadata.get("user_data") if isinstance(metadata, dict) else None
+    if isinstance(user_data, str):
+        user_data = user_data.encode("latin-1", errors="replace")
+    if not isinstance(user_data, bytes):
+        return ""
+    _, marker, advertised = user_data.rpartition(_ADVERTISED)
+    return advertised.decode("ascii", errors="replace") if marker else ""
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -62,6 +107,7 @@ class KafkaGroupReader:
         on_revoked: PartitionsCallback,
         on_assigned: PartitionsCallback,
         session_timeout_ms: int,
+        advertised: str = "",
     ) -> None:
         self._bootstrap = settings.bootstrap
         self._group = group
@@ -74,7 +120,7 @@ class KafkaGroupReader:
                 auto_offset_reset="earliest",
                 session_timeout_ms=session_timeout_ms,
                 heartbeat_interval_ms=max(100, session_timeout_ms // 5),
-                partition_assignment_strategy=[StickyPartitionAssignor],
+                partition_assignment_strategy=[AdvertisingStickyAssignor(advertised)],
                 max_partition_fetch_bytes=OWNER_PARTITION_FETCH_BYTES,
                 fetch_max_bytes=OWNER_FETCH_MAX_BYTES,
                 allow_auto_create_topics=False,

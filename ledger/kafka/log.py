@@ -220,9 +220,17 @@ class KafkaLog:
         on_revoked: PartitionsCallback,
         on_assigned: PartitionsCallback,
         session_timeout_ms: int = 6000,
+        advertised: str = "",
     ) -> KafkaGroupReader:
         return KafkaGroupReader(
-            self._settings, group, topics, member_id, on_revoked, on_assigned, session_timeout_ms
+            self._settings,
+            group,
+            topics,
+            member_id,
+            on_revoked,
+            on_assigned,
+            session_timeout_ms,
+            advertised,
         )
 
     def subscriber(self, group: str, pattern: str, from_beginning: bool) -> KafkaSubscriber:

@@ -14,7 +14,7 @@ from kafka.errors import GroupIdNotFoundError
 
 from pinledger.ledger.kafka import patches
 from pinledger.ledger.kafka.errors import translated
-from pinledger.ledger.kafka.group import KafkaGroupReader
+from pinledger.ledger.kafka.group import KafkaGroupReader, advertised_by
 from pinledger.ledger.kafka.settings import KafkaSettings
 from pinledger.ledger.log import GroupMember, LogError, PartitionsCallback
 
@@ -42,7 +42,13 @@ def describe_group(admin: KafkaAdminClient, group: str, bootstrap: str) -> list[
             for topic, partitions in _assigned_partitions(assignment)
             for partition in partitions
         ]
-        members.append(GroupMember(member_id=str(member.get("client_id", "")), partitions=owned))
+        members.append(
+            GroupMember(
+                member_id=str(member.get("client_id", "")),
+                partitions=owned,
+                advertised=advertised_by(member.get("member_metadata")),
+            )
+        )
     return members
 
 
@@ -73,7 +79,15 @@ class KafkaGroupMembership:
         on_revoked: PartitionsCallback,
         on_assigned: PartitionsCallback,
         session_timeout_ms: int,
+        advertised: str = "",
     ) -> KafkaGroupReader:
         return KafkaGroupReader(
-            self._settings, group, topics, member_id, on_revoked, on_assigned, session_timeout_ms
+            self._settings,
+            group,
+            topics,
+            member_id,
+            on_revoked,
+            on_assigned,
+            session_timeout_ms,
+            advertised,
         )

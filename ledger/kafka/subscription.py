@@ -46,7 +46,7 @@ from typing import NamedTuple
 from pinledger.ledger import codec
 from pinledger.ledger.events import Envelope
 from pinledger.ledger.kafka import KafkaSettings, KafkaSubscriber
-from pinledger.ledger.log import catalog_topic, queue_of_topic
+from pinledger.ledger.log import catalog_topic, owners_group, queue_of_topic
 
 
 class LedgerRecord(NamedTuple):
@@ -153,7 +153,7 @@ def subscribe(
 ) -> Subscription:
     """Join consumer group `group` over the ledger under topic prefix `prefix` (see the
     module's documentation for what is delivered and when offsets are committed)."""
-    if group == f"{prefix}owners":
+    if group == owners_group(prefix):
         raise ValueError(f"group {group!r} is the servers' partition ownership group")
     return Subscription(
         bootstrap,

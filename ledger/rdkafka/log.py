@@ -116,9 +116,10 @@ class RdkafkaLog:
         on_revoked: PartitionsCallback,
         on_assigned: PartitionsCallback,
         session_timeout_ms: int = 6000,
+        advertised: str = "",
     ) -> KafkaGroupReader:
         return self._groups.group_reader(
-            group, topics, member_id, on_revoked, on_assigned, session_timeout_ms
+            group, topics, member_id, on_revoked, on_assigned, session_timeout_ms, advertised
         )
 
     def group_members(self, group: str) -> list[GroupMember]:

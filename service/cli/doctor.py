@@ -17,7 +17,14 @@ from typing import Protocol
 import orjson
 
 from pinledger.ledger.durability import Finding, Severity, findings
-from pinledger.ledger.log import Log, LogInspector, TopicState, catalog_topic, queue_of_topic
+from pinledger.ledger.log import (
+    Log,
+    LogInspector,
+    TopicState,
+    catalog_topic,
+    owners_group,
+    queue_of_topic,
+)
 from pinledger.service.config import Config
 
 
@@ -46,7 +53,7 @@ def examine(log: Inspectable, prefix: str) -> Examined:
     brokers = log.broker_count()
     states = sorted(log.topic_states(names).values(), key=lambda s: s.name)
     found = [f for state in states for f in findings(state, brokers)]
-    owners = len(log.group_members(f"{prefix}owners"))
+    owners = len(log.group_members(owners_group(prefix)))
     return brokers, states, found, owners
 
 

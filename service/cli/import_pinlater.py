@@ -236,7 +236,7 @@ def run(config: Config, args: argparse.Namespace) -> int:
     log = open_log(config)
     try:
         writer = LedgerWriter(log, config.topic_prefix)
-        writer.ensure_catalog()
+        writer.ensure_catalog(int(time.time() * 1000), Actor(source=SOURCE, server=SOURCE))
         summary = run_import(source, writer, log, args.queue)
     except ImportRefusedError as exc:
         print(f"pinledger import-pinlater: {exc}", file=sys.stderr)

@@ -10,7 +10,7 @@ import secrets
 import sys
 from collections.abc import Callable, Sequence
 
-from pinledger.ledger import codec
+from pinledger.ledger import codec, formats
 from pinledger.ledger.codec import CodecError
 from pinledger.ledger.log import LogError
 from pinledger.ledger.times import parse_ms
@@ -18,13 +18,14 @@ from pinledger.projections.factory import open_store
 from pinledger.projections.projector import ProjectionRunner
 from pinledger.projections.store import LedgerStore, StoreError
 from pinledger.service.assembly import open_log
-from pinledger.service.cli import doctor, import_pinlater
+from pinledger.service.cli import doctor, import_pinlater, upgrade_format
 from pinledger.service.cli import replay as replay_cli
 from pinledger.service.cli import trace as trace_cli
 from pinledger.service.cli.demo import run_demo
 from pinledger.service.cli.tool import main as client_main
 from pinledger.service.config import Config, ConfigError
 from pinledger.service.listeners import PortInUseError
+from pinledger.service.ownership.ledger_format import UnreadableFormatError
 from pinledger.service.password import hash_password
 from pinledger.service.processes.supervisor import die_with_supervisor, run_processes
 from pinledger.service.server import DashboardServer, Server
@@ -117,8 +118,7 @@ def cmd_serve(config: Config, args: argparse.Namespace) -> int:
         die_with_supervisor(args.supervisor)
     elif processes > 1:
         return run_processes(config, processes, args.verbose)
-    Server(config, shares_port=args.worker is not None).run_forever()
-    return 0
+    return Server(config, shares_port=args.worker is not None).run_forever()
 
 
 def cmd_dashboard(config: Config, _: argparse.Namespace) -> int:
@@ -130,6 +130,14 @@ def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
     log = open_log(config)
     try:
         return doctor.run(config, args, log)
+    finally:
+        log.close()
+
+
+def cmd_upgrade_format(config: Config, args: argparse.Namespace) -> int:
+    log = open_log(config)
+    try:
+        return upgrade_format.run(config, args, log)
     finally:
         log.close()
 
@@ -148,7 +156,11 @@ def version_line() -> str:
         release = importlib.metadata.version("pinledger")
     except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
         release = "unknown (not installed)"
-    return f"pinledger {release} (ledger records: codec version {codec.VERSION})"
+    reads = ", ".join(str(f) for f in sorted(formats.READS))
+    return (
+        f"pinledger {release} (ledger records: codec version {codec.VERSION}; "
+        f"ledger formats read: {reads})"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -216,6 +228,14 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
 
+    upgrade_format.add_arguments(
+        commands.add_parser(
+            "upgrade-format",
+            help="raise the ledger format the cluster writes, once every server reads it "
+            "(the last step of a rolling upgrade; exit 2: refused)",
+        )
+    )
+
     hashing = commands.add_parser(
         "hash-password", help="print the salt and hash settings for the deleteQueue password"
     )
@@ -234,6 +254,7 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "serve": cmd_serve,
     "dashboard": cmd_dashboard,
     "doctor": cmd_doctor,
+    "upgrade-format": cmd_upgrade_format,
     "hash-password": cmd_hash_password,
 }
 
@@ -255,7 +276,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[args.command](config, args)
-    except (LogError, StoreError, CodecError, ValueError, PortInUseError) as exc:
+    except (
+        LogError,
+        StoreError,
+        CodecError,
+        ValueError,
+        PortInUseError,
+        UnreadableFormatError,
+    ) as exc:
         print(f"pinledger {args.command}: {exc}", file=sys.stderr)
         return 2
 

@@ -23,11 +23,14 @@ group assignment plays the part Helix plays in Pacer. The owner
   past the history retention, a thread of its own);
 - membership.py: the group's live members (forwarding, rate limits, createQueue's wait)
   and the members thread;
+- ledger_format.py: the cluster's ledger format, read from the catalog at start (a
+  format this release cannot read stops it before it joins) and on each members tick;
 - watchdog.py: rebalance requests for unserved partitions, the stuck-loop report;
 - spans.py: trace spans of the owner's actions;
 
 Threads: the owner thread (loop.py) polls Kafka, projects and runs maintenance; the
-members thread (membership.py) lists the group's members and runs the watchdog; the
+members thread (membership.py) follows the ledger format, lists the group's members
+and runs the watchdog; the
 retention thread (maintenance/timeline_retention.py) keeps the timeline's partitions; the
 consumer's I/O thread calls the rebalance callbacks; Thrift handler threads call
 `dequeue`, `peek`, `serves_all`, `peers_for` and `add_queue`; the queue directory's
@@ -53,15 +56,17 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 
+from pinledger.ledger import formats
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 from pinledger.ledger.events import Actor
-from pinledger.ledger.log import GroupMember, GroupReader, Log, LogError
+from pinledger.ledger.log import GroupMember, GroupReader, Log, LogError, owners_group
 from pinledger.ledger.writer import LedgerWriter, Traced
 from pinledger.projections.store import LedgerStore
 from pinledger.service.config import Config
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.claims import Claimed, Claims
+from pinledger.service.ownership.ledger_format import ClusterFormat
 from pinledger.service.ownership.loop import OwnerLoop
 from pinledger.service.ownership.maintenance.claim_timeouts import ClaimTimeouts
 from pinledger.service.ownership.maintenance.garbage_collection import Collector
@@ -91,11 +96,12 @@ class Owner:
         on_catalog_change: Callable[[], None] = lambda: None,
         on_members_change: Callable[[int], None] = lambda _: None,
         clock: Clock = SYSTEM_CLOCK,
+        on_unreadable_format: Callable[[str], None] = lambda _: None,
     ) -> None:
         self.config = config
         self.kafka = kafka
         self.clock = clock
-        self.group = f"{config.topic_prefix}owners"
+        self.group = owners_group(config.topic_prefix)
         self.member_id = member_id_of(config.address)
         self.writer = writer
         actor = Actor(source="pinledger:owner", server=config.server_id)
@@ -144,10 +150,17 @@ class Owner:
             self.clock,
         )
         self._reader: GroupReader | None = None
+        self.format = ClusterFormat(
+            kafka, config.topic_prefix, writer, metrics, on_unreadable_format
+        )
 
     # -- lifecycle -----------------------------------------------------------------
 
     def start(self) -> None:
+        """Join the owners' group and start the owner's threads; raises
+        UnreadableFormatError, before joining, when the cluster writes a ledger format
+        this release cannot read."""
+        self.format.start()
         self._reader = self.kafka.group_reader(
             self.group,
             self.subscription.initial(),
@@ -155,6 +168,7 @@ class Owner:
             self.partitions.revoked,
             self.partitions.assigned,
             self.config.session_timeout_ms,
+            advertised=formats.advertisement(),
         )
         self.partitions.attach(self._reader)
         self.loop.start(self._reader)
@@ -196,9 +210,14 @@ class Owner:
         return self.membership.members
 
     def refresh_members(self) -> None:
-        """The members thread's tick: list the members, run the watchdog, and let the
-        producer forget deleted topics (decision 0007: kafka-python's producer would
-        otherwise re-request their metadata forever)."""
+        """The members thread's tick: follow the cluster's ledger format, list the
+        members, run the watchdog, and let the producer forget deleted topics (decision
+        0007: kafka-python's producer would otherwise re-request their metadata
+        forever)."""
+        try:
+            self.format.refresh()
+        except LogError as exc:
+            log.warning("cannot read the cluster's ledger format from the catalog: %s", exc)
         members = self.membership.refresh()
         if members is None:
             return

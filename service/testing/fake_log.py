@@ -45,6 +45,7 @@ class _Member:
     subscription: frozenset[str]
     session_timeout_s: float
     last_seen: float
+    advertised: str = ""
     # The generation this member last joined, and whether it has been told its
     # assignment for that generation.
     joined: int = -1
@@ -192,11 +193,12 @@ class FakeLog:
         on_revoked: PartitionsCallback,
         on_assigned: PartitionsCallback,
         session_timeout_ms: int = 6000,
+        advertised: str = "",
     ) -> FakeGroupReader:
         with self._cond:
             self._check("group_reader")
         reader = FakeGroupReader(
-            self, group, member_id, on_revoked, on_assigned, session_timeout_ms / 1000
+            self, group, member_id, on_revoked, on_assigned, session_timeout_ms / 1000, advertised
         )
         reader.subscribe(topics)
         return reader
@@ -210,7 +212,11 @@ class FakeLog:
             self._expire_sessions(found)
             stable = found.assigned_generation == found.generation
             return [
-                GroupMember(member_id, list(found.assignment.get(member_id, [])) if stable else [])
+                GroupMember(
+                    member_id,
+                    list(found.assignment.get(member_id, [])) if stable else [],
+                    found.members[member_id].advertised,
+                )
                 for member_id in sorted(found.members)
             ]
 
@@ -327,8 +333,10 @@ class FakeGroupReader:
         on_revoked: PartitionsCallback,
         on_assigned: PartitionsCallback,
         session_timeout_s: float,
+        advertised: str = "",
     ) -> None:
         self._log = log
+        self._advertised = advertised
         self._group = group
         self._member_id = member_id
         self._on_revoked = on_revoked
@@ -387,7 +395,7 @@ class FakeGroupReader:
         log._expire_sessions(group)
         member = group.members.get(self._member_id)
         if member is None and self._subscription:  # joining, or back after eviction
-            member = _Member(self._subscription, self._session_timeout_s, 0.0)
+            member = _Member(self._subscription, self._session_timeout_s, 0.0, self._advertised)
             group.members[self._member_id] = member
             log._changed(group)
         revoked = None

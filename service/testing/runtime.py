@@ -256,7 +256,7 @@ class Runtime:
         self.store.migrate()
         # Appends of a server that is gone (or not yet started): no owner behind it.
         self.writer = LedgerWriter(self.log, config.topic_prefix)
-        self.writer.ensure_catalog()
+        self.writer.ensure_catalog(self.clock.now_ms(), GONE)
         self.nodes: list[Node] = []
 
     def __enter__(self) -> Runtime:

@@ -151,8 +151,10 @@ class Member:
         topics: Iterable[str],
         member_id: str,
         seek_to: dict[PartitionKey, int] | None = None,
+        advertised: str = "",
     ) -> None:
         self.member_id = member_id
+        self._advertised = advertised
         self._lock = threading.Lock()
         self._held: list[PartitionKey] = []
         self._records: list[LogRecord] = []
@@ -181,7 +183,14 @@ class Member:
     def _run(self, log: Log, group: str, topics: list[str]) -> None:
         reader: GroupReader | None = None
         try:
-            reader = log.group_reader(group, topics, self.member_id, self._revoked, self._assigned)
+            reader = log.group_reader(
+                group,
+                topics,
+                self.member_id,
+                self._revoked,
+                self._assigned,
+                advertised=self._advertised,
+            )
             while not self._stop.is_set():
                 self._step(reader)
         except BaseException as exc:  # handed to the test thread
@@ -302,6 +311,33 @@ def test_two_members_share_the_partitions_and_one_takes_all_when_the_other_leave
         )
     finally:
         first.close()
+
+
+def test_members_that_advertise_and_members_that_do_not_share_one_group(
+    log: Log, prefix: str
+) -> None:
+    """A rolling upgrade: servers that advertise their ledger formats and servers of a
+    release that advertises nothing are members of one group, and group_members lists
+    what each said (decision 0025)."""
+    topic, group = queue_topic(prefix, "q"), f"{prefix}owners"
+    log.create_topic(topic, 4)
+    everything = _partitions(topic, 4)
+    with (
+        Member(log, group, [topic], "new", advertised="formats=1,2") as new,
+        Member(log, group, [topic], "old") as old,
+    ):
+
+        def shared() -> bool:
+            a, b = new.held(), old.held()
+            return bool(a) and bool(b) and sorted(a + b) == everything
+
+        _eventually("the partitions shared by both members", shared)
+
+        def described() -> bool:
+            said = {m.member_id: m.advertised for m in log.group_members(group)}
+            return said == {"new": "formats=1,2", "old": ""}
+
+        _eventually("group_members lists what each member advertised", described)
 
 
 def test_a_member_gets_the_partitions_of_a_topic_it_subscribes_to(log: Log, prefix: str) -> None:

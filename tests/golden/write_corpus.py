@@ -13,7 +13,9 @@ corpus; an old file stays as it is, forever, because the log keeps its records f
 The forms here, and since when pinledger writes them (git log -- ledger/codec.py):
 plain records of every event type with every field (a45139f), an enqueue of an imported
 job (`"i"`, 58ce852), group records whose envelopes carry their trace context (`"tp"`,
-0f5dff3); the trace context of a plain record in its `traceparent` header (a45139f).
+0f5dff3); the trace context of a plain record in its `traceparent` header (a45139f);
+the catalog's record of the cluster's ledger format (`"fmt"`, ledger format 2, decision
+0025).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinledger.ledger import codec
+from pinledger.ledger import codec, formats
 from pinledger.ledger.descriptor import local_id_for
 from pinledger.ledger.events import (
     Actor,
@@ -38,6 +40,7 @@ from pinledger.ledger.events import (
     Envelope,
     Event,
     Failed,
+    FormatRaised,
     QueueCreated,
     QueueDeleted,
     Retried,
@@ -180,6 +183,18 @@ def catalog() -> Story:
     return s
 
 
+def format_records() -> Story:
+    s = Story(
+        "v1-catalog-ledger-format",
+        "Catalog records of ledger format 2: a new catalog's format, a queue, a raise.",
+        topic="catalog",
+    )
+    s.plain(T0, OWNER, FormatRaised(2))
+    s.plain(T0 + 1, OPERATOR, QueueCreated("mail", 4))
+    s.plain(T0 + 2, OPERATOR, FormatRaised(1))  # lower than the format: changes nothing
+    return s
+
+
 def _job(job: Job) -> dict[str, Any]:
     values = job._asdict()
     values["state"] = job.state.name
@@ -208,12 +223,13 @@ def folded(records: Sequence[LogRecord]) -> dict[str, Any]:
 def expected(story: Story) -> dict[str, Any]:
     """What the records decode and fold to, by the code of this release."""
     if story.topic == "catalog":
+        events = [e for value, _ in story.records for e in codec.decode(value).events]
         return {
             "catalog": [
-                [codec.tag_of(e), *(getattr(e, f) for f in ("name", "partitions") if hasattr(e, f))]
-                for value, _ in story.records
-                for e in codec.decode(value).events
-            ]
+                [codec.tag_of(e), *(getattr(e, f) for f in CATALOG_FIELDS if hasattr(e, f))]
+                for e in events
+            ],
+            "ledger_format": formats.folded(formats.PLAIN, events),
         }
     return folded(
         [
@@ -240,7 +256,9 @@ def document(story: Story) -> dict[str, Any]:
     }
 
 
-STORIES = (lifecycle, group_records, catalog)
+# The fields of catalog events, in the order a file lists them.
+CATALOG_FIELDS = ("name", "partitions", "format")
+STORIES = (lifecycle, group_records, catalog, format_records)
 
 
 def read_sums() -> dict[str, str]:

@@ -9,6 +9,7 @@ import uuid
 
 from kafka import KafkaAdminClient
 
+from pinledger.ledger.events import Actor
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import TopicPolicy, catalog_topic, queue_topic
 from pinledger.ledger.writer import LedgerWriter
@@ -21,7 +22,7 @@ def _doctor(prefix: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_topics_keep_the_ledger_forever_by_default(kafka: KafkaLog, prefix: str) -> None:
     writer = LedgerWriter(kafka, prefix)
-    writer.ensure_catalog()
+    writer.ensure_catalog(0, Actor(source="test"))
     kafka.create_topic(queue_topic(prefix, "jobs"), 3)
     states = kafka.topic_states([catalog_topic(prefix), queue_topic(prefix, "jobs")])
     assert set(states) == {catalog_topic(prefix), queue_topic(prefix, "jobs")}

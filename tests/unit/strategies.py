@@ -23,6 +23,7 @@ from pinledger.ledger.events import (
     Envelope,
     Event,
     Failed,
+    FormatRaised,
     JobEvent,
     QueueCreated,
     QueueDeleted,
@@ -77,6 +78,7 @@ deleted = st.builds(Deleted, local_id=i64)
 collected = st.builds(Collected, local_id=i64)
 queue_created = st.builds(QueueCreated, name=st.text(), partitions=i64)
 queue_deleted = st.builds(QueueDeleted, name=st.text())
+format_raised = st.builds(FormatRaised, format=i64)
 
 EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     Enqueued: enqueued,
@@ -90,6 +92,7 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     Collected: collected,
     QueueCreated: queue_created,
     QueueDeleted: queue_deleted,
+    FormatRaised: format_raised,
 }
 
 events: st.SearchStrategy[Event] = st.one_of(*EVENT_STRATEGIES.values())

@@ -19,7 +19,10 @@ def test_version_names_the_release_and_the_record_format(
     assert exited.value.code == 0
     printed = capsys.readouterr().out.strip()
     release = importlib.metadata.version("pinledger")
-    assert printed == f"pinledger {release} (ledger records: codec version {codec.VERSION})"
+    assert printed == (
+        f"pinledger {release} (ledger records: codec version {codec.VERSION}; "
+        "ledger formats read: 1, 2)"
+    )
 
 
 def test_short_v_stays_verbose() -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pinledger.ledger import codec
+from pinledger.ledger import codec, formats
 from pinledger.ledger.descriptor import local_id_for, parse
 from pinledger.ledger.events import Actor, Claimed, Enqueued, Envelope
 from pinledger.ledger.group_commit import GroupCommit, Part
@@ -180,6 +180,7 @@ def test_a_failed_append_fails_each_caller_in_it_and_the_next_ones_go_on() -> No
 def test_concurrent_enqueues_get_distinct_descriptors_naming_their_own_jobs() -> None:
     log = _SlowLog()
     writer = LedgerWriter(log, "p.")
+    writer.follow_format(formats.GROUPED)
     log.create_topic(writer.topic("q"), 1)
     callers = 16
     found: dict[int, list[int]] = {}
@@ -209,9 +210,47 @@ def test_concurrent_enqueues_get_distinct_descriptors_naming_their_own_jobs() ->
         assert [bodies[local_id] for local_id in ids] == [b"%d-0" % i, b"%d-1" % i]
 
 
+def test_at_ledger_format_1_concurrent_callers_share_appends_but_write_plain_records() -> None:
+    """A cluster some live server of an older release reads at format 1 gets no group
+    record from this writer (the writer's state until told the cluster's format), and
+    concurrent callers still share round trips."""
+    log = _SlowLog()
+    writer = LedgerWriter(log, "p.")
+    log.create_topic(writer.topic("q"), 1)
+    callers = 16
+    found: dict[int, list[int]] = {}
+    start = threading.Barrier(callers)
+
+    def enqueue(i: int) -> None:
+        jobs = [
+            Enqueued(body=b"%d-%d" % (i, k), priority=1, run_after=0, attempts_allowed=1)
+            for k in range(2)
+        ]
+        start.wait()
+        found[i] = [d.local_id for d in writer.enqueue("q", 0, jobs, 1, Actor(source=f"s{i}"))]
+
+    threads = [threading.Thread(target=enqueue, args=(i,)) for i in range(callers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    records = log.records(writer.topic("q"), 0)
+    assert len(records) == callers
+    assert all(not r.value.startswith(b"[") for r in records)  # no group record
+    assert log.calls < callers  # but callers shared appends
+    for i, ids in found.items():
+        bodies = []
+        for local_id in ids:
+            event = codec.decode(records[local_id // 1000].value).events[local_id % 1000]
+            assert isinstance(event, Enqueued)
+            bodies.append(event.body)
+        assert bodies == [b"%d-0" % i, b"%d-1" % i]
+
+
 def test_group_records_project_and_verify_like_plain_ones() -> None:
     log = _SlowLog()
     writer = LedgerWriter(log, "p.")
+    writer.follow_format(formats.GROUPED)
     writer.create_queue("q", 1, 0, Actor(source="admin"))
     callers = 12
     start = threading.Barrier(callers)
