@@ -17,6 +17,9 @@ The catalogue (what the server records; labels in braces):
                                                                   the last health probe
     pinledger_loop_lag_seconds{loop}                   gauge      since a background loop
                                                                   last turned
+    pinledger_ledger_format                            gauge      the cluster's ledger format
+                                                                  this server follows
+    pinledger_ledger_format_newest_read                gauge      the newest format it reads
     pinledger_connections_open                         gauge      Thrift connections served
     pinledger_connections_closed_total{reason}         counter    client, idle, oversized,
                                                                   garbage, refused
