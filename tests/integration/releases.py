@@ -32,10 +32,21 @@ def previous_release() -> tuple[str, str]:
     """(tag, commit) of the newest release tag in HEAD's history, other than HEAD
     itself (at a release's own commit, the one before it)."""
     head = _git("rev-parse", "HEAD")
-    for tag in _git("tag", "--merged", "HEAD", "--sort=-v:refname", "--list", "v[0-9]*").split():
-        commit = _git("rev-list", "-n", "1", tag)
-        if commit != head:
-            return tag, commit
+    for attempt in range(2):
+        listed = _git("tag", "--merged", "HEAD", "--sort=-v:refname", "--list", "v[0-9]*")
+        for tag in listed.split():
+            commit = _git("rev-list", "-n", "1", tag)
+            if commit != head:
+                return tag, commit
+        if attempt == 0:
+            # A clone made without its tags: ask where it came from, once.
+            subprocess.run(
+                ["git", "fetch", "--quiet", "--tags", "origin"],
+                cwd=ROOT,
+                capture_output=True,
+                timeout=120,
+                check=False,
+            )
     pytest.fail(
         "no release tag (v*) in HEAD's history: a clone without tags? Run "
         "`git fetch --tags` (the rolling upgrade test starts the previous release)",
