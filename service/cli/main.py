@@ -163,14 +163,23 @@ def version_line() -> str:
     )
 
 
+class _PrintVersion(argparse.Action):
+    """argparse's "version" action wraps the line at the terminal's width; a script
+    that reads the version wants it on one line."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pinledger", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     parser.add_argument(
         "--version",
-        action="version",
-        version=version_line(),
-        help="print pinledger's version and the ledger record format it writes, and exit",
+        action=_PrintVersion,
+        nargs=0,
+        help="print pinledger's version and the ledger record formats it reads, and exit",
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
