@@ -71,6 +71,7 @@ class ClusterFormat:
         self._on_unreadable = on_unreadable
         self._metrics = metrics
         self._next = 0
+        self._started = False
         self.current = formats.PLAIN
 
     def start(self) -> None:
@@ -80,6 +81,7 @@ class ClusterFormat:
         problem = formats.unreadable(self.current)
         if problem is not None:
             raise UnreadableFormatError(problem)
+        self._started = True
 
     def refresh(self) -> None:
         """Read the catalog's records since the last refresh (raises LogError)."""
@@ -95,6 +97,6 @@ class ClusterFormat:
             problem = formats.unreadable(self.current)
             if problem is None:
                 log.info("the cluster's ledger format is %d", self.current)
-            else:
+            elif self._started:  # before that, start() refuses
                 log.error("this server stops: %s", problem)
                 self._on_unreadable(problem)
