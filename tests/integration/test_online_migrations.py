@@ -61,6 +61,7 @@ def _cli(
     capsys: pytest.CaptureFixture[str],
 ) -> tuple[int, str, str]:
     """`pinledger migrate ARGS` on the store's schema: exit code, stdout, stderr."""
+    assert isinstance(store, PgStore | MyStore)
     monkeypatch.setenv("PINLEDGER_STORE_DSN", store.dsn)
     monkeypatch.setenv("PINLEDGER_SCHEMA", store.schema)
     code = main(["migrate", *args])
