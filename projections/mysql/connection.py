@@ -230,8 +230,9 @@ class MyConnection:
         return plan(self.schema, migrations(), applied, upto)
 
     def migration_plan(self, upto: int | None = None) -> Plan:
-        """What `migrate` would do now; changes nothing."""
-        with self._migrating("reading the migrations applied") as cur:
+        """What `migrate` would do now; changes nothing. Takes no lock: `--check` answers
+        at once while another process migrates."""
+        with self.cursor("reading the migrations applied") as cur:
             return self._plan(cur, upto)
 
     def migrate(

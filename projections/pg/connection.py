@@ -118,10 +118,10 @@ class PgConnection:
             raise store_error(exc, "dropping the schema", self.schema) from exc
 
     @contextmanager
-    def _migrating(self, what: str) -> Iterator[psycopg.Connection]:
+    def _migrating(self, what: str, lock: bool = True) -> Iterator[psycopg.Connection]:
         """A connection of its own in autocommit (a concurrent migration runs outside any
         transaction; a pooled one would carry autocommit back to the pool), holding
-        the schema's migration lock until it closes."""
+        the schema's migration lock until it closes when `lock`."""
         try:
             with psycopg.connect(
                 self.dsn,
@@ -129,7 +129,8 @@ class PgConnection:
                 options=self._options,
                 connect_timeout=CONNECT_TIMEOUT_S,
             ) as conn:
-                conn.execute(query("lock_migrations"))
+                if lock:
+                    conn.execute(query("lock_migrations"))
                 yield conn
         except psycopg.Error as exc:
             raise store_error(exc, what, self.schema) from exc
@@ -142,8 +143,9 @@ class PgConnection:
         return plan(self.schema, migrations(), applied, upto)
 
     def migration_plan(self, upto: int | None = None) -> Plan:
-        """What `migrate` would do now; changes nothing."""
-        with self._migrating("reading the migrations applied") as conn:
+        """What `migrate` would do now; changes nothing. Takes no lock: `--check` answers
+        at once while another process runs a long concurrent build."""
+        with self._migrating("reading the migrations applied", lock=False) as conn:
             return self._plan(conn, upto)
 
     def migrate(

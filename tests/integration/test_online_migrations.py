@@ -177,6 +177,20 @@ def test_check_on_mariadb_in_use_blocks_nothing_and_changes_nothing(
     assert _describe(store) == before
 
 
+def test_check_answers_while_another_process_migrates(dropped: list[LedgerStore]) -> None:
+    """`--check` takes no lock: it answers while a long concurrent build holds it."""
+    store = _at_0004(dropped)
+    with _pg(store) as migrating:
+        migrating.execute("SELECT pg_advisory_lock(hashtext(current_schema()))")
+        answers: list[int] = []
+        asking = threading.Thread(
+            target=lambda: answers.append(len(store.migration_plan().pending)), daemon=True
+        )
+        asking.start()
+        asking.join(timeout=60)
+        assert answers == [3]
+
+
 # --- a run that reaches a pause ---------------------------------------------------------
 
 
