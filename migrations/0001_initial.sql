@@ -1,3 +1,5 @@
+-- pinledger: online
+-- (New tables in a new schema: nothing else holds them.)
 -- The projection schema: tables derived from the log, rebuildable from it at any time
 -- (`pinledger replay`). Times are milliseconds since the Unix epoch, as in the events.
 

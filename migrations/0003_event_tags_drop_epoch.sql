@@ -1,3 +1,4 @@
+-- pinledger: pause "rewrites the type of every job_events row and checks four new CHECKs under locks that stop writes to job_events; servers older than it write type names the new CHECK refuses"
 -- job_events.type holds the codec's event tag (ledger/codec.py EVENT_TAGS), the one
 -- name of an event type outside Python, instead of the Python class name; the unused
 -- partition_offsets.epoch goes (docs/decisions/0010-epoch-and-event-tags.md); CHECKs

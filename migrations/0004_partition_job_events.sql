@@ -1,3 +1,4 @@
+-- pinledger: pause "copies job_events into a new partitioned table, holding the old one locked against writes for the whole copy"
 -- job_events becomes a table partitioned by range on `at` (epoch ms), one partition per
 -- UTC day named job_events_pYYYYMMDD (projections/history_partitions.py), so a history
 -- retention drops whole partitions instead of deleting rows

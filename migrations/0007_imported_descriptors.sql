@@ -1,3 +1,4 @@
+-- pinledger: online
 -- The PinLater descriptors of imported jobs (`pinledger import-pinlater`), so that
 -- lookupJobs and getJobHistory accept them: projected from the `imported_from` of the
 -- jobs' Enqueued events (docs/decisions/0017-imported-descriptors.md).

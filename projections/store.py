@@ -29,11 +29,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.day_partitions import DayPartition
+
+if TYPE_CHECKING:  # migration_plan imports StoreError from here
+    from pinledger.projections.migration_plan import Plan, Progress
 
 # -- errors -----------------------------------------------------------------------------
 
@@ -487,8 +490,15 @@ class StoreAdmin(Protocol):
     @property
     def schema(self) -> str: ...
 
-    def migrate(self) -> list[str]:
-        """Apply the migrations the schema lacks; returns the names applied."""
+    def migrate(self, *, allow_pause: bool = False, progress: Progress | None = None) -> list[str]:
+        """Apply the migrations the schema lacks; returns the names applied. A migration
+        that would block the servers' writes raises PauseNeededError unless
+        `allow_pause` or the schema is new (docs/decisions/0024-online-migrations.md);
+        `progress` is told of each one applied."""
+        ...
+
+    def migration_plan(self) -> Plan:
+        """What `migrate` would do now, and whether it needs a pause; changes nothing."""
         ...
 
     def close(self) -> None: ...

@@ -1,3 +1,6 @@
+-- pinledger: online
+-- (New tables in a new database; IF NOT EXISTS, so a run interrupted between two of
+-- them, each committed on its own, completes when run again: decision 0024.)
 -- The MySQL/MariaDB projection schema: the tables of the Postgres schema
 -- (projections/pg/schema.sql, migrations/0001-0006) in MariaDB's dialect, as one first
 -- migration (docs/decisions/0016-mysql-store.md). The files of migrations/mysql/ are
@@ -8,14 +11,14 @@
 -- has no partial indexes: the indexes of the ready window and the claim timeouts
 -- (decision 0014) hold every row, with `state` as a key column instead of a WHERE.
 
-CREATE TABLE queues (
+CREATE TABLE IF NOT EXISTS queues (
     name        VARCHAR(255) NOT NULL PRIMARY KEY,
     partitions  INT          NOT NULL CHECK (partitions > 0),
     created_at  BIGINT       NOT NULL
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- Current state of every job that has not been deleted or garbage collected.
-CREATE TABLE jobs (
+CREATE TABLE IF NOT EXISTS jobs (
     queue               VARCHAR(255) NOT NULL,
     `partition`         INT          NOT NULL,
     local_id            BIGINT       NOT NULL,
@@ -55,7 +58,7 @@ CREATE TABLE jobs (
 -- job_events_gYYYYMMDD between them, made by the store before a day's first event is
 -- written and dropped whole by the history retention (projections/mysql/history.py).
 -- A new table has one gap, below 1970-01-01.
-CREATE TABLE job_events (
+CREATE TABLE IF NOT EXISTS job_events (
     queue               VARCHAR(255) NOT NULL,
     `partition`         INT          NOT NULL,
     local_id            BIGINT       NOT NULL,
@@ -90,7 +93,7 @@ PARTITION BY RANGE (at) (PARTITION job_events_g19700101 VALUES LESS THAN (0));
 
 -- How far each partition (and the catalog) has been projected: written in the same
 -- transaction as the rows it covers, moved only by compare-and-set (decision 0010).
-CREATE TABLE partition_offsets (
+CREATE TABLE IF NOT EXISTS partition_offsets (
     topic        VARCHAR(255) NOT NULL,
     `partition`  INT          NOT NULL,
     next_offset  BIGINT       NOT NULL CHECK (next_offset >= 0),

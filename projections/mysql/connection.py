@@ -10,6 +10,7 @@ docs/decisions/0016-mysql-store.md); it has no pool, so this module keeps one.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import Any, TypeAlias
@@ -18,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 import pymysql
 import pymysql.cursors
 
+from pinledger.projections.migration_plan import PauseNeededError, Plan, Progress, plan
 from pinledger.projections.mysql.sql import migrations, query
 from pinledger.projections.sql import names
 from pinledger.projections.store import InvalidRegexError, StoreError, StoreUnavailableError
@@ -201,25 +203,66 @@ class MyConnection:
         except pymysql.Error as exc:
             raise store_error(exc, "dropping the database", self.schema) from exc
 
-    def migrate(self, upto: int | None = None) -> list[str]:
-        """Apply the migrations this database lacks (those numbered up to `upto`, when
-        given); returns the names applied. MariaDB commits each DDL statement on its
-        own, so a migration is recorded once all its statements ran; a named lock keeps
-        two processes from migrating at once."""
-        applied_now = []
-        with self.cursor("migrating") as cur:
+    @contextmanager
+    def _migrating(self, what: str) -> Iterator[pymysql.cursors.Cursor]:
+        """A cursor holding the database's named migration lock while it is open."""
+        with self.cursor(what) as cur:
             cur.execute(query("lock_migrations"))
+            taken = cur.fetchone()
+            if not taken or taken[0] != 1:
+                raise StoreError(
+                    f"another process has been migrating database {self.schema} for a "
+                    "minute (a server starting, or `pinledger migrate`); run this again "
+                    "when it has finished"
+                )
             try:
-                cur.execute(query("create_migrations_table"))
-                cur.execute(query("applied_migrations"))
-                done = {row[0] for row in cur.fetchall()}
-                for version, name, statements in migrations():
-                    if version in done or (upto is not None and version > upto):
-                        continue
-                    for statement in statements:
-                        cur.execute(statement)
-                    cur.execute(query("record_migration"), {"version": version, "name": name})
-                    applied_now.append(name)
+                yield cur
             finally:
                 cur.execute(query("unlock_migrations"))
+
+    def _plan(self, cur: pymysql.cursors.Cursor, upto: int | None) -> Plan:
+        applied: set[int] = set()
+        cur.execute(query("migrations_table_exists"))
+        exists = cur.fetchone()
+        if exists and exists[0]:
+            cur.execute(query("applied_migrations"))
+            applied = {row[0] for row in cur.fetchall()}
+        return plan(self.schema, migrations(), applied, upto)
+
+    def migration_plan(self, upto: int | None = None) -> Plan:
+        """What `migrate` would do now; changes nothing. Takes no lock: `--check` answers
+        at once while another process migrates."""
+        with self.cursor("reading the migrations applied") as cur:
+            return self._plan(cur, upto)
+
+    def migrate(
+        self,
+        upto: int | None = None,
+        *,
+        allow_pause: bool = False,
+        progress: Progress | None = None,
+    ) -> list[str]:
+        """Apply the migrations this database lacks (those numbered up to `upto`, when
+        given); returns the names applied. MariaDB commits each DDL statement on its
+        own, so a migration is recorded once all its statements ran, and its statements
+        are written to be run again after an interruption (IF NOT EXISTS; decision
+        0024). One that needs a pause raises PauseNeededError unless `allow_pause` (or
+        the database is new), the ones before it applied."""
+        applied_now = []
+        with self._migrating("migrating") as cur:
+            cur.execute(query("create_migrations_table"))
+            pending = self._plan(cur, upto)
+            for migration in pending.pending:
+                if migration in pending.needs_pause() and not allow_pause:
+                    raise PauseNeededError(self.schema, migration)
+                started = time.monotonic()
+                for statement in migration.statements:
+                    cur.execute(statement)
+                cur.execute(
+                    query("record_migration"),
+                    {"version": migration.version, "name": migration.name},
+                )
+                applied_now.append(migration.name)
+                if progress is not None:
+                    progress(migration, time.monotonic() - started)
         return applied_now

@@ -29,8 +29,14 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 
 -- name: lock_migrations
 -- Two processes migrating the same database take turns (a named lock: MariaDB's DDL
--- commits implicitly, so a migration cannot be one transaction as on Postgres).
+-- commits implicitly, so a migration cannot be one transaction as on Postgres). 1 when
+-- taken, 0 when another held it for the whole minute.
 SELECT GET_LOCK(CONCAT(DATABASE(), '.migrations'), 60);
+
+-- name: migrations_table_exists
+-- Whether this database has had a migration run (`migrate --check` creates nothing).
+SELECT COUNT(*) > 0 FROM information_schema.TABLES
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'schema_migrations';
 
 -- name: unlock_migrations
 SELECT RELEASE_LOCK(CONCAT(DATABASE(), '.migrations'));

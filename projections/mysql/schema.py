@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from pinledger.projections.mysql.sql import PACKAGE, query, split_statements
+from pinledger.projections.mysql.sql import PACKAGE, query
 from pinledger.projections.mysql.store import Store
+from pinledger.projections.sql.named_queries import split_statements
 
 SCHEMA_FILE = PACKAGE.joinpath("schema.sql")
 

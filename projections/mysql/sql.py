@@ -8,15 +8,14 @@ import re
 from functools import cache
 from importlib.resources import files
 
-from pinledger.projections.sql.named_queries import numbered, strip_comments, with_shared
+from pinledger.projections.migration_plan import Migration, Mode
+from pinledger.projections.sql.named_queries import load_migrations, with_shared
 
 PACKAGE = files("pinledger.projections.mysql")
 QUERIES_FILE = PACKAGE.joinpath("queries.sql")
 MIGRATIONS_DIR = files("pinledger.migrations.mysql")
 
 _IDENTIFIER = re.compile(r"\{(\w+)\}")
-# A statement ends with a semicolon at the end of a line.
-_END = re.compile(r";\s*$", re.MULTILINE)
 
 
 @cache
@@ -52,11 +51,13 @@ def fragment(name: str, **values: str) -> str:
     return _IDENTIFIER.sub(lambda m: values[m.group(1)], queries()[name])
 
 
-def split_statements(text: str) -> list[str]:
-    """The statements of a .sql file of DDL (a migration, schema.sql), comments out."""
-    return [s.strip() for s in _END.split(strip_comments(text)) if s.strip()]
+# MariaDB has no CONCURRENTLY: what is online there says ALGORITHM=INPLACE, LOCK=NONE
+# (decision 0024), and runs as any online migration does.
+MODES = frozenset({Mode.ONLINE, Mode.PAUSE})
 
 
-def migrations() -> list[tuple[int, str, list[str]]]:
-    """(version, file name, statements) of every numbered migration, in order."""
-    return [(v, name, split_statements(text)) for v, name, text in numbered(MIGRATIONS_DIR)]
+@cache
+def migrations() -> list[Migration]:
+    """Every numbered migration of migrations/mysql/, in order (each runs statement by
+    statement: MariaDB commits each DDL statement on its own)."""
+    return load_migrations(MIGRATIONS_DIR, MODES)

@@ -7,13 +7,23 @@ schema and each test's own schema are the same code on different names.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from pinledger.projections.pg.sql import composed, migrations, query
+from pinledger.projections.migration_plan import (
+    Migration,
+    Mode,
+    PauseNeededError,
+    Plan,
+    Progress,
+    plan,
+)
+from pinledger.projections.pg.sql import composed, index_built, migrations, query
 from pinledger.projections.sql.names import check_schema_name
 from pinledger.projections.store import InvalidRegexError, StoreError, StoreUnavailableError
 
@@ -35,6 +45,8 @@ RECONNECT_GIVE_UP_S = 4.0
 # them until it resumed. Postgres ends a session left idle inside a transaction this
 # long, releasing them; none of ours waits on anything between its statements.
 IDLE_IN_TRANSACTION_TIMEOUT_MS = 5000
+
+log = logging.getLogger(__name__)
 
 
 def store_error(exc: psycopg.Error, what: str, schema: str) -> StoreError:
@@ -64,15 +76,15 @@ class PgConnection:
             raise StoreUnavailableError(f"cannot connect to Postgres ({exc}). {_START_IT}") from exc
         except psycopg.Error as exc:
             raise store_error(exc, "creating the schema", self.schema) from exc
+        self._options = (
+            f"-c search_path={self.schema} "
+            f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}"
+        )
         self.pool = ConnectionPool(
             dsn,
             min_size=1,
             max_size=max_size,
-            kwargs={
-                "options": f"-c search_path={self.schema} "
-                f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}",
-                "connect_timeout": CONNECT_TIMEOUT_S,
-            },
+            kwargs={"options": self._options, "connect_timeout": CONNECT_TIMEOUT_S},
             timeout=POOL_WAIT_S,
             reconnect_timeout=RECONNECT_GIVE_UP_S,
             open=True,
@@ -105,18 +117,89 @@ class PgConnection:
         except psycopg.Error as exc:
             raise store_error(exc, "dropping the schema", self.schema) from exc
 
-    def migrate(self, upto: int | None = None) -> list[str]:
+    @contextmanager
+    def _migrating(self, what: str, lock: bool = True) -> Iterator[psycopg.Connection]:
+        """A connection of its own in autocommit (a concurrent migration runs outside any
+        transaction; a pooled one would carry autocommit back to the pool), holding
+        the schema's migration lock until it closes when `lock`."""
+        try:
+            with psycopg.connect(
+                self.dsn,
+                autocommit=True,
+                options=self._options,
+                connect_timeout=CONNECT_TIMEOUT_S,
+            ) as conn:
+                if lock:
+                    conn.execute(query("lock_migrations"))
+                yield conn
+        except psycopg.Error as exc:
+            raise store_error(exc, what, self.schema) from exc
+
+    def _plan(self, conn: psycopg.Connection, upto: int | None) -> Plan:
+        applied: set[int] = set()
+        exists = conn.execute(query("migrations_table_exists")).fetchone()
+        if exists and exists[0]:
+            applied = {row[0] for row in conn.execute(query("applied_migrations"))}
+        return plan(self.schema, migrations(), applied, upto)
+
+    def migration_plan(self, upto: int | None = None) -> Plan:
+        """What `migrate` would do now; changes nothing. Takes no lock: `--check` answers
+        at once while another process runs a long concurrent build."""
+        with self._migrating("reading the migrations applied", lock=False) as conn:
+            return self._plan(conn, upto)
+
+    def migrate(
+        self,
+        upto: int | None = None,
+        *,
+        allow_pause: bool = False,
+        progress: Progress | None = None,
+    ) -> list[str]:
         """Apply the migrations this schema lacks (those numbered up to `upto`, when
-        given: tests of a migration's data conversion); returns the names applied."""
+        given: tests of a migration's data conversion); returns the names applied.
+
+        Each migration is recorded as it completes: an online or pause one in the
+        transaction of its statements, a concurrent one after its last statement. One
+        that needs a pause raises PauseNeededError unless `allow_pause` (or the schema
+        is new), the ones before it applied."""
         applied_now = []
-        with self.connection("migrating", transaction=True) as conn:
-            conn.execute(query("lock_migrations"))
+        with self._migrating("migrating") as conn:
             conn.execute(query("create_migrations_table"))
-            done = {row[0] for row in conn.execute(query("applied_migrations"))}
-            for version, name, text in migrations():
-                if version in done or (upto is not None and version > upto):
-                    continue
-                conn.execute(text.encode("utf-8"))
-                conn.execute(query("record_migration"), {"version": version, "name": name})
-                applied_now.append(name)
+            pending = self._plan(conn, upto)
+            for migration in pending.pending:
+                if migration in pending.needs_pause() and not allow_pause:
+                    raise PauseNeededError(self.schema, migration)
+                started = time.monotonic()
+                if migration.mode is Mode.CONCURRENTLY:
+                    self._run_concurrently(conn, migration)
+                    conn.execute(query("record_migration"), _record(migration))
+                else:
+                    with conn.transaction():
+                        conn.execute(migration.text.encode("utf-8"))
+                        conn.execute(query("record_migration"), _record(migration))
+                applied_now.append(migration.name)
+                if progress is not None:
+                    progress(migration, time.monotonic() - started)
         return applied_now
+
+    def _run_concurrently(self, conn: psycopg.Connection, migration: Migration) -> None:
+        """Each statement in its own implicit transaction (CREATE INDEX CONCURRENTLY
+        refuses to run in a block). An index an interrupted run left INVALID is dropped
+        first: IF NOT EXISTS would keep it, and no query would ever use it."""
+        for statement in migration.statements:
+            index = index_built(statement)
+            if index is not None:
+                invalid = conn.execute(query("index_is_invalid"), {"name": index}).fetchone()
+                if invalid and invalid[0]:
+                    log.warning(
+                        "migration %s: index %s was left invalid by an interrupted build; "
+                        "dropping it to build it again",
+                        migration.name,
+                        index,
+                    )
+                    conn.execute(composed("drop_index_concurrently", index=index))
+            conn.execute(statement.encode("utf-8"))
+
+
+def _record(migration: Migration) -> dict[str, object]:
+    return {"version": migration.version, "name": migration.name}

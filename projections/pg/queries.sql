@@ -18,8 +18,26 @@ CREATE SCHEMA IF NOT EXISTS {schema};
 DROP SCHEMA IF EXISTS {schema} CASCADE;
 
 -- name: lock_migrations
--- Two processes migrating the same schema at once take turns.
-SELECT pg_advisory_xact_lock(hashtext(current_schema()));
+-- Two processes migrating the same schema at once take turns. Held by the session (its
+-- end releases it), not a transaction: a concurrent migration runs outside any
+-- (decision 0024).
+SELECT pg_advisory_lock(hashtext(current_schema()));
+
+-- name: migrations_table_exists
+-- Whether this schema has had a migration run (`migrate --check` creates nothing).
+SELECT to_regclass(quote_ident(current_schema()) || '.schema_migrations') IS NOT NULL;
+
+-- name: index_is_invalid
+-- An index of this schema that a CREATE INDEX CONCURRENTLY left INVALID when it was
+-- interrupted: present (IF NOT EXISTS would keep it) but never used by a query.
+SELECT NOT x.indisvalid
+FROM pg_index x
+JOIN pg_class i ON i.oid = x.indexrelid
+JOIN pg_namespace n ON n.oid = i.relnamespace
+WHERE n.nspname = current_schema() AND i.relname = %(name)s;
+
+-- name: drop_index_concurrently
+DROP INDEX CONCURRENTLY IF EXISTS {index};
 
 -- name: get_offset
 SELECT next_offset FROM partition_offsets WHERE topic = %(topic)s AND partition = %(partition)s;

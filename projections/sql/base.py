@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pinledger.projections.migration_plan import Plan, Progress
 from pinledger.projections.sql.dialect import Dialect, Params
 
 
@@ -27,10 +28,21 @@ class SqlBase:
     def schema(self) -> str:
         return self.dialect.schema
 
-    def migrate(self, upto: int | None = None) -> list[str]:
+    def migrate(
+        self,
+        upto: int | None = None,
+        *,
+        allow_pause: bool = False,
+        progress: Progress | None = None,
+    ) -> list[str]:
         """Apply the migrations the schema lacks (those numbered up to `upto`, when
-        given: tests of a migration's data conversion); returns the names applied."""
-        return self.dialect.migrate(upto)
+        given: tests of a migration's data conversion); returns the names applied. One
+        that needs a pause raises PauseNeededError unless `allow_pause` (decision 0024)."""
+        return self.dialect.migrate(upto, allow_pause=allow_pause, progress=progress)
+
+    def migration_plan(self, upto: int | None = None) -> Plan:
+        """What `migrate` would do now (`migrate --check`); changes nothing."""
+        return self.dialect.migration_plan(upto)
 
     def close(self) -> None:
         self.dialect.close()

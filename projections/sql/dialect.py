@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from pinledger.projections.day_partitions import DayPartition
+from pinledger.projections.migration_plan import Plan, Progress
 from pinledger.projections.store import PartitionBatch, StoreError, TimelineRow
 
 Params = Mapping[str, Any]
@@ -75,7 +76,15 @@ class Dialect(Protocol):
         was being done."""
         ...
 
-    def migrate(self, upto: int | None = None) -> list[str]: ...
+    def migrate(
+        self,
+        upto: int | None = None,
+        *,
+        allow_pause: bool = False,
+        progress: Progress | None = None,
+    ) -> list[str]: ...
+
+    def migration_plan(self, upto: int | None = None) -> Plan: ...
 
     def close(self) -> None: ...
 

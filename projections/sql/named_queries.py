@@ -13,14 +13,23 @@ import re
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 
+from pinledger.projections.migration_plan import Migration, Mode, declaration
+
 SHARED_FILE = files("pinledger.projections.sql").joinpath("queries.sql")
 
 _MIGRATION = re.compile(r"^[0-9]{4}_.*\.sql$")
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+# A statement of a DDL file ends with a semicolon at the end of a line.
+_END = re.compile(r";\s*$", re.MULTILINE)
 
 
 def strip_comments(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of a .sql file of DDL (a migration, schema.sql), comments out."""
+    return [s.strip() for s in _END.split(strip_comments(text)) if s.strip()]
 
 
 def parse(path: Traversable) -> dict[str, str]:
@@ -53,4 +62,15 @@ def numbered(directory: Traversable) -> list[tuple[int, str, str]]:
     versions = [v for v, _, _ in found]
     if len(set(versions)) != len(versions):
         raise ValueError(f"{directory}: two migrations share a number: {versions}")
+    return found
+
+
+def load_migrations(directory: Traversable, modes: frozenset[Mode]) -> list[Migration]:
+    """Every numbered migration of a folder, in order, with the way it declares it runs
+    (projections/migration_plan.py): a file that declares none, or one of a mode not in
+    `modes`, is refused here, before anything runs."""
+    found = []
+    for version, name, text in numbered(directory):
+        mode, reason = declaration(name, text, modes)
+        found.append(Migration(version, name, mode, reason, text, tuple(split_statements(text))))
     return found

@@ -19,6 +19,7 @@ from pinledger.projections.projector import ProjectionRunner
 from pinledger.projections.store import LedgerStore, StoreError
 from pinledger.service.assembly import open_log
 from pinledger.service.cli import doctor, import_pinlater, upgrade_format
+from pinledger.service.cli import migrate as migrate_cli
 from pinledger.service.cli import replay as replay_cli
 from pinledger.service.cli import trace as trace_cli
 from pinledger.service.cli.demo import run_demo
@@ -37,16 +38,14 @@ def _store(config: Config, schema: str | None = None) -> LedgerStore:
     return open_store(config.store_url, schema or config.schema)
 
 
-def cmd_migrate(config: Config, _: argparse.Namespace) -> int:
+def cmd_migrate(config: Config, args: argparse.Namespace) -> int:
     store = _store(config)
     try:
-        applied = store.migrate()
+        if args.check:
+            return migrate_cli.check(store)
+        return migrate_cli.run(store, args.allow_pause)
     finally:
         store.close()
-    print(
-        f"schema {config.schema}: " + (f"applied {', '.join(applied)}" if applied else "up to date")
-    )
-    return 0
 
 
 def cmd_project(config: Config, args: argparse.Namespace) -> int:
@@ -183,7 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    commands.add_parser("migrate", help="apply the projection schema's migrations")
+    migrate_cli.add_arguments(
+        commands.add_parser("migrate", help="apply the projection schema's migrations")
+    )
 
     project = commands.add_parser("project", help="project the log into the store")
     project.add_argument("--once", action="store_true", help="stop when caught up")

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.projections.day_partitions import DayPartition
+from pinledger.projections.migration_plan import Plan, Progress, plan
 from pinledger.projections.pg.sql import migrations
 from pinledger.projections.row_text import event_line, job_line
 from pinledger.projections.store import (
@@ -105,12 +106,25 @@ class FakeStore:
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    def migrate(self) -> list[str]:
+    def migrate(self, *, allow_pause: bool = False, progress: Progress | None = None) -> list[str]:
+        # The fake's schema is new until its first migrate, and a new schema runs every
+        # migration, pauses included: `allow_pause` never matters here.
         def run() -> list[str]:
-            done, self._migrated = self._migrated, True
-            return [] if done else [name for _, name, _ in migrations()]
+            pending = self.migration_plan().pending
+            self._migrated = True
+            for migration in pending:
+                if progress is not None:
+                    progress(migration, 0.0)
+            return [migration.name for migration in pending]
 
         return self._run("migrating", run)
+
+    def migration_plan(self) -> Plan:
+        return plan(
+            self.schema,
+            migrations(),
+            {m.version for m in migrations()} if self._migrated else set(),
+        )
 
     def close(self) -> None:
         self.fail("the store is closed")
