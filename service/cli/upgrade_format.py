@@ -18,13 +18,15 @@ import time
 
 from pinledger.ledger import formats
 from pinledger.ledger.events import Actor
-from pinledger.ledger.log import Log, catalog_topic, owners_group
+from pinledger.ledger.log import GroupMember, Log, catalog_topic, owners_group
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.service.config import Config
 from pinledger.service.ownership.ledger_format import read_cluster_format
 
 EXIT_REFUSED = 2
 EXIT_NO_CLUSTER = 1
+# How long to wait for the owners' group to finish a rebalance before judging it.
+SETTLE_S = 30.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +54,7 @@ def run(config: Config, args: argparse.Namespace, log: Log) -> int:
         )
         return EXIT_NO_CLUSTER
     current, _ = read_cluster_format(log, prefix)
-    members = {m.member_id: m.advertised for m in log.group_members(owners_group(prefix))}
+    members = {m.member_id: m.advertised for m in _settled_members(log, prefix)}
     print(f"the cluster writes ledger format {current}; this release reads {_listed()}")
     for member, advertised in sorted(members.items()):
         print(f"  {member}: reads {_listed(formats.advertised_reads(advertised))}")
@@ -85,6 +87,25 @@ def run(config: Config, args: argparse.Namespace, log: Log) -> int:
         "within a few seconds"
     )
     return 0
+
+
+def _settled_members(log: Log, prefix: str) -> list[GroupMember]:
+    """The owners' group's members once it is not rebalancing. While it is, Kafka lists
+    the members without their metadata (and so without advertisements) or assignments:
+    a member showing neither is taken for a rebalance under way and asked again, up to
+    SETTLE_S; past that it counts as advertising nothing."""
+    deadline = time.monotonic() + SETTLE_S
+    said = False
+    while True:
+        members = log.group_members(owners_group(prefix))
+        if not any(not m.partitions and not m.advertised for m in members):
+            return members
+        if time.monotonic() > deadline:
+            return members
+        if not said:
+            print("the owners' group is rebalancing; waiting for it to settle")
+            said = True
+        time.sleep(0.5)
 
 
 def _listed(reads: frozenset[int] = formats.READS) -> str:

@@ -4,6 +4,9 @@ server's following of it (service/ownership/ledger_format.py) on the in-memory l
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,6 +15,7 @@ from pinledger.ledger import codec, formats
 from pinledger.ledger.events import Actor, Enqueued, Envelope, Event, FormatRaised, QueueCreated
 from pinledger.ledger.log import Append, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
+from pinledger.service.cli import upgrade_format
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.ledger_format import (
     FORMAT_GAUGE,
@@ -19,6 +23,7 @@ from pinledger.service.ownership.ledger_format import (
     UnreadableFormatError,
 )
 from pinledger.service.testing.fake_log import FakeLog
+from pinledger.service.testing.runtime import TEST_CONFIG
 from tests.unit.strategies import events
 
 PREFIX = "p."
@@ -155,3 +160,39 @@ def test_the_writer_follows_the_format_both_ways() -> None:
     writer.enqueue("q", 0, [job], 1, ADMIN)
     [record] = log.records(writer.topic("q"), 0)
     assert not record.value.startswith(b"[")
+
+
+# -- pinledger upgrade-format on the in-memory log ------------------------------------
+
+
+def _upgrade(log: FakeLog, *args: str) -> int:
+    parser = argparse.ArgumentParser()
+    upgrade_format.add_arguments(parser)
+    config = dataclasses.replace(TEST_CONFIG, topic_prefix=PREFIX)
+    return upgrade_format.run(config, parser.parse_args(list(args)), log)
+
+
+def test_upgrade_format_without_a_catalog_says_there_is_no_cluster(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _upgrade(FakeLog()) == upgrade_format.EXIT_NO_CLUSTER
+    assert "no catalog topic p.catalog" in capsys.readouterr().out
+
+
+def test_upgrade_format_raises_with_no_live_server_and_refuses_an_unknown_format(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    log = FakeLog()
+    log.create_topic(catalog_topic(PREFIX), 1)  # a catalog of 0.1.0: format 1
+    assert _upgrade(log, "--to", "3") == upgrade_format.EXIT_REFUSED
+    assert "format 3 is unknown to this release" in capsys.readouterr().out
+    assert _upgrade(log, "--check") == 0
+    assert "would raise the ledger format from 1 to 2" in capsys.readouterr().out
+    assert len(log.records(catalog_topic(PREFIX), 0)) == 0  # --check changed nothing
+    assert _upgrade(log) == 0
+    assert "raised the ledger format from 1 to 2" in capsys.readouterr().out
+    following = ClusterFormat(log, PREFIX, _writer(log))
+    following.start()
+    assert following.current == 2
+    assert _upgrade(log) == 0
+    assert "already at format 2" in capsys.readouterr().out
