@@ -3,18 +3,23 @@ real Postgres and MariaDB: `migrate --check` says what a run would do and change
 nothing; a run stops before a migration that needs a pause; an index an interrupted
 concurrent build left INVALID is built again; and the ready-window indexes of 0005 are
 built on a populated `jobs` while writes go on, where the plain CREATE INDEX they
-replaced stops them."""
+replaced stops them; and the same migration runs on a schema a real server serves under
+load, with no call failing."""
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
+from pinledger.idl import pinlater
+from pinledger.ledger.kafka import KafkaLog
 from pinledger.projections.migration_plan import PauseNeededError
 from pinledger.projections.mysql import schema as my_schema
 from pinledger.projections.mysql.sql import migrations as my_migrations
@@ -26,7 +31,11 @@ from pinledger.projections.pg.store import Store as PgStore
 from pinledger.projections.store import LedgerStore
 from pinledger.service.cli.main import main
 from pinledger.service.cli.migrate import EXIT_NEEDS_PAUSE
+from pinledger.service.testing.servers import ServerProcess, context, run_pinledger, wait_for
+from tests.chaos.load import Load
 from tests.contract.store_fixtures import each_kind, fresh_pg_store, fresh_store
+from tests.integration.conftest import server_settings
+from tests.settings import stack_settings
 
 pytestmark = pytest.mark.integration
 
@@ -36,6 +45,8 @@ POPULATION = 40_000
 # wait behind a plain CREATE INDEX lasts until the open transaction ends (never, here),
 # so the bound only has to be above a write's own time.
 LOCK_TIMEOUT = "300ms"
+# Jobs a served schema holds before its migration runs, enqueued through the server.
+SERVED_POPULATION = 20_000
 
 
 def _describe(store: LedgerStore) -> Any:
@@ -444,3 +455,65 @@ def test_an_interrupted_mariadb_migration_completes_when_run_again(
     fresh = fresh_store("mysql", "rerun_fresh")
     dropped.append(fresh)
     assert _describe(store) == _describe(fresh)
+
+
+# --- a real server serving while the migration runs ------------------------------------
+
+
+def test_a_migration_runs_on_a_populated_schema_while_a_server_serves_it(
+    kafka: KafkaLog, tmp_path: Path
+) -> None:
+    """0005 undone on a schema a server serves, holding tens of thousands of jobs; then
+    `pinledger migrate` builds its indexes again while the server takes enqueues,
+    dequeues and acks. No call fails, the load goes on through the build, nothing
+    acknowledged is lost, and the indexes are valid."""
+    tag = uuid.uuid4().hex[:10]
+    prefix, schema = f"mig{tag}.", f"mig_{tag}"
+    settings = server_settings(PINLEDGER_PARTITIONS="4")
+    server = ServerProcess(prefix=prefix, schema=schema, settings=settings)
+    store = PgStore(stack_settings().pg_dsn, schema)
+    try:
+        server.start(tmp_path)
+        client = server.client()
+        client.createQueue(context(), "bulk")
+        for start in range(0, SERVED_POPULATION, 1000):
+            jobs = [pinlater.PinLaterJob(body=b"b%d" % i) for i in range(start, start + 1000)]
+            client.enqueueJobs(
+                context(), pinlater.PinLaterEnqueueRequest(queueName="bulk", jobs=jobs)
+            )
+        counted = pinlater.PinLaterGetJobCountRequest(
+            queueName="bulk", jobState=pinlater.PinLaterJobState.PENDING
+        )
+        wait_for(lambda: client.getJobCount(context(), counted) == SERVED_POPULATION, 60)
+        client.close()
+        with _pg(store) as conn:  # as if the schema were from before 0005
+            conn.execute("DROP INDEX jobs_ready")
+            conn.execute("DROP INDEX jobs_claimed")
+            conn.execute("DELETE FROM schema_migrations WHERE version = 5")
+        created = server.client()
+        created.createQueue(context(), "served")
+        created.close()
+        with Load([server], "served", workers=2) as load:
+            wait_for(lambda: len(load.record.runs) >= 20, 60)
+            done = run_pinledger("migrate", PINLEDGER_SCHEMA=schema)
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert "0005_ready_window.sql" in done.stdout
+            before = len(load.record.runs)
+            wait_for(lambda: len(load.record.runs) >= before + 20, 60)
+            load.stop_producing()
+            checker = server.client()
+            try:
+                wait_for(lambda: not load.unfinished(checker), 120, 1.0)
+            finally:
+                checker.close()
+        assert load.record.failures == [], load.record.failures[:5]
+        ready, claimed = _index(store, "jobs_ready"), _index(store, "jobs_claimed")
+        assert ready is not None and ready[0], ready
+        assert claimed is not None and claimed[0], claimed
+        assert 5 in _applied(store)
+    finally:
+        server.stop()
+        store.drop()
+        for topic in kafka.topics():
+            if topic.startswith(prefix):
+                kafka.delete_topic(topic)
