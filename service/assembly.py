@@ -52,6 +52,7 @@ def kafka_settings(config: Config, client_id: str = "") -> KafkaSettings:
         client_id=client_id or config.server_id,
         topics=config.topic_policy(),
         append_timeout_ms=round(config.append_timeout_s * 1000),
+        security=config.kafka_security(),
     )
 
 

@@ -1,11 +1,19 @@
 """Configuration: documented defaults, then a TOML file, then environment variables
-(each later source wins).
+(each later source wins). A secret (the settings in SECRETS) may instead be read from
+a file, as container platforms mount secrets: PINLEDGER_<NAME>_FILE.
 
 | variable (PINLEDGER_ + file key)  | default                                               |
 |-----------------------------------|-------------------------------------------------------|
 | PINLEDGER_CONFIG                  | none: a TOML file with the keys below, lower case     |
 | KAFKA                             | 127.0.0.1:19092                                       |
 | KAFKA_CLIENT                      | librdkafka, or kafka-python (ledger/adapters.py)      |
+| KAFKA_SECURITY_PROTOCOL           | PLAINTEXT, or SSL, SASL_PLAINTEXT, SASL_SSL           |
+| KAFKA_SASL_MECHANISM              | none; PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with SASL |
+| KAFKA_SASL_USERNAME               | none                                                  |
+| KAFKA_SASL_PASSWORD (or _FILE)    | none (a secret: never logged or shown)                |
+| KAFKA_SSL_CAFILE                  | none: the system's CAs (PEM)                          |
+| KAFKA_SSL_CERTFILE, _KEYFILE      | none: no client certificate (PEM; for mTLS)           |
+| KAFKA_SSL_CHECK_HOSTNAME          | true (a broker's certificate must name its host)      |
 | STORE_DSN                         | PG_DSN: the projection store; mysql://... for MySQL   |
 | PG_DSN                            | postgresql://pinledger:pinledger@127.0.0.1:54329/pinledger |
 | SCHEMA                            | pinledger (the projection's schema; a MySQL database) |
@@ -61,6 +69,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pinledger.ledger.kafka.settings import PROTOCOLS, SASL_MECHANISMS, KafkaSecurity
 from pinledger.ledger.log import TopicPolicy
 
 DEFAULT_KAFKA = "127.0.0.1:19092"
@@ -80,6 +89,15 @@ class Config:
     # (docs/decisions/0021-librdkafka-adapter.md). Checked where the log is opened
     # (service/assembly.py): this room names no adapter.
     kafka_client: str = "librdkafka"
+    # How clients reach Kafka securely (docs/security.md): kafka_security() checks them.
+    kafka_security_protocol: str = "PLAINTEXT"
+    kafka_sasl_mechanism: str = ""
+    kafka_sasl_username: str = ""
+    kafka_sasl_password: str = dataclasses.field(default="", repr=False)
+    kafka_ssl_cafile: str = ""
+    kafka_ssl_certfile: str = ""
+    kafka_ssl_keyfile: str = ""
+    kafka_ssl_check_hostname: bool = True
     # The projection store's DSN: postgresql://... (or a libpq key=value string) or
     # mysql://... (docs/decisions/0016-mysql-store.md). Empty: PG_DSN, the setting's
     # name before MySQL, still accepted.
@@ -145,7 +163,69 @@ class Config:
             raw = env.get(f"PINLEDGER_{f.name.upper()}")
             if raw is not None:
                 values[f.name] = raw
+            if f.name in SECRETS:
+                from_file = _secret_file(env, f.name, raw)
+                if from_file is not None:
+                    values[f.name] = from_file
         return cls(**{name: _convert(name, value) for name, value in values.items()})
+
+    def kafka_security(self) -> KafkaSecurity:
+        """The Kafka security settings, checked: a ConfigError names the setting that is
+        missing or wrong (never a secret's value)."""
+        protocol = self.kafka_security_protocol.upper()
+        if protocol not in PROTOCOLS:
+            raise ConfigError(
+                f"setting kafka_security_protocol (PINLEDGER_KAFKA_SECURITY_PROTOCOL) must "
+                f"be one of {', '.join(PROTOCOLS)}, got {self.kafka_security_protocol!r}"
+            )
+        mechanism = self.kafka_sasl_mechanism.upper()
+        if protocol.startswith("SASL_"):
+            if mechanism not in SASL_MECHANISMS:
+                raise ConfigError(
+                    f"PINLEDGER_KAFKA_SECURITY_PROTOCOL={protocol} needs "
+                    f"PINLEDGER_KAFKA_SASL_MECHANISM, one of {', '.join(SASL_MECHANISMS)} "
+                    f"(got {self.kafka_sasl_mechanism!r})"
+                )
+            if not self.kafka_sasl_username or not self.kafka_sasl_password:
+                raise ConfigError(
+                    f"PINLEDGER_KAFKA_SECURITY_PROTOCOL={protocol} needs "
+                    "PINLEDGER_KAFKA_SASL_USERNAME and PINLEDGER_KAFKA_SASL_PASSWORD (or "
+                    "PINLEDGER_KAFKA_SASL_PASSWORD_FILE)"
+                )
+        elif mechanism or self.kafka_sasl_username or self.kafka_sasl_password:
+            raise ConfigError(
+                f"PINLEDGER_KAFKA_SASL_* are set but PINLEDGER_KAFKA_SECURITY_PROTOCOL is "
+                f"{protocol}: set it to SASL_SSL (or SASL_PLAINTEXT) to log in with them"
+            )
+        files = {
+            "PINLEDGER_KAFKA_SSL_CAFILE": self.kafka_ssl_cafile,
+            "PINLEDGER_KAFKA_SSL_CERTFILE": self.kafka_ssl_certfile,
+            "PINLEDGER_KAFKA_SSL_KEYFILE": self.kafka_ssl_keyfile,
+        }
+        named = {name: path for name, path in files.items() if path}
+        if named and protocol not in ("SSL", "SASL_SSL"):
+            raise ConfigError(
+                f"{', '.join(named)} set but PINLEDGER_KAFKA_SECURITY_PROTOCOL is {protocol}: "
+                "set it to SSL or SASL_SSL to use TLS"
+            )
+        if bool(self.kafka_ssl_certfile) != bool(self.kafka_ssl_keyfile):
+            raise ConfigError(
+                "a client certificate needs both PINLEDGER_KAFKA_SSL_CERTFILE and "
+                "PINLEDGER_KAFKA_SSL_KEYFILE"
+            )
+        for name, path in named.items():
+            if not os.access(path, os.R_OK):
+                raise ConfigError(f"{name}={path}: no such file, or not readable by this user")
+        return KafkaSecurity(
+            protocol=protocol,
+            sasl_mechanism=mechanism,
+            sasl_username=self.kafka_sasl_username,
+            sasl_password=self.kafka_sasl_password,
+            ssl_cafile=self.kafka_ssl_cafile,
+            ssl_certfile=self.kafka_ssl_certfile,
+            ssl_keyfile=self.kafka_ssl_keyfile,
+            ssl_check_hostname=self.kafka_ssl_check_hostname,
+        )
 
     def topic_policy(self) -> TopicPolicy:
         """How this server creates topics (0 leaves a setting to the broker)."""
@@ -168,6 +248,26 @@ class Config:
             socket.gethostname() if self.host in ("0.0.0.0", "") else self.host
         )
         return f"{host}:{self.peer_port or self.port}"
+
+
+# Settings that are secrets: also readable from PINLEDGER_<NAME>_FILE, never shown.
+SECRETS = frozenset({"kafka_sasl_password"})
+
+
+def _secret_file(env: Mapping[str, str], name: str, raw: str | None) -> str | None:
+    """The secret in the file PINLEDGER_<NAME>_FILE names (its one line, without the
+    line end), or None when that variable is not set."""
+    variable = f"PINLEDGER_{name.upper()}_FILE"
+    path = env.get(variable)
+    if path is None:
+        return None
+    if raw is not None:
+        raise ConfigError(f"set PINLEDGER_{name.upper()} or {variable}, not both")
+    try:
+        return Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError(f"{variable}={path}: cannot read the secret: {reason}") from None
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -207,6 +307,8 @@ _PORTS = frozenset({"port", "admin_port", "peer_port"})
 def _convert(name: str, value: Any) -> Any:
     kind = {f.name: f.type for f in dataclasses.fields(Config)}[name]
     what = f"setting {name} (PINLEDGER_{name.upper()})"
+    if kind == "bool":
+        return _boolean(what, value)
     number: float
     try:
         if kind == "int":
@@ -226,3 +328,14 @@ def _convert(name: str, value: Any) -> Any:
     if name in _PORTS and number > 65535:
         raise ConfigError(f"{what} must be a TCP port (0-65535), got {value!r}")
     return number
+
+
+def _boolean(what: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ConfigError(f"{what} must be true or false, got {value!r}")

@@ -28,6 +28,7 @@ STACK_PACKAGES=(
     chromium:chromium
     chromedriver:chromium-driver
     shellcheck:shellcheck         # make lint
+    openssl:openssl               # the secure stack's CA and certificates (secure.sh)
 )
 # Not in the full install: `up` wants the client alone only to check a MySQL server
 # named by PINLEDGER_MYSQL_DSN (mariadb-server brings it too).

@@ -25,6 +25,15 @@
 #   bash stack/stack.sh cluster env      print the export line only
 # PINLEDGER_KAFKA_BROKERS=3 makes `up`, `down`, `status` and `env` cover the cluster too.
 #
+# A Kafka node that takes TLS clients only (for the security tests), on 127.0.0.1:19592
+# (SASL_SSL: SCRAM-SHA-256/512 and PLAIN users) and 19593 (SSL with client
+# certificates); its CA, certificates and passwords are made by the script in the cache:
+#   bash stack/stack.sh secure up        start it (idempotent), print the export lines
+#                                        that point pinledger at it over SASL_SSL
+#   bash stack/stack.sh secure down      stop it (`down` stops it too)
+#   bash stack/stack.sh secure status    running/stopped
+#   bash stack/stack.sh secure env       print the export lines only
+#
 #   bash stack/stack.sh pg kill          crash the stack's PostgreSQL (immediate stop)
 #   bash stack/stack.sh pg start         start it again and wait until it answers
 #
@@ -58,6 +67,8 @@ source "$STACK_DIR/mariadb.sh"
 source "$STACK_DIR/kafka.sh"
 # shellcheck source=cluster.sh
 source "$STACK_DIR/cluster.sh"
+# shellcheck source=secure.sh
+source "$STACK_DIR/secure.sh"
 
 # 1 (the default): `up` starts the single node only; 3: the cluster as well.
 KAFKA_BROKERS=${PINLEDGER_KAFKA_BROKERS:-1}
@@ -110,6 +121,7 @@ cmd_up() {
 }
 
 cmd_down() {
+    if secure_pid >/dev/null; then secure_down; fi
     # The cluster too when it runs: it holds three JVMs' memory.
     if external_kafka_cluster; then
         (( KAFKA_BROKERS == 1 )) || say "PINLEDGER_KAFKA_CLUSTER is not ours: leaving it alone"
@@ -187,7 +199,7 @@ cmd_logs() {
 }
 
 usage() {
-    sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -200,6 +212,7 @@ case ${1:-} in
     logs) shift; cmd_logs "$@" ;;
     env) print_env ;;
     cluster) shift; cmd_cluster "$@" ;;
+    secure) shift; cmd_secure "$@" ;;
     pg) shift; cmd_pg "$@" ;;
     *) usage ;;
 esac

@@ -6,6 +6,7 @@ brokers of three answered, and kafka-python's asks any broker that answers."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -25,6 +26,17 @@ from pinledger.ledger.log import GroupMember, LogError, PartitionKey, TopicState
 _DELETE_WAIT_S = 30.0
 
 
+class _NoConfiguration(logging.Filter):
+    """kafka-python's admin client logs its whole configuration at DEBUG, the SASL
+    password in it (`pinledger -v` shows DEBUG): that one line is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Starting KafkaAdminClient with configuration")
+
+
+logging.getLogger("kafka.admin.client").addFilter(_NoConfiguration())
+
+
 class KafkaAdmin:
     """One kafka-python admin client. Constructing it checks the kafka-python version
     (describe_group relies on patches) and fails with a LogError when Kafka cannot be
@@ -34,13 +46,19 @@ class KafkaAdmin:
         patches.check_kafka_python()
         self._settings = settings
         self.bootstrap = settings.bootstrap
-        with translated(f"cannot reach Kafka at {settings.bootstrap}", settings.bootstrap):
+        with translated(
+            f"cannot reach Kafka at {settings.bootstrap}",
+            settings.bootstrap,
+            explained=settings.security,
+        ):
             self._admin = KafkaAdminClient(
-                **settings.connection(), client_id=f"{settings.client_id}-admin"
+                **settings.connection(),
+                client_id=f"{settings.client_id}-admin",
+                bootstrap_timeout_ms=settings.bootstrap_timeout_ms,
             )
 
     def _translated(self, what: str) -> AbstractContextManager[None]:
-        return translated(what, self.bootstrap)
+        return translated(what, self.bootstrap, explained=self._settings.security)
 
     def create_topic(self, topic: str, partitions: int) -> bool:
         try:

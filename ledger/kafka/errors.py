@@ -1,8 +1,16 @@
 """Every kafka-python error leaves the adapter as a LogError that says what was being
-done and what to check; callers of the port never see a kafka-python type."""
+done and what to check; callers of the port never see a kafka-python type.
+
+kafka-python logs why each connection attempt failed (a refused SASL login, an
+untrusted certificate) and, when none succeeds in time, raises "Unable to bootstrap"
+without the reason. Around the admin client's calls, the first contact with Kafka of
+every process and the health probe's, `translated(..., explained=True)` keeps those log
+records instead of printing them (with their tracebacks, once per retry) and puts the
+most telling one, with what to check, into the one LogError."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -16,6 +24,8 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
+from pinledger.ledger.kafka.diagnosis import tls_problem
+from pinledger.ledger.kafka.settings import KafkaSecurity
 from pinledger.ledger.log import LogError
 
 
@@ -44,10 +54,85 @@ def log_error(exc: Exception, what: str, bootstrap: str) -> LogError:
     return LogError(f"{what}: {type(exc).__name__}: {exc}. {_hint(exc, bootstrap)}")
 
 
+# The loggers kafka-python reports failed connection attempts on.
+_CONNECTION_LOGGERS = ("kafka.net.manager", "kafka.net.connection", "kafka.net.transport")
+# What a connection failure's log line holds, and what the user should check; the first
+# that matches, in this order, explains the failure.
+_CAUSES = (
+    (
+        "SaslAuthenticationFailed",
+        "the broker refused the SASL login: check PINLEDGER_KAFKA_SASL_USERNAME, "
+        "PINLEDGER_KAFKA_SASL_PASSWORD and PINLEDGER_KAFKA_SASL_MECHANISM",
+    ),
+    (
+        "UnsupportedSaslMechanism",
+        "the broker does not offer this SASL mechanism: check PINLEDGER_KAFKA_SASL_MECHANISM",
+    ),
+    (
+        "CERTIFICATE_VERIFY_FAILED",
+        "this client does not trust the broker's certificate: set PINLEDGER_KAFKA_SSL_CAFILE "
+        "to the CA that signed it (a certificate that does not name the host in "
+        "PINLEDGER_KAFKA is refused too)",
+    ),
+    (
+        "ALERT_BAD_CERTIFICATE|ALERT_CERTIFICATE_REQUIRED|ALERT_UNKNOWN_CA|CERTIFICATE_REQUIRED",
+        "the broker refused this client's certificate, or wants one: set "
+        "PINLEDGER_KAFKA_SSL_CERTFILE and PINLEDGER_KAFKA_SSL_KEYFILE to a certificate "
+        "signed by a CA the broker trusts",
+    ),
+    (
+        "WRONG_VERSION_NUMBER|RECORD_LAYER_FAILURE",
+        "the listener does not speak TLS: check PINLEDGER_KAFKA_SECURITY_PROTOCOL",
+    ),
+    (
+        "Invalid frame length",
+        "the listener expects TLS (and perhaps SASL): check PINLEDGER_KAFKA_SECURITY_PROTOCOL",
+    ),
+)
+
+
+class _Kept(logging.Filter):
+    """Keeps the records of the connection loggers instead of letting them print."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if len(self.messages) < 200:
+            self.messages.append(record.getMessage())
+        return False
+
+
+def explanation(messages: list[str]) -> str | None:
+    """Why the connection attempts failed, from kafka-python's log lines: what to check
+    and the broker's answer, or None when no line says."""
+    for markers, advice in _CAUSES:
+        for message in messages:
+            if any(marker in message for marker in markers.split("|")):
+                said = message.rpartition("Connection lost: ")[2] or message
+                return f"{advice} (the connection failed with: {said[:300]})"
+    return None
+
+
 @contextmanager
-def translated(what: str, bootstrap: str) -> Iterator[None]:
-    """Raise any kafka-python error inside the block as a LogError."""
+def translated(what: str, bootstrap: str, explained: KafkaSecurity | None = None) -> Iterator[None]:
+    """Raise any kafka-python error inside the block as a LogError. With `explained`
+    (the client's security settings): with the reason kafka-python logged for failed
+    connection attempts, or else a TLS probe's (diagnosis.py), if any."""
+    kept = _Kept()
+    loggers = [logging.getLogger(n) for n in _CONNECTION_LOGGERS] if explained else []
+    for logger in loggers:
+        logger.addFilter(kept)
     try:
         yield
     except KafkaError as exc:
-        raise log_error(exc, what, bootstrap) from exc
+        reason = explanation(kept.messages)
+        if reason is None and explained is not None and isinstance(exc, KafkaTimeoutError):
+            reason = tls_problem(bootstrap, explained)
+        if reason is None:
+            raise log_error(exc, what, bootstrap) from exc
+        raise LogError(f"{what}: {reason}") from exc
+    finally:
+        for logger in loggers:
+            logger.removeFilter(kept)

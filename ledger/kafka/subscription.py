@@ -46,6 +46,7 @@ from typing import NamedTuple
 from pinledger.ledger import codec
 from pinledger.ledger.events import Envelope
 from pinledger.ledger.kafka import KafkaSettings, KafkaSubscriber
+from pinledger.ledger.kafka.settings import KafkaSecurity
 from pinledger.ledger.log import catalog_topic, owners_group, queue_of_topic
 
 
@@ -71,13 +72,18 @@ class Subscription:
         catalog: bool = False,
         idle_timeout_s: float | None = None,
         max_records: int = 500,
+        security: KafkaSecurity | None = None,
     ) -> None:
         self.prefix = prefix
         self.idle_timeout_s = idle_timeout_s
         self.max_records = max_records
         topics = r"q\..+|catalog" if catalog else r"q\..+"
         self._consumer: KafkaSubscriber | None = KafkaSubscriber(
-            KafkaSettings(bootstrap=bootstrap, client_id="pinledger-sub"),
+            KafkaSettings(
+                bootstrap=bootstrap,
+                client_id="pinledger-sub",
+                security=security or KafkaSecurity(),
+            ),
             group,
             f"^{re.escape(prefix)}({topics})$",
             from_beginning,
@@ -150,9 +156,11 @@ def subscribe(
     *,
     catalog: bool = False,
     idle_timeout_s: float | None = None,
+    security: KafkaSecurity | None = None,
 ) -> Subscription:
     """Join consumer group `group` over the ledger under topic prefix `prefix` (see the
-    module's documentation for what is delivered and when offsets are committed)."""
+    module's documentation for what is delivered and when offsets are committed);
+    `security`: how to reach a Kafka that requires TLS or SASL."""
     if group == owners_group(prefix):
         raise ValueError(f"group {group!r} is the servers' partition ownership group")
     return Subscription(
@@ -162,4 +170,5 @@ def subscribe(
         from_beginning=from_beginning,
         catalog=catalog,
         idle_timeout_s=idle_timeout_s,
+        security=security,
     )

@@ -26,6 +26,7 @@ def connection(settings: KafkaSettings) -> dict[str, Any]:
         # librdkafka leaves Nagle on; kafka-python sets TCP_NODELAY. With linger 0 an
         # append is one small request, which Nagle would hold behind an unacknowledged one.
         "socket.nagle.disable": True,
+        **settings.security.librdkafka(),
     }
 
 
