@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pinledger.ledger.kafka.errors import explanation
 from pinledger.ledger.kafka.settings import KafkaSecurity, KafkaSettings
 from pinledger.ledger.rdkafka import config as rdkafka_config
 from pinledger.service.assembly import kafka_settings
@@ -150,3 +151,41 @@ def test_a_yes_or_no_setting_reads_the_usual_words(text: str, value: bool) -> No
 def test_a_yes_or_no_setting_refuses_anything_else() -> None:
     with pytest.raises(ConfigError, match="must be true or false"):
         _config(kafka_ssl_check_hostname="maybe")
+
+
+@pytest.mark.parametrize(
+    ("logged", "says"),
+    [
+        (
+            "Connection lost: [Error 58] SaslAuthenticationFailedError: Authentication failed "
+            "during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512",
+            "PINLEDGER_KAFKA_SASL_PASSWORD",
+        ),
+        (
+            "Connection lost: KafkaConnectionError: Handshake failed: [SSL: "
+            "CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate",
+            "PINLEDGER_KAFKA_SSL_CAFILE",
+        ),
+        (
+            "Connection lost: KafkaConnectionError: [SSL: SSLV3_ALERT_BAD_CERTIFICATE] sslv3 "
+            "alert bad certificate (_ssl.c:2580)",
+            "PINLEDGER_KAFKA_SSL_CERTFILE",
+        ),
+        (
+            "Connection lost: InvalidReceiveError: Invalid frame length: 352518912",
+            "PINLEDGER_KAFKA_SECURITY_PROTOCOL",
+        ),
+    ],
+)
+def test_a_failed_connection_is_explained_by_what_kafka_python_logged(
+    logged: str, says: str
+) -> None:
+    noise = "Bootstrap bootstrap-0 not ready; waiting 0.98 secs"
+    reason = explanation([noise, logged, noise])
+    assert reason is not None and says in reason
+    assert logged.rpartition("Connection lost: ")[2] in reason
+
+
+def test_nothing_telling_in_the_logs_explains_nothing() -> None:
+    assert explanation(["Bootstrap bootstrap-0 not ready", "socket disconnected"]) is None
+    assert explanation([]) is None
