@@ -170,6 +170,40 @@ class TopicPolicy:
         return configs
 
 
+# What Kafka's security.protocol may be, and the SASL mechanisms pinledger speaks.
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSecurity:
+    """How clients authenticate to Kafka and protect the connection: the settings of
+    every Kafka adapter (docs/security.md), each of which turns them into its
+    library's own settings. Checked where they are read (service/config.py), so that a
+    wrong one names its variable."""
+
+    protocol: str = "PLAINTEXT"
+    sasl_mechanism: str = ""
+    sasl_username: str = ""
+    # Never in a repr, a log line or an error (docs/security.md).
+    sasl_password: str = field(default="", repr=False)
+    # The CA that signed the brokers' certificates (PEM); empty: the system's CAs.
+    ssl_cafile: str = ""
+    # This client's certificate and key (PEM), for brokers that require one (mTLS).
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+    # Whether a broker's certificate must name the host it was reached at.
+    ssl_check_hostname: bool = True
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+
 @dataclass(frozen=True, slots=True)
 class TopicState:
     """What a running cluster holds for one topic: the settings that decide whether an

@@ -80,6 +80,13 @@ class Assembly:
         on_queue_config: Callable[[QueueConfig], None],
     ) -> None:
         self.config = config
+        if config.admin_password().legacy:
+            log.warning(
+                "PINLEDGER_ADMIN_PASSWORD_SHA256 holds PinLater's fast hash of the admin "
+                "password, which a graphics card guesses billions of times a second: make "
+                "a scrypt one with `pinledger hash-password` and set "
+                "PINLEDGER_ADMIN_PASSWORD_HASH instead"
+            )
         self.store = open_store(config.store_url, config.schema, max_size=store_size)
         self.store.migrate()
         self.kafka = open_log(config)
@@ -107,12 +114,19 @@ class Assembly:
                 # Asked afresh: an owner's own list is up to 2 s old.
                 owners=lambda: self.kafka.group_members(group),
                 as_of=as_of_reader(config, self.store, self.kafka),
-                sessions=Sessions(config.admin_password_sha256, config.admin_salt, SYSTEM_CLOCK),
+                sessions=Sessions(config.admin_password(), SYSTEM_CLOCK),
                 trace_url_template=config.trace_url_template,
             )
         )
         admin = AdminHttpServer(
-            config.host, config.admin_port, metrics, health, ready, progress, pages=dashboard
+            config.host,
+            config.admin_port,
+            metrics,
+            health,
+            ready,
+            progress,
+            pages=dashboard,
+            metrics_token=config.metrics_token,
         )
         return dashboard, admin
 

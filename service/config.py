@@ -43,7 +43,13 @@ a file, as container platforms mount secrets: PINLEDGER_<NAME>_FILE.
 | APPEND_TIMEOUT_S                  | 15 (longest wait for Kafka to take an append)         |
 | READY_WINDOW                      | 3000 (ready jobs held in memory per owned partition)  |
 | QUEUE_CONFIG                      | none: no rate limits, no draining partitions          |
-| ADMIN_PASSWORD_SHA256             | none: deleteQueue is always refused                   |
+| ADMIN_PASSWORD_HASH (or _FILE)    | none: the admin password's scrypt hash (`pinledger    |
+|                                   | hash-password`); deleteQueue and the dashboard's      |
+|                                   | actions need the password                             |
+| ADMIN_PASSWORD_SHA256             | none: PinLater's SHA-256 form instead (with           |
+|                                   | ADMIN_SALT); still accepted, with a warning           |
+| METRICS_TOKEN (or _FILE)          | none: /metrics and /stats.txt open; set: they need    |
+|                                   | `Authorization: Bearer <token>`                       |
 | ADMIN_SALT                        | empty                                                 |
 | SESSION_TIMEOUT_MS                | 10000 (how soon a dead server's partitions move)      |
 | REPLICATION_FACTOR                | 0: the broker's default.replication.factor            |
@@ -69,8 +75,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pinledger.ledger.kafka.settings import PROTOCOLS, SASL_MECHANISMS, KafkaSecurity
-from pinledger.ledger.log import TopicPolicy
+from pinledger.ledger.log import PROTOCOLS, SASL_MECHANISMS, KafkaSecurity, TopicPolicy
+from pinledger.service.password import AdminPassword, parse_scrypt
 
 DEFAULT_KAFKA = "127.0.0.1:19092"
 DEFAULT_PG_DSN = "postgresql://pinledger:pinledger@127.0.0.1:54329/pinledger"
@@ -140,8 +146,13 @@ class Config:
     # the rest wait in Postgres (docs/decisions/0014-ready-window.md).
     ready_window: int = 3000
     queue_config: str = ""
-    admin_password_sha256: str = ""
-    admin_salt: str = ""
+    # The admin password's stored form (service/password.py): scrypt, from `pinledger
+    # hash-password`; or PinLater's SHA-256 of password + salt, still accepted.
+    admin_password_hash: str = dataclasses.field(default="", repr=False)
+    admin_password_sha256: str = dataclasses.field(default="", repr=False)
+    admin_salt: str = dataclasses.field(default="", repr=False)
+    # When set, /metrics and /stats.txt answer only `Authorization: Bearer <token>`.
+    metrics_token: str = dataclasses.field(default="", repr=False)
     # The dashboard's link from a job's trace id to a trace viewer; {trace_id} is replaced.
     trace_url_template: str = ""
     session_timeout_ms: int = 10_000
@@ -168,6 +179,26 @@ class Config:
                 if from_file is not None:
                     values[f.name] = from_file
         return cls(**{name: _convert(name, value) for name, value in values.items()})
+
+    def admin_password(self) -> AdminPassword:
+        """The configured admin password, checked: a ConfigError names what is wrong."""
+        if self.admin_password_hash and self.admin_password_sha256:
+            raise ConfigError(
+                "set PINLEDGER_ADMIN_PASSWORD_HASH or PINLEDGER_ADMIN_PASSWORD_SHA256, not both"
+            )
+        if self.admin_password_hash:
+            try:
+                parse_scrypt(self.admin_password_hash)
+            except ValueError as exc:
+                raise ConfigError(
+                    f"PINLEDGER_ADMIN_PASSWORD_HASH is {exc}: make one with "
+                    "`pinledger hash-password`"
+                ) from None
+        return AdminPassword(
+            scrypt=self.admin_password_hash,
+            sha256=self.admin_password_sha256,
+            salt=self.admin_salt,
+        )
 
     def kafka_security(self) -> KafkaSecurity:
         """The Kafka security settings, checked: a ConfigError names the setting that is
@@ -251,7 +282,15 @@ class Config:
 
 
 # Settings that are secrets: also readable from PINLEDGER_<NAME>_FILE, never shown.
-SECRETS = frozenset({"kafka_sasl_password"})
+SECRETS = frozenset(
+    {
+        "kafka_sasl_password",
+        "admin_password_hash",
+        "admin_password_sha256",
+        "admin_salt",
+        "metrics_token",
+    }
+)
 
 
 def _secret_file(env: Mapping[str, str], name: str, raw: str | None) -> str | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import socket
 import ssl
 
-from pinledger.ledger.kafka.settings import KafkaSecurity
+from pinledger.ledger.log import KafkaSecurity
 
 _PROBE_TIMEOUT_S = 5.0
 # How long the probe waits for the broker's verdict on its certificate after the

@@ -25,8 +25,7 @@ from kafka.errors import (
 )
 
 from pinledger.ledger.kafka.diagnosis import tls_problem
-from pinledger.ledger.kafka.settings import KafkaSecurity
-from pinledger.ledger.log import LogError
+from pinledger.ledger.log import KafkaSecurity, LogError
 
 
 def _hint(exc: Exception, bootstrap: str) -> str:

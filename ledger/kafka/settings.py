@@ -4,87 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pinledger.ledger.log import TopicPolicy
+from pinledger.ledger.log import KafkaSecurity, TopicPolicy
 
 # Enough for the largest job body (commands.Limits) plus the envelope around it.
 MAX_RECORD_BYTES = 4 * 1024 * 1024
-
-
-# What Kafka's security.protocol may be, and the SASL mechanisms pinledger speaks.
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaSecurity:
-    """How clients authenticate to Kafka and protect the connection: the settings of
-    every Kafka adapter (docs/security.md). Checked where they are read
-    (service/config.py), so that a wrong one names its variable."""
-
-    protocol: str = "PLAINTEXT"
-    sasl_mechanism: str = ""
-    sasl_username: str = ""
-    # Never in a repr, a log line or an error (docs/security.md).
-    sasl_password: str = field(default="", repr=False)
-    # The CA that signed the brokers' certificates (PEM); empty: the system's CAs.
-    ssl_cafile: str = ""
-    # This client's certificate and key (PEM), for brokers that require one (mTLS).
-    ssl_certfile: str = ""
-    ssl_keyfile: str = ""
-    # Whether a broker's certificate must name the host it was reached at.
-    ssl_check_hostname: bool = True
-
-    @property
-    def uses_ssl(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self.protocol.startswith("SASL_")
-
-    def kafka_python(self) -> dict[str, object]:
-        """kafka-python's settings for this security."""
-        found: dict[str, object] = {"security_protocol": self.protocol}
-        if self.uses_sasl:
-            found.update(
-                sasl_mechanism=self.sasl_mechanism,
-                sasl_plain_username=self.sasl_username,
-                sasl_plain_password=self.sasl_password,
-            )
-        if self.uses_ssl:
-            found["ssl_check_hostname"] = self.ssl_check_hostname
-            for key, value in (
-                ("ssl_cafile", self.ssl_cafile),
-                ("ssl_certfile", self.ssl_certfile),
-                ("ssl_keyfile", self.ssl_keyfile),
-            ):
-                if value:
-                    found[key] = value
-        return found
-
-    def librdkafka(self) -> dict[str, object]:
-        """librdkafka's settings for this security."""
-        found: dict[str, object] = {"security.protocol": self.protocol.lower()}
-        if self.uses_sasl:
-            found.update(
-                {
-                    "sasl.mechanism": self.sasl_mechanism,
-                    "sasl.username": self.sasl_username,
-                    "sasl.password": self.sasl_password,
-                }
-            )
-        if self.uses_ssl:
-            found["ssl.endpoint.identification.algorithm"] = (
-                "https" if self.ssl_check_hostname else "none"
-            )
-            for key, value in (
-                ("ssl.ca.location", self.ssl_cafile),
-                ("ssl.certificate.location", self.ssl_certfile),
-                ("ssl.key.location", self.ssl_keyfile),
-            ):
-                if value:
-                    found[key] = value
-        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,5 +43,26 @@ class KafkaSettings:
         return {
             "bootstrap_servers": self.bootstrap,
             "reconnect_backoff_max_ms": self.reconnect_backoff_max_ms,
-            **self.security.kafka_python(),
+            **security_options(self.security),
         }
+
+
+def security_options(security: KafkaSecurity) -> dict[str, object]:
+    """kafka-python's settings for this security."""
+    found: dict[str, object] = {"security_protocol": security.protocol}
+    if security.uses_sasl:
+        found.update(
+            sasl_mechanism=security.sasl_mechanism,
+            sasl_plain_username=security.sasl_username,
+            sasl_plain_password=security.sasl_password,
+        )
+    if security.uses_ssl:
+        found["ssl_check_hostname"] = security.ssl_check_hostname
+        for key, value in (
+            ("ssl_cafile", security.ssl_cafile),
+            ("ssl_certfile", security.ssl_certfile),
+            ("ssl_keyfile", security.ssl_keyfile),
+        ):
+            if value:
+                found[key] = value
+    return found

@@ -46,8 +46,7 @@ from typing import NamedTuple
 from pinledger.ledger import codec
 from pinledger.ledger.events import Envelope
 from pinledger.ledger.kafka import KafkaSettings, KafkaSubscriber
-from pinledger.ledger.kafka.settings import KafkaSecurity
-from pinledger.ledger.log import catalog_topic, owners_group, queue_of_topic
+from pinledger.ledger.log import KafkaSecurity, catalog_topic, owners_group, queue_of_topic
 
 
 class LedgerRecord(NamedTuple):

@@ -10,7 +10,6 @@ from pinledger.ledger.log import LogError
 from pinledger.service.api.core import Api
 from pinledger.service.api.errors import pinlater_error
 from pinledger.service.api.requests import Caller
-from pinledger.service.password import check_password
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +31,14 @@ def create_queue(api: Api, caller: Caller | None, name: str) -> None:
 
 
 def check_admin_password(api: Api, password: str | None) -> None:
-    config = api.config
-    if not config.admin_password_sha256:
+    admin = api.config.admin_password()
+    if not admin.configured:
         raise pinlater_error(
             pinlater.ErrorCode.PASSWORD_INVALID,
             "no admin password is configured on this server "
-            "(set PINLEDGER_ADMIN_PASSWORD_SHA256; see `pinledger hash-password`)",
+            "(set PINLEDGER_ADMIN_PASSWORD_HASH; see `pinledger hash-password`)",
         )
-    if not check_password(password or "", config.admin_salt, config.admin_password_sha256):
+    if not admin.check(password or ""):
         raise pinlater_error(pinlater.ErrorCode.PASSWORD_INVALID, "the admin password is wrong")
 
 

@@ -27,7 +27,7 @@ from pinledger.service.cli.tool import main as client_main
 from pinledger.service.config import Config, ConfigError
 from pinledger.service.listeners import PortInUseError
 from pinledger.service.ownership.ledger_format import UnreadableFormatError
-from pinledger.service.password import hash_password
+from pinledger.service.password import hash_password, hash_password_scrypt
 from pinledger.service.processes.supervisor import die_with_supervisor, run_processes
 from pinledger.service.server import DashboardServer, Server
 
@@ -142,10 +142,16 @@ def cmd_upgrade_format(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_hash_password(_: Config, args: argparse.Namespace) -> int:
-    salt = args.salt if args.salt is not None else secrets.token_hex(8)
     password = getpass.getpass("admin password: ") if args.password is None else args.password
-    print(f"PINLEDGER_ADMIN_SALT={salt}")
-    print(f"PINLEDGER_ADMIN_PASSWORD_SHA256={hash_password(password, salt)}")
+    if args.pinlater:
+        salt = args.salt if args.salt is not None else secrets.token_hex(8)
+        print(f"PINLEDGER_ADMIN_SALT={salt}")
+        print(f"PINLEDGER_ADMIN_PASSWORD_SHA256={hash_password(password, salt)}")
+        return 0
+    if args.salt is not None:
+        raise ConfigError("--salt goes with --pinlater (scrypt makes a random salt of its own)")
+    # Quoted: the value holds `$`, which a shell would expand.
+    print(f"PINLEDGER_ADMIN_PASSWORD_HASH='{hash_password_scrypt(password)}'")
     return 0
 
 
@@ -247,10 +253,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     hashing = commands.add_parser(
-        "hash-password", help="print the salt and hash settings for the deleteQueue password"
+        "hash-password",
+        help="print the setting that stores the admin password (deleteQueue, the dashboard)",
     )
     hashing.add_argument("--password", help="the password (default: ask without echo)")
-    hashing.add_argument("--salt", help="the salt (default: a random one)")
+    hashing.add_argument(
+        "--pinlater",
+        action="store_true",
+        help="PinLater's form instead (SHA-256 of password + salt: fast to guess; for a "
+        "config PinLater shares)",
+    )
+    hashing.add_argument("--salt", help="with --pinlater: the salt (default: a random one)")
     return parser
 
 

@@ -7,7 +7,9 @@ POST /login, /logout, /failures/confirm, /failures/act (the last three need a se
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 from collections.abc import Callable
 
 from pinledger.idl import pinlater
@@ -17,7 +19,7 @@ from pinledger.projections.store import InvalidRegexError, StoreError
 from pinledger.service.api.errors import ProjectionBehindError
 from pinledger.service.api.requests import idl_default
 from pinledger.service.dashboard import failures_page, jobs, queues
-from pinledger.service.dashboard.auth import COOKIE, SESSION_TTL_MS
+from pinledger.service.dashboard.auth import COOKIE, SESSION_TTL_MS, TooManyLoginsError
 from pinledger.service.dashboard.backend import Backend
 from pinledger.service.dashboard.paging import PageTokenError
 from pinledger.service.dashboard.render import asset, esc, fill, page, redirect
@@ -174,7 +176,7 @@ class Dashboard:
                 "disabled": ""
                 if enabled
                 else '<p class="notice">No admin password is configured '
-                "(PINLEDGER_ADMIN_PASSWORD_SHA256): the dashboard is read-only.</p>",
+                "(PINLEDGER_ADMIN_PASSWORD_HASH): the dashboard is read-only.</p>",
             },
         )
         return page("Log in", content, user=user, status=status)
@@ -186,7 +188,12 @@ class Dashboard:
     ) -> WebResponse | None:
         sessions = self.backend.sessions
         if request.path == "/login":
-            issued = sessions.login(request.arg("password"))
+            try:
+                issued = sessions.login(request.arg("password"), client=request.client)
+            except TooManyLoginsError as exc:
+                answer = self._login_form(request, None, f"{exc.args[0].capitalize()}.", 429)
+                retry = ("Retry-After", str(math.ceil(exc.wait_s)))
+                return dataclasses.replace(answer, headers=(*answer.headers, retry))
             if issued is None:
                 return self._login_form(request, None, "Wrong password.", 403)
             cookie_header = (

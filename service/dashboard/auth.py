@@ -1,44 +1,98 @@
 """Who may act: a login with the admin password, a signed session cookie, a CSRF token
 per session.
 
-The password is PinLater's deleteQueue password (PINLEDGER_ADMIN_PASSWORD_SHA256 and
-PINLEDGER_ADMIN_SALT, service/password.py). Sessions are stateless: the cookie is
-`<user>.<expires ms>.<signature>`, signed with a key derived from the configured hash,
-so every server of a cluster accepts the cookie another issued, and changing the
-password signs everyone out. The CSRF token is a second signature of the cookie, put in
-every form; a POST must carry the one of its own session.
+The password is the admin password (PINLEDGER_ADMIN_PASSWORD_HASH, or PinLater's
+PINLEDGER_ADMIN_PASSWORD_SHA256 and PINLEDGER_ADMIN_SALT; service/password.py). Sessions
+are stateless: the cookie is `<user>.<expires ms>.<signature>`, signed with a key
+derived from the configured hash, so every server of a cluster accepts the cookie
+another issued, and changing the password signs everyone out. The CSRF token is a
+second signature of the cookie, put in every form; a POST must carry the one of its own
+session.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import re
+import threading
+from collections import OrderedDict, deque
 
 from pinledger.ledger.clock import Clock
-from pinledger.service.password import check_password
+from pinledger.service.password import AdminPassword
 
 COOKIE = "pinledger_session"
 SESSION_TTL_MS = 8 * 3600 * 1000
 USER = "admin"
 _USER_NAME = re.compile(r"^[\w-]{1,64}$")
+# Failed logins from one address within the window, past which its logins are refused
+# until the oldest failure leaves the window: a guesser gets 5 tries a minute.
+LOGIN_FAILURES = 5
+LOGIN_WINDOW_S = 60.0
+# Addresses remembered at once (the least recently failed forgotten first): bounded memory.
+LOGIN_CLIENTS = 10_000
+
+
+class TooManyLoginsError(Exception):
+    """Too many failed logins from one address: wait `wait_s`."""
+
+    def __init__(self, wait_s: float) -> None:
+        super().__init__(f"too many failed logins: try again in {math.ceil(wait_s)} s")
+        self.wait_s = wait_s
+
+
+class LoginLimit:
+    """Counts failed logins per client address in a sliding window."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def check(self, client: str) -> None:
+        """Raise TooManyLoginsError while `client` has used up its failures."""
+        now = self._clock.monotonic()
+        with self._lock:
+            failures = self._recent(client, now)
+            if len(failures) >= LOGIN_FAILURES:
+                raise TooManyLoginsError(failures[0] + LOGIN_WINDOW_S - now)
+
+    def failed(self, client: str) -> None:
+        now = self._clock.monotonic()
+        with self._lock:
+            self._recent(client, now).append(now)
+            self._failures.move_to_end(client)
+            while len(self._failures) > LOGIN_CLIENTS:
+                self._failures.popitem(last=False)
+
+    def _recent(self, client: str, now: float) -> deque[float]:
+        failures = self._failures.setdefault(client, deque())
+        while failures and failures[0] <= now - LOGIN_WINDOW_S:
+            failures.popleft()
+        return failures
 
 
 class Sessions:
-    def __init__(self, password_sha256: str, salt: str, clock: Clock) -> None:
-        self._hash = password_sha256.strip().lower()
-        self._salt = salt
+    def __init__(self, password: AdminPassword, clock: Clock) -> None:
+        self._password = password
         self._clock = clock
-        self._key = hashlib.sha256(f"pinledger-dashboard:{self._hash}".encode()).digest()
+        self._limit = LoginLimit(clock)
+        self._key = hashlib.sha256(f"pinledger-dashboard:{password.fingerprint}".encode()).digest()
 
     @property
     def enabled(self) -> bool:
         """False without a configured password: then nobody can log in."""
-        return bool(self._hash)
+        return self._password.configured
 
-    def login(self, password: str, user: str = USER) -> str | None:
-        """A new session's cookie value for the right password, else None."""
-        if not self.enabled or not check_password(password, self._salt, self._hash):
+    def login(self, password: str, user: str = USER, client: str = "") -> str | None:
+        """A new session's cookie value for the right password, else None; raises
+        TooManyLoginsError while `client` (its address) has failed too often."""
+        if not self.enabled:
+            return None
+        self._limit.check(client)
+        if not self._password.check(password):
+            self._limit.failed(client)
             return None
         if not _USER_NAME.match(user):
             return None

@@ -14,6 +14,7 @@ dashboard, service/dashboard; observability/web.py is the interface).
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import threading
@@ -45,8 +46,10 @@ class _Server(ThreadingHTTPServer):
         ready: Health,
         progress: Progress,
         pages: Pages | None,
+        metrics_token: str = "",
     ) -> None:
         super().__init__(address, _Handler)
+        self.metrics_token = metrics_token
         self.metrics = metrics
         self.health = health
         self.ready = ready
@@ -66,6 +69,24 @@ class AdminHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _scrape_allowed(self, token: str) -> bool:
+        """Whether a scrape of /metrics or /stats.txt may be answered: always without a
+        configured token (Prometheus's convention), else only with `Authorization:
+        Bearer <token>`; answers 401 when not."""
+        if not token:
+            return True
+        given = self.headers.get("Authorization") or ""
+        if hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            return True
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Bearer realm="pinledger metrics"')
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        body = b"a bearer token is needed (PINLEDGER_METRICS_TOKEN)\n"
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        return False
+
     def log_message(self, format: str, *args: Any) -> None:
         # http.server writes every request to stderr; scrapes every few seconds would
         # drown the service's own log.
@@ -77,6 +98,8 @@ class _Handler(AdminHandler):
         server = self.server
         assert isinstance(server, _Server)
         path = urlsplit(self.path).path
+        if path in ("/metrics", "/stats.txt") and not self._scrape_allowed(server.metrics_token):
+            return
         if path == "/metrics":
             prometheus = server.metrics.prometheus()
             self._reply(200, "text/plain; version=0.0.4; charset=utf-8", prometheus)
@@ -163,8 +186,11 @@ class AdminHttpServer:
         ready: Health | None = None,
         progress: Progress = dict,
         pages: Pages | None = None,
+        metrics_token: str = "",
     ) -> None:
-        self._server = _Server((host, port), metrics, health, ready or health, progress, pages)
+        self._server = _Server(
+            (host, port), metrics, health, ready or health, progress, pages, metrics_token
+        )
         self._thread: threading.Thread | None = None
 
     @property

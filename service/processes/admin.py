@@ -31,10 +31,13 @@ _ANSWER_HEADERS = ("Content-Type", "Set-Cookie", "Location", "Cache-Control")
 Workers = Callable[[], list[WorkerView]]
 
 
-def ask(host: str, port: int, path: str) -> tuple[int, str]:
-    """GET a worker's admin path: (status, body); status 0 when it did not answer."""
+def ask(host: str, port: int, path: str, token: str = "") -> tuple[int, str]:
+    """GET a worker's admin path (with the metrics token, when one is set): (status,
+    body); status 0 when it did not answer."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(f"http://{host}:{port}{path}", headers=headers)
     try:
-        with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=_ASK_TIMEOUT_S) as r:
+        with urllib.request.urlopen(request, timeout=_ASK_TIMEOUT_S) as r:
             return r.status, r.read().decode("utf-8", errors="replace")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode("utf-8", errors="replace")
@@ -57,10 +60,13 @@ def _summary(status: int, body: str) -> str:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], workers: Workers, worker_host: str) -> None:
+    def __init__(
+        self, address: tuple[str, int], workers: Workers, worker_host: str, metrics_token: str
+    ) -> None:
         super().__init__(address, _Handler)
         self.workers = workers
         self.worker_host = worker_host
+        self.metrics_token = metrics_token
 
     def each(self, path: str) -> dict[int, tuple[int, str]]:
         """Every running worker's answer to GET `path`, asked at once."""
@@ -68,7 +74,9 @@ class _Server(ThreadingHTTPServer):
         answers: dict[int, tuple[int, str]] = {}
 
         def one(worker: WorkerView) -> None:
-            answers[worker.index] = ask(self.worker_host, worker.admin_port, path)
+            answers[worker.index] = ask(
+                self.worker_host, worker.admin_port, path, self.metrics_token
+            )
 
         threads = [threading.Thread(target=one, args=(w,), daemon=True) for w in running]
         for thread in threads:
@@ -91,6 +99,8 @@ class _Handler(AdminHandler):
             code, body = host_health(server.workers(), summaries)
             self._reply(code, "application/json", json.dumps(body, sort_keys=True) + "\n")
         elif path in ("/metrics", "/stats.txt"):
+            if not self._scrape_allowed(server.metrics_token):
+                return
             texts = {i: body for i, (status, body) in server.each(path).items() if status == 200}
             merge = merge_prometheus if path == "/metrics" else merge_stats_txt
             kind = "text/plain; version=0.0.4; charset=utf-8" if path == "/metrics" else None
@@ -136,8 +146,12 @@ class _Handler(AdminHandler):
 class HostAdminServer:
     """Binds in __init__ (a taken port fails at once; port 0 picks a free one)."""
 
-    def __init__(self, host: str, port: int, workers: Workers, worker_host: str) -> None:
-        self._server = _Server((host, port), workers, worker_host)
+    def __init__(
+        self, host: str, port: int, workers: Workers, worker_host: str, metrics_token: str = ""
+    ) -> None:
+        """`metrics_token`: what /metrics and /stats.txt ask of a scraper, and what
+        this server gives the workers when it asks them for theirs."""
+        self._server = _Server((host, port), workers, worker_host, metrics_token)
         self._thread: threading.Thread | None = None
 
     @property

@@ -102,7 +102,9 @@ class Supervisor:
         self._stop = threading.Event()
         # The workers' admin ports are reached here: the bind host, or loopback for all.
         self._local = "127.0.0.1" if config.host in ("0.0.0.0", "") else config.host
-        self.admin = HostAdminServer(config.host, config.admin_port, self.views, self._local)
+        self.admin = HostAdminServer(
+            config.host, config.admin_port, self.views, self._local, config.metrics_token
+        )
 
     def views(self) -> list[WorkerView]:
         with self._lock:

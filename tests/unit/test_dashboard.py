@@ -15,7 +15,7 @@ from pinledger.service.dashboard import paging, timeline
 from pinledger.service.dashboard.auth import Sessions
 from pinledger.service.dashboard.backend import NoOwner
 from pinledger.service.dashboard.failures import NO_ERROR, error_key, group_failures
-from pinledger.service.password import hash_password
+from pinledger.service.password import AdminPassword, hash_password, hash_password_scrypt
 from pinledger.service.testing.clock import FakeClock
 from pinledger.service.testing.fake_log import FakeLog
 from tests.unit.test_history import STORY, T0, D, rows_for
@@ -117,7 +117,7 @@ def test_failures_group_by_error_largest_first() -> None:
 
 
 def _sessions(clock: FakeClock) -> Sessions:
-    return Sessions(hash_password("s3cret", "salt"), "salt", clock)
+    return Sessions(AdminPassword(sha256=hash_password("s3cret", "salt"), salt="salt"), clock)
 
 
 def test_a_session_needs_the_password_and_expires() -> None:
@@ -139,10 +139,20 @@ def test_a_forged_or_foreign_cookie_is_nobody() -> None:
     assert _sessions(clock).user(f"root.{expires}.{signature}") is None
     assert _sessions(clock).user(f"{user}.{int(expires) + 1}.{signature}") is None
     # Another password signs everyone out.
-    other = Sessions(hash_password("other", "salt"), "salt", clock)
+    other = Sessions(AdminPassword(sha256=hash_password("other", "salt"), salt="salt"), clock)
     assert other.user(cookie) is None
     # Without a configured password nobody logs in.
-    assert Sessions("", "", clock).login("") is None
+    assert Sessions(AdminPassword(), clock).login("") is None
+
+
+def test_a_scrypt_password_logs_in_and_a_new_one_signs_everyone_out() -> None:
+    clock = FakeClock()
+    sessions = Sessions(AdminPassword(scrypt=hash_password_scrypt("s3cret")), clock)
+    assert sessions.login("s3cret!") is None
+    cookie = sessions.login("s3cret")
+    assert cookie is not None and sessions.user(cookie) == "admin"
+    changed = Sessions(AdminPassword(scrypt=hash_password_scrypt("s3cret")), clock)
+    assert changed.user(cookie) is None  # same password, new salt: a new hash
 
 
 def test_the_csrf_token_is_the_sessions_own() -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pinledger.ledger.kafka.errors import explanation
-from pinledger.ledger.kafka.settings import KafkaSecurity, KafkaSettings
+from pinledger.ledger.kafka.settings import KafkaSettings, security_options
+from pinledger.ledger.log import KafkaSecurity
 from pinledger.ledger.rdkafka import config as rdkafka_config
 from pinledger.service.assembly import kafka_settings
 from pinledger.service.config import Config, ConfigError
@@ -75,13 +76,14 @@ def test_a_client_certificate_and_no_hostname_check(tmp_path: Path) -> None:
         kafka_ssl_keyfile=key,
         kafka_ssl_check_hostname="false",
     ).kafka_security()
-    assert security.kafka_python() == {
+    assert security_options(security) == {
         "security_protocol": "SSL",
         "ssl_check_hostname": False,
         "ssl_certfile": cert,
         "ssl_keyfile": key,
     }
-    assert security.librdkafka() == {
+    librdkafka = rdkafka_config.connection(KafkaSettings(security=security))
+    assert {k: v for k, v in librdkafka.items() if k.startswith(("security", "ssl", "sasl"))} == {
         "security.protocol": "ssl",
         "ssl.endpoint.identification.algorithm": "none",
         "ssl.certificate.location": cert,
