@@ -191,7 +191,7 @@ class Config:
                 parse_scrypt(self.admin_password_hash)
             except ValueError as exc:
                 raise ConfigError(
-                    f"PINLEDGER_ADMIN_PASSWORD_HASH is {exc}: make one with "
+                    f"PINLEDGER_ADMIN_PASSWORD_HASH cannot be used: {exc}; make one with "
                     "`pinledger hash-password`"
                 ) from None
         return AdminPassword(

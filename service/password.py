@@ -51,7 +51,7 @@ def parse_scrypt(stored: str) -> tuple[int, int, int, bytes, bytes]:
     (never echoing the string)."""
     parts = stored.strip().split("$")
     if len(parts) != 6 or parts[0] != "scrypt":
-        raise ValueError("not of the form scrypt$<n>$<r>$<p>$<salt hex>$<key hex>")
+        raise ValueError("it is not of the form scrypt$<n>$<r>$<p>$<salt hex>$<key hex>")
     try:
         n, r, p = int(parts[1]), int(parts[2]), int(parts[3])
         salt, key = bytes.fromhex(parts[4]), bytes.fromhex(parts[5])

@@ -25,37 +25,21 @@ from pinledger.ledger.kafka.settings import KafkaSettings
 from pinledger.ledger.log import Append, KafkaSecurity, LogError, Position
 from pinledger.projections.pg.store import Store
 from pinledger.service.testing.servers import (
-    ROOT,
     ServerProcess,
     context,
     dequeue_until,
     run_pinledger,
 )
 from tests.integration.conftest import server_settings
+from tests.integration.secure_stack import STACK_LIMIT_S, sasl_password, secure_up
 from tests.settings import stack_settings
 
 pytestmark = pytest.mark.integration
 
-STACK_LIMIT_S = 300
-
 
 @pytest.fixture(scope="module")
 def secure() -> dict[str, str]:
-    """The secure node's export lines (`secure up` is idempotent), as a dict."""
-    done = subprocess.run(
-        ["bash", str(ROOT / "stack" / "stack.sh"), "secure", "up"],
-        capture_output=True,
-        text=True,
-        timeout=STACK_LIMIT_S,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.fail(f"`stack.sh secure up` failed (exit {done.returncode}):\n{done.stderr}")
-    found = {}
-    for line in done.stdout.splitlines():
-        name, _, value = line.removeprefix("export ").partition("=")
-        found[name] = value
-    return found
+    return secure_up()
 
 
 def _sasl(
@@ -65,7 +49,7 @@ def _sasl(
         protocol="SASL_SSL",
         sasl_mechanism=mechanism,
         sasl_username=secure["PINLEDGER_KAFKA_SASL_USERNAME"],
-        sasl_password=Path(secure["PINLEDGER_KAFKA_SASL_PASSWORD_FILE"]).read_text().strip(),
+        sasl_password=sasl_password(secure),
         ssl_cafile=secure["PINLEDGER_KAFKA_SSL_CAFILE"],
     )
     return replace(security, **changes)
@@ -198,7 +182,7 @@ def test_a_server_serves_with_its_ledger_on_a_sasl_ssl_kafka(
         client.close()
     finally:
         server.stop()
-    password = Path(secure["PINLEDGER_KAFKA_SASL_PASSWORD_FILE"]).read_text().strip()
+    password = sasl_password(secure)
     assert password not in server.log()
     done = _pinledger("doctor", PINLEDGER_TOPIC_PREFIX=prefix, **secure)
     assert done.returncode == 0, done.stdout + done.stderr
