@@ -156,10 +156,11 @@ class TopicPolicy:
     min_insync_replicas: int | None = None
     retention_ms: int = -1
 
-    def topic_configs(self) -> dict[str, str]:
-        """The topic-level settings every created topic gets."""
+    def topic_configs(self, keep_forever: bool = False) -> dict[str, str]:
+        """The topic-level settings every created topic gets; `keep_forever`: records
+        are never deleted, whatever the retention (the catalog)."""
         configs = {
-            "retention.ms": str(self.retention_ms),
+            "retention.ms": "-1" if keep_forever else str(self.retention_ms),
             # Size-based retention would delete history just as time-based would.
             "retention.bytes": "-1",
             # The ledger is an append-only history: never compacted away.
@@ -237,9 +238,10 @@ class LogInspector(Protocol):
 
 
 class Log(Protocol):
-    def create_topic(self, topic: str, partitions: int) -> bool:
+    def create_topic(self, topic: str, partitions: int, keep_forever: bool = False) -> bool:
         """Create a topic with the log's TopicPolicy; False when it exists already
-        (idempotent)."""
+        (idempotent). `keep_forever`: its records are never deleted, whatever the
+        policy's retention."""
         ...
 
     def delete_topic(self, topic: str) -> None:

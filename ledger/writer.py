@@ -54,8 +54,9 @@ class LedgerWriter:
     def ensure_catalog(self, at: int, actor: Actor) -> None:
         """Create the catalog topic when it is missing. A catalog created here starts at
         the newest ledger format: no server of an older release can be live in a
-        cluster that had no catalog."""
-        if self.log.create_topic(catalog_topic(self.prefix), 1):
+        cluster that had no catalog. It keeps its records forever, whatever the
+        retention: a few per queue, and the cluster's ledger format (decision 0025)."""
+        if self.log.create_topic(catalog_topic(self.prefix), 1, keep_forever=True):
             self.raise_format(formats.LATEST, at, actor)
 
     def raise_format(self, cluster_format: int, at: int, actor: Actor) -> None:

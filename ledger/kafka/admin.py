@@ -60,7 +60,7 @@ class KafkaAdmin:
     def _translated(self, what: str) -> AbstractContextManager[None]:
         return translated(what, self.bootstrap, explained=self._settings.security)
 
-    def create_topic(self, topic: str, partitions: int) -> bool:
+    def create_topic(self, topic: str, partitions: int, keep_forever: bool = False) -> bool:
         try:
             policy = self._settings.topics
             self._admin.create_topics(
@@ -69,7 +69,7 @@ class KafkaAdmin:
                         "num_partitions": partitions,
                         # -1: the broker's default.replication.factor.
                         "replication_factor": policy.replication_factor or -1,
-                        "configs": policy.topic_configs(),
+                        "configs": policy.topic_configs(keep_forever),
                     }
                 },
                 wait_for_metadata=True,

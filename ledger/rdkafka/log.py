@@ -49,8 +49,8 @@ class RdkafkaLog:
     def bootstrap(self) -> str:
         return self._settings.bootstrap
 
-    def create_topic(self, topic: str, partitions: int) -> bool:
-        return self._admin.create_topic(topic, partitions)
+    def create_topic(self, topic: str, partitions: int, keep_forever: bool = False) -> bool:
+        return self._admin.create_topic(topic, partitions, keep_forever)
 
     def delete_topic(self, topic: str) -> None:
         self._admin.delete_topic(topic)

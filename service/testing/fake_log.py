@@ -99,7 +99,8 @@ class FakeLog:
 
     # -- topics ----------------------------------------------------------------------
 
-    def create_topic(self, topic: str, partitions: int) -> bool:
+    def create_topic(self, topic: str, partitions: int, keep_forever: bool = False) -> bool:
+        # No retention here: every record is kept.
         with self._cond:
             self._check("create_topic")
             if topic in self._topics:

@@ -74,3 +74,17 @@ def test_doctor_fails_on_an_unsafe_topic(kafka: KafkaLog, prefix: str) -> None:
     assert done.returncode == 1
     assert "unsafe" in done.stdout and "compaction deletes ledger history" in done.stdout
     assert "fix: set cleanup.policy=delete" in done.stdout
+
+
+def test_the_catalog_keeps_its_records_whatever_the_retention(kafka: KafkaLog, prefix: str) -> None:
+    """Its queue records and the cluster's ledger format (decision 0025) must outlive
+    a finite retention; the queues' topics get that retention."""
+    policy = TopicPolicy(retention_ms=3_600_000)
+    log = KafkaLog(KafkaSettings(bootstrap=kafka.bootstrap, client_id="durability", topics=policy))
+    try:
+        LedgerWriter(log, prefix).create_queue("short", 1, 0, Actor(source="test"))
+        states = log.topic_states([catalog_topic(prefix), queue_topic(prefix, "short")])
+    finally:
+        log.close()
+    assert states[catalog_topic(prefix)].retention_ms == -1
+    assert states[queue_topic(prefix, "short")].retention_ms == 3_600_000
