@@ -91,13 +91,16 @@ _CAUSES = (
 
 
 class _Kept(logging.Filter):
-    """Keeps the records of the connection loggers instead of letting them print."""
+    """Keeps the connection loggers' warnings and errors (a failed attempt, each with its
+    traceback) instead of letting them print; their debug lines (`pinledger -v`) pass."""
 
     def __init__(self) -> None:
         super().__init__()
         self.messages: list[str] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
         if len(self.messages) < 200:
             self.messages.append(record.getMessage())
         return False
