@@ -211,26 +211,31 @@ EOF
 }
 
 kafka_down() {
-    local pid
-    if ! pid=$(kafka_pid); then
-        say "Kafka not running"
-        rm -f "$KAFKA_PID"
+    kafka_stop "Kafka" "$KAFKA_PID"
+}
+
+# Stops the broker of a pid file (the single node's, the secure node's).
+kafka_stop() {  # name pid-file
+    local name=$1 pid_file=$2 pid
+    if ! pid=$(kafka_pid_from "$pid_file"); then
+        say "$name not running"
+        rm -f "$pid_file"
         return 0
     fi
-    say "stopping Kafka (pid $pid)"
+    say "stopping $name (pid $pid)"
     kill -TERM "$pid"
     # A clean shutdown flushes logs and writes the clean-shutdown marker, so the
     # next start skips log recovery. Give it time before forcing.
     local deadline=$((SECONDS + 60))
     while kill -0 "$pid" 2>/dev/null; do
         if (( SECONDS >= deadline )); then
-            say "Kafka did not stop within 60s: killing it"
+            say "$name did not stop within 60s: killing it"
             kill -KILL "$pid" 2>/dev/null || true
             break
         fi
         sleep 0.5
     done
-    rm -f "$KAFKA_PID"
+    rm -f "$pid_file"
 }
 
 kafka_status() {

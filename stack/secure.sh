@@ -205,23 +205,7 @@ EOF
 }
 
 secure_down() {
-    local pid
-    if ! pid=$(secure_pid); then
-        say "secure Kafka not running"
-        rm -f "$SECURE_PID"
-        return 0
-    fi
-    say "stopping the secure Kafka (pid $pid)"
-    kill -TERM "$pid"
-    local deadline=$((SECONDS + 60))
-    while kill -0 "$pid" 2>/dev/null; do
-        if (( SECONDS >= deadline )); then
-            kill -KILL "$pid" 2>/dev/null || true
-            break
-        fi
-        sleep 0.5
-    done
-    rm -f "$SECURE_PID"
+    kafka_stop "the secure Kafka" "$SECURE_PID"
 }
 
 secure_status() {

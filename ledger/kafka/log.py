@@ -24,6 +24,7 @@ from pinledger.ledger.kafka import patches
 from pinledger.ledger.kafka.admin import KafkaAdmin
 from pinledger.ledger.kafka.errors import log_error, translated
 from pinledger.ledger.kafka.group import KafkaGroupReader, KafkaSubscriber
+from pinledger.ledger.kafka.membership import KafkaGroupMembership
 from pinledger.ledger.kafka.reader import KafkaReader
 from pinledger.ledger.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
 from pinledger.ledger.log import (
@@ -69,6 +70,8 @@ class KafkaLog:
         # First: it checks the kafka-python version (patches) and fails at once when
         # Kafka cannot be reached.
         self._admin = KafkaAdmin(settings)
+        # Group membership, as the librdkafka adapter has it too (membership.py).
+        self._groups = KafkaGroupMembership(settings)
         try:
             with translated(f"cannot reach Kafka at {settings.bootstrap}", settings.bootstrap):
                 self._producer = self._new_producer()
@@ -222,15 +225,8 @@ class KafkaLog:
         session_timeout_ms: int = 6000,
         advertised: str = "",
     ) -> KafkaGroupReader:
-        return KafkaGroupReader(
-            self._settings,
-            group,
-            topics,
-            member_id,
-            on_revoked,
-            on_assigned,
-            session_timeout_ms,
-            advertised,
+        return self._groups.group_reader(
+            group, topics, member_id, on_revoked, on_assigned, session_timeout_ms, advertised
         )
 
     def subscriber(self, group: str, pattern: str, from_beginning: bool) -> KafkaSubscriber:

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from pinledger.projections.factory import open_store
+from pinledger.projections.mysql import schema as my_schema
+from pinledger.projections.mysql.store import Store as MyStore
+from pinledger.projections.pg import schema as pg_schema
 from pinledger.projections.pg.store import Store as PgStore
 from pinledger.projections.store import LedgerStore, StoreError
 from pinledger.service.testing.fake_store import FakeStore
@@ -52,6 +56,14 @@ def fresh_pg_store(label: str, migrate: bool = True) -> PgStore:
     store = fresh_store("postgres", label, migrate)
     assert isinstance(store, PgStore)
     return store
+
+
+def describe(store: LedgerStore) -> Any:
+    """The store's schema shape, by its kind's description (projections/*/schema.py)."""
+    if isinstance(store, MyStore):
+        return my_schema.describe(store)
+    assert isinstance(store, PgStore)
+    return pg_schema.describe(store)
 
 
 def dialect(store: LedgerStore) -> str:

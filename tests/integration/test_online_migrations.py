@@ -13,7 +13,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -21,11 +20,9 @@ import pytest
 from pinledger.idl import pinlater
 from pinledger.ledger.kafka import KafkaLog
 from pinledger.projections.migration_plan import PauseNeededError
-from pinledger.projections.mysql import schema as my_schema
 from pinledger.projections.mysql.sql import migrations as my_migrations
 from pinledger.projections.mysql.sql import query as my_query
 from pinledger.projections.mysql.store import Store as MyStore
-from pinledger.projections.pg import schema as pg_schema
 from pinledger.projections.pg.sql import migrations as pg_migrations
 from pinledger.projections.pg.store import Store as PgStore
 from pinledger.projections.store import LedgerStore
@@ -33,7 +30,7 @@ from pinledger.service.cli.main import main
 from pinledger.service.cli.migrate import EXIT_NEEDS_PAUSE
 from pinledger.service.testing.servers import ServerProcess, context, run_pinledger, wait_for
 from tests.chaos.load import Load
-from tests.contract.store_fixtures import each_kind, fresh_pg_store, fresh_store
+from tests.contract.store_fixtures import describe, each_kind, fresh_pg_store, fresh_store
 from tests.integration.conftest import server_settings
 from tests.settings import stack_settings
 
@@ -47,13 +44,6 @@ POPULATION = 40_000
 LOCK_TIMEOUT = "300ms"
 # Jobs a served schema holds before its migration runs, enqueued through the server.
 SERVED_POPULATION = 20_000
-
-
-def _describe(store: LedgerStore) -> Any:
-    if isinstance(store, MyStore):
-        return my_schema.describe(store)
-    assert isinstance(store, PgStore)
-    return pg_schema.describe(store)
 
 
 @pytest.fixture
@@ -153,7 +143,7 @@ def test_check_on_a_schema_in_use_names_the_pause_and_changes_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     store = _at_0004(dropped, jobs=1000)
-    before, applied = _describe(store), _applied(store)
+    before, applied = describe(store), _applied(store)
 
     code, out, _ = _cli(store, "--check", monkeypatch=monkeypatch, capsys=capsys)
     assert code == EXIT_NEEDS_PAUSE
@@ -166,7 +156,7 @@ def test_check_on_a_schema_in_use_names_the_pause_and_changes_nothing(
     ]
     assert "0006_job_events_by_type.sql would block writes" in out
     assert "pinledger migrate --allow-pause" in out
-    assert _describe(store) == before
+    assert describe(store) == before
     assert _applied(store) == applied
 
 
@@ -179,13 +169,13 @@ def test_check_on_mariadb_in_use_blocks_nothing_and_changes_nothing(
     dropped.append(store)
     assert isinstance(store, MyStore)
     store.migrate(upto=1)
-    before = _describe(store)
+    before = describe(store)
 
     code, out, _ = _cli(store, "--check", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0
     assert "  0002_imported_descriptors.sql: online (brief locks only)" in out.splitlines()
     assert "none blocks writes" in out
-    assert _describe(store) == before
+    assert describe(store) == before
 
 
 def test_check_answers_while_another_process_migrates(dropped: list[LedgerStore]) -> None:
@@ -229,7 +219,7 @@ def test_migrate_stops_before_a_pause_and_says_what_to_do(
     # The same schema as a new one migrated in one run.
     fresh = fresh_pg_store("online_fresh")
     dropped.append(fresh)
-    assert _describe(store) == _describe(fresh)
+    assert describe(store) == describe(fresh)
 
 
 # --- an interrupted concurrent build ----------------------------------------------------
@@ -454,7 +444,7 @@ def test_an_interrupted_mariadb_migration_completes_when_run_again(
 
     fresh = fresh_store("mysql", "rerun_fresh")
     dropped.append(fresh)
-    assert _describe(store) == _describe(fresh)
+    assert describe(store) == describe(fresh)
 
 
 # --- a real server serving while the migration runs ------------------------------------

@@ -6,7 +6,6 @@ Postgres migrations that converted data convert it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -20,17 +19,9 @@ from pinledger.projections.mysql.store import Store as MyStore
 from pinledger.projections.pg import schema as pg_schema
 from pinledger.projections.pg.store import Store as PgStore
 from pinledger.projections.store import LedgerStore
-from tests.contract.store_fixtures import each_kind, fresh_pg_store, fresh_store
+from tests.contract.store_fixtures import describe, each_kind, fresh_pg_store, fresh_store
 
 pytestmark = pytest.mark.integration
-
-
-def _describe(store: LedgerStore) -> Any:
-    """The store's schema shape, by its kind's description (projections/*/schema.py)."""
-    if isinstance(store, MyStore):
-        return my_schema.describe(store)
-    assert isinstance(store, PgStore)
-    return pg_schema.describe(store)
 
 
 @pytest.fixture
@@ -52,7 +43,7 @@ def canonical(store_kind: str) -> Iterator[LedgerStore]:
 def test_migrations_produce_the_canonical_schema(
     store: LedgerStore, canonical: LedgerStore
 ) -> None:
-    migrated, expected = _describe(store), _describe(canonical)
+    migrated, expected = describe(store), describe(canonical)
     assert {c[0] for c in expected.columns} == {
         "queues",
         "jobs",
@@ -70,9 +61,9 @@ def test_migrations_produce_the_canonical_schema(
 
 @each_kind
 def test_migrating_twice_changes_nothing(store: LedgerStore) -> None:
-    before = _describe(store)
+    before = describe(store)
     assert store.migrate() == []
-    assert _describe(store) == before
+    assert describe(store) == before
 
 
 # Rows as pinledger wrote them before migration 0003: the event's Python class name.
