@@ -34,6 +34,7 @@ _START_IT = "Start it with `make stack-up`, or point PINLEDGER_PG_DSN at your se
 # CONNECT_TIMEOUT_S.
 POOL_WAIT_S = 5.0
 CONNECT_TIMEOUT_S = 5
+MIGRATION_LOCK_POLL_S = 0.2
 # psycopg_pool retries a failed connect with a doubling delay until this much time has
 # passed: left at its default (5 min), the delay had grown to 8-16 s by the end of a
 # 20 s outage, and the pool went on failing that long after Postgres was back. Past
@@ -130,10 +131,22 @@ class PgConnection:
                 connect_timeout=CONNECT_TIMEOUT_S,
             ) as conn:
                 if lock:
-                    conn.execute(query("lock_migrations"))
+                    self._lock_migrations(conn)
                 yield conn
         except psycopg.Error as exc:
             raise store_error(exc, what, self.schema) from exc
+
+    def _lock_migrations(self, conn: psycopg.Connection) -> None:
+        """Take the schema's migration lock, polling between tries outside any
+        transaction: a session blocked on the lock would hold a snapshot that the
+        holder's CREATE INDEX CONCURRENTLY waits for, and Postgres would break the
+        deadlock by failing one of them (two servers starting on a new schema did)."""
+        waiting = False
+        while not (conn.execute(query("try_lock_migrations")).fetchone() or (False,))[0]:
+            if not waiting:
+                log.info("schema %s: another process is migrating it; waiting", self.schema)
+                waiting = True
+            time.sleep(MIGRATION_LOCK_POLL_S)
 
     def _plan(self, conn: psycopg.Connection, upto: int | None) -> Plan:
         applied: set[int] = set()

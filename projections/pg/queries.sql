@@ -17,11 +17,12 @@ CREATE SCHEMA IF NOT EXISTS {schema};
 -- name: drop_schema
 DROP SCHEMA IF EXISTS {schema} CASCADE;
 
--- name: lock_migrations
+-- name: try_lock_migrations
 -- Two processes migrating the same schema at once take turns. Held by the session (its
 -- end releases it), not a transaction: a concurrent migration runs outside any
--- (decision 0024).
-SELECT pg_advisory_lock(hashtext(current_schema()));
+-- (decision 0024). Tried, not waited for: a session waiting on it holds a snapshot,
+-- which the holder's CREATE INDEX CONCURRENTLY waits for in turn (a deadlock).
+SELECT pg_try_advisory_lock(hashtext(current_schema()));
 
 -- name: migrations_table_exists
 -- Whether this schema has had a migration run (`migrate --check` creates nothing).

@@ -19,6 +19,7 @@ import pytest
 
 from pinledger.idl import pinlater
 from pinledger.ledger.kafka import KafkaLog
+from pinledger.projections.factory import open_store
 from pinledger.projections.migration_plan import PauseNeededError
 from pinledger.projections.mysql.sql import migrations as my_migrations
 from pinledger.projections.mysql.sql import query as my_query
@@ -30,7 +31,13 @@ from pinledger.service.cli.main import main
 from pinledger.service.cli.migrate import EXIT_NEEDS_PAUSE
 from pinledger.service.testing.servers import ServerProcess, context, run_pinledger, wait_for
 from tests.chaos.load import Load
-from tests.contract.store_fixtures import describe, each_kind, fresh_pg_store, fresh_store
+from tests.contract.store_fixtures import (
+    describe,
+    each_kind,
+    fresh_pg_store,
+    fresh_store,
+    store_dsn,
+)
 from tests.integration.conftest import server_settings
 from tests.settings import stack_settings
 
@@ -190,6 +197,41 @@ def test_check_answers_while_another_process_migrates(dropped: list[LedgerStore]
         asking.start()
         asking.join(timeout=60)
         assert answers == [3]
+
+
+@each_kind
+def test_two_processes_migrating_a_new_schema_at_once_both_succeed(
+    store_kind: str, dropped: list[LedgerStore]
+) -> None:
+    """Servers started together each migrate the new schema: one waits for the other
+    and finds nothing left to do. (On Postgres a waiter blocked on the lock held a
+    snapshot that the other's CREATE INDEX CONCURRENTLY waited for: a deadlock, and one
+    server exited at start.)"""
+    first = fresh_store(store_kind, "together", migrate=False)
+    dropped.append(first)
+    second = open_store(store_dsn(store_kind), first.schema)
+    try:
+        start = threading.Barrier(2)
+        applied: list[list[str]] = []
+        failed: list[BaseException] = []
+
+        def migrate(store: LedgerStore) -> None:
+            start.wait()
+            try:
+                applied.append(store.migrate())
+            except BaseException as exc:  # the test reports it
+                failed.append(exc)
+
+        runs = [threading.Thread(target=migrate, args=(s,), daemon=True) for s in (first, second)]
+        for run in runs:
+            run.start()
+        for run in runs:
+            run.join(timeout=120)
+        assert not failed, failed
+        every = pg_migrations() if store_kind == "postgres" else my_migrations()
+        assert sorted(applied, key=len) == [[], [m.name for m in every]]
+    finally:
+        second.close()
 
 
 # --- a run that reaches a pause ---------------------------------------------------------

@@ -131,7 +131,11 @@ def test_two_processes_share_one_port_survive_a_kill_and_stop_on_sigterm(
             return health if code == 200 and zero["pid"] not in (None, first[0]["pid"]) else None
 
         again = wait_for(restarted, timeout=90, pause=0.5)
-        assert again["processes"]["0"]["restarts"] == 1
+        # One restart for the kill; a second only when a port the supervisor picked
+        # was taken before the new worker bound it (plan.free_port), as its log says.
+        restarts = again["processes"]["0"]["restarts"]
+        log = server.log()
+        assert restarts == 1 or (restarts == 2 and "is already in use" in log), log
         assert again["processes"]["1"]["pid"] == first[1]["pid"]
         ports = {w["peer_port"] for w in again["processes"].values()}
         wait_for(lambda: each_owns(kafka, prefix, "work", ports), timeout=60)
