@@ -8,6 +8,7 @@ MY_PORT=33069
 MY_USER=pinledger
 MY_PASSWORD=pinledger
 MY_DB=pinledger
+MARIADB_CLIENT_TLS=()
 OWN_MYSQL_DSN=mysql://$MY_USER:$MY_PASSWORD@127.0.0.1:$MY_PORT/$MY_DB
 
 external_mysql() { [[ -n ${PINLEDGER_MYSQL_DSN:-} && $PINLEDGER_MYSQL_DSN != "$OWN_MYSQL_DSN" ]]; }
@@ -58,12 +59,15 @@ mariadb_user_args() {
     if [[ $EUID -eq 0 ]]; then MARIADB_USER_ARGS=(--user=mysql); fi
 }
 
+# MARIADB_EXTRA_CNF (the secure server's, secure_stores.sh): lines appended after the
+# template's, which win over the template's own.
 mariadb_write_config() {
     mkdir -p "$MARIADB_DIR"
     {
         cat "$STACK_DIR/mariadb/pinledger.cnf"
         printf '\n# Added by stack/stack.sh\ndatadir = %s\nsocket = %s\npid-file = %s\nlog-error = %s\n' \
             "$MARIADB_DATA" "$MARIADB_SOCK" "$MARIADB_PID" "$MARIADB_LOG"
+        if [[ -n ${MARIADB_EXTRA_CNF:-} ]]; then printf '%s\n' "$MARIADB_EXTRA_CNF"; fi
     } >"$MARIADB_CNF"
     if [[ $EUID -eq 0 ]]; then chown mysql:mysql "$MARIADB_DIR"; fi
 }
@@ -128,11 +132,12 @@ SQL
     mariadb_wait_dsn "$MY_USER" "$MY_PASSWORD" 127.0.0.1 "$MY_PORT" "$MY_DB"
 }
 
-# Connects the way the application will: over TCP with the password.
+# Connects the way the application will: over TCP with the password (and over TLS,
+# verifying the server, with MARIADB_CLIENT_TLS: the secure server's).
 mariadb_wait_dsn() {  # user password host port db
     local deadline=$((SECONDS + TIMEOUT)) err
-    until err=$(MYSQL_PWD=$2 mariadb --no-defaults --protocol=tcp -u "$1" -h "$3" -P "$4" "$5" \
-        -e 'select 1' 2>&1 >/dev/null); do
+    until err=$(MYSQL_PWD=$2 mariadb --no-defaults --protocol=tcp -u "$1" -h "$3" -P "$4" \
+        "${MARIADB_CLIENT_TLS[@]}" "$5" -e 'select 1' 2>&1 >/dev/null); do
         (( SECONDS < deadline )) || die "MariaDB/MySQL at $3:$4 did not answer 'select 1' as $1 within ${TIMEOUT}s:
         $err
         Check the server is running and the DSN is right, or unset PINLEDGER_MYSQL_DSN to let

@@ -42,21 +42,26 @@ pg_ensure_server_installed() {
 
 # Version of the existing pinledger cluster, if one exists (it may be older than the
 # newest installed server after an upgrade; keep using it).
-pg_cluster_version() {
+pg_cluster_version() { pg_cluster_version_of "$PG_CLUSTER"; }
+
+pg_cluster_version_of() {  # cluster
     command -v pg_lsclusters >/dev/null || return 0
-    pg_lsclusters -h 2>/dev/null | awk -v c="$PG_CLUSTER" '$2 == c { print $1; exit }'
+    pg_lsclusters -h 2>/dev/null | awk -v c="$1" '$2 == c { print $1; exit }'
 }
 
-pg_cluster_running() {
-    local ver=$1
-    [[ -n $ver ]] && [[ $(pg_lsclusters -h 2>/dev/null |
-        awk -v v="$ver" -v c="$PG_CLUSTER" '$1 == v && $2 == c { print $4 }') == online* ]]
-}
-
-pg_log_file() {
-    local ver=$1
+# Column N of pg_lsclusters for a cluster (4: status, 6: data directory, 7: log file).
+pg_cluster_field() {  # ver cluster N
     pg_lsclusters -h 2>/dev/null |
-        awk -v v="$ver" -v c="$PG_CLUSTER" '$1 == v && $2 == c { print $7 }'
+        awk -v v="$1" -v c="$2" -v n="$3" '$1 == v && $2 == c { print $n }'
+}
+
+pg_cluster_running() {  # ver [cluster]
+    local ver=$1
+    [[ -n $ver ]] && [[ $(pg_cluster_field "$ver" "${2:-$PG_CLUSTER}" 4) == online* ]]
+}
+
+pg_log_file() {  # ver [cluster]
+    pg_cluster_field "$1" "${2:-$PG_CLUSTER}" 7
 }
 
 pg_print_settings() {

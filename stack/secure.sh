@@ -10,7 +10,7 @@
 # under <cache>/secure/tls, never in the repository. Passwords are made once, at
 # random, into <cache>/secure (mode 600). Sourced by stack/stack.sh after kafka.sh,
 # whose helpers (kafka_jvm_opts, kafka_ensure_*, kafka_pid_from, kafka_tail_since) it
-# uses.
+# uses. The secure Postgres and MariaDB that `secure up` starts too are secure_stores.sh's.
 
 SECURE_DIR=$CACHE/secure
 SECURE_TLS=$SECURE_DIR/tls
@@ -52,10 +52,22 @@ secure_sign() {  # name subject ca extensions: <name>.key and <name>.pem signed 
 }
 
 secure_certs() {
-    if [[ -f $SECURE_TLS/broker.p12 ]] &&
-        openssl x509 -checkend $((30 * 86400)) -noout -in "$SECURE_TLS/broker.pem" >/dev/null 2>&1; then
-        return 0
+    if [[ ! -f $SECURE_TLS/broker.p12 ]] ||
+        ! openssl x509 -checkend $((30 * 86400)) -noout -in "$SECURE_TLS/broker.pem" >/dev/null 2>&1; then
+        secure_make_certs
     fi
+    secure_db_cert
+}
+
+# The secure Postgres's and MariaDB's certificate (secure_stores.sh), signed by the CA
+# (made by itself when the CA predates it; renewed with the rest).
+secure_db_cert() {
+    [[ -f $SECURE_TLS/db.pem ]] && return 0
+    secure_sign db "/CN=localhost" ca "subjectAltName=IP:127.0.0.1,DNS:localhost
+extendedKeyUsage=serverAuth"
+}
+
+secure_make_certs() {
     install_missing openssl
     say "making a test CA and certificates in $SECURE_TLS"
     rm -rf "$SECURE_TLS"
@@ -206,19 +218,25 @@ EOF
 
 secure_down() {
     kafka_stop "the secure Kafka" "$SECURE_PID"
+    secure_stores_down
 }
 
+secure_running() { secure_pid >/dev/null || secure_stores_running; }
+
 secure_status() {
-    local pid
+    local pid rc=0
     if pid=$(secure_pid); then
         echo "secure kafka: running (pid $pid, SASL_SSL $KAFKA_HOST:$SECURE_SASL_PORT, mTLS $KAFKA_HOST:$SECURE_MTLS_PORT)"
     else
-        echo "secure kafka: stopped"; return 1
+        echo "secure kafka: stopped"; rc=1
     fi
+    secure_stores_status || rc=1
+    return $rc
 }
 
 # What pinledger needs to use the secure Kafka over SASL_SSL, and where the tests find
-# the rest (the mTLS listener, the client certificates, the other CA).
+# the rest (the mTLS listener, the client certificates, the other CA, the DSNs of the
+# secure Postgres and MariaDB: secure_stores.sh).
 secure_env() {
     mkdir -p "$SECURE_DIR"
     secure_secret "$SECURE_USER" >/dev/null
@@ -230,11 +248,12 @@ secure_env() {
     printf 'export PINLEDGER_KAFKA_SSL_CAFILE=%q\n' "$SECURE_TLS/ca.pem"
     printf 'export PINLEDGER_SECURE_KAFKA_MTLS=%q\n' "$KAFKA_HOST:$SECURE_MTLS_PORT"
     printf 'export PINLEDGER_SECURE_TLS_DIR=%q\n' "$SECURE_TLS"
+    secure_stores_env
 }
 
 cmd_secure() {
     case ${1:-} in
-        up) secure_up; say "set these in your shell with: eval \"\$(bash stack/stack.sh secure env)\""; secure_env ;;
+        up) secure_up; secure_stores_up; say "set these in your shell with: eval \"\$(bash stack/stack.sh secure env)\""; secure_env ;;
         down) secure_down ;;
         status) secure_status ;;
         env) secure_env ;;

@@ -27,11 +27,14 @@
 #
 # A Kafka node that takes TLS clients only (for the security tests), on 127.0.0.1:19592
 # (SASL_SSL: SCRAM-SHA-256/512 and PLAIN users) and 19593 (SSL with client
-# certificates); its CA, certificates and passwords are made by the script in the cache:
-#   bash stack/stack.sh secure up        start it (idempotent), print the export lines
-#                                        that point pinledger at it over SASL_SSL
-#   bash stack/stack.sh secure down      stop it (`down` stops it too)
-#   bash stack/stack.sh secure status    running/stopped
+# certificates), with a Postgres (127.0.0.1:54339) and a MariaDB (127.0.0.1:33079) that
+# take TLS clients only; the CA, certificates and passwords are made by the script in
+# the cache:
+#   bash stack/stack.sh secure up        start them (idempotent), print the export lines
+#                                        that point pinledger at the node over SASL_SSL,
+#                                        and the DSNs of the two databases
+#   bash stack/stack.sh secure down      stop them (`down` stops them too)
+#   bash stack/stack.sh secure status    running/stopped for each
 #   bash stack/stack.sh secure env       print the export lines only
 #
 #   bash stack/stack.sh pg kill          crash the stack's PostgreSQL (immediate stop)
@@ -69,6 +72,8 @@ source "$STACK_DIR/kafka.sh"
 source "$STACK_DIR/cluster.sh"
 # shellcheck source=secure.sh
 source "$STACK_DIR/secure.sh"
+# shellcheck source=secure_stores.sh
+source "$STACK_DIR/secure_stores.sh"
 
 # 1 (the default): `up` starts the single node only; 3: the cluster as well.
 KAFKA_BROKERS=${PINLEDGER_KAFKA_BROKERS:-1}
@@ -121,7 +126,7 @@ cmd_up() {
 }
 
 cmd_down() {
-    if secure_pid >/dev/null; then secure_down; fi
+    if secure_running; then secure_down; fi
     # The cluster too when it runs: it holds three JVMs' memory.
     if external_kafka_cluster; then
         (( KAFKA_BROKERS == 1 )) || say "PINLEDGER_KAFKA_CLUSTER is not ours: leaving it alone"
@@ -199,7 +204,7 @@ cmd_logs() {
 }
 
 usage() {
-    sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,42p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 

@@ -1,9 +1,11 @@
-"""The stack's secure Kafka node (`bash stack/stack.sh secure up`), for the tests that
-need a Kafka requiring TLS and SASL: started when it is not running (the tests fail,
-never skip, when it cannot be), its export lines as a dict."""
+"""The stack's secure Kafka node, Postgres and MariaDB (`bash stack/stack.sh secure up`),
+for the tests that need a Kafka requiring TLS and SASL or databases requiring TLS:
+started when they are not running (the tests fail, never skip, when they cannot be),
+their export lines as a dict."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -27,7 +29,8 @@ def secure_up() -> dict[str, str]:
     found = {}
     for line in done.stdout.splitlines():
         name, _, value = line.removeprefix("export ").partition("=")
-        found[name] = value
+        # The script quotes each value for the shell (printf %q: a DSN's ? and &).
+        [found[name]] = shlex.split(value)
     return found
 
 
