@@ -51,6 +51,14 @@ class StoreUnavailableError(StoreError):
     would fail again the same way."""
 
 
+class StoreRefusedError(StoreUnavailableError):
+    """The database answered and refused this client: its certificate is not trusted,
+    TLS is required (or not offered), the password is wrong. Unavailable as far as a
+    caller can tell, but it fails the same way until a setting changes: the message
+    names the database, the reason and the setting to check, in one line, never the
+    password."""
+
+
 class InvalidRegexError(StoreError):
     """A body regex the store cannot compile; the message carries the reason."""
 

@@ -20,9 +20,16 @@ import pymysql
 import pymysql.cursors
 
 from pinledger.projections.migration_plan import PauseNeededError, Plan, Progress, plan
+from pinledger.projections.mysql.refusals import refusal
 from pinledger.projections.mysql.sql import migrations, query
+from pinledger.projections.mysql.tls import MyTls, driver_args, parse_tls
 from pinledger.projections.sql import names
-from pinledger.projections.store import InvalidRegexError, StoreError, StoreUnavailableError
+from pinledger.projections.store import (
+    InvalidRegexError,
+    StoreError,
+    StoreRefusedError,
+    StoreUnavailableError,
+)
 
 _START_IT = "Start it with `make stack-up`, or point PINLEDGER_STORE_DSN at your server."
 
@@ -50,18 +57,35 @@ def check_schema_name(schema: str) -> str:
     return names.check_schema_name(schema, "database")
 
 
+def redacted(dsn: str) -> str:
+    """The DSN as it may be shown: its password replaced by ***."""
+    url = urlsplit(dsn)
+    if url.password is None:
+        return dsn
+    host = url.netloc.rpartition("@")[2]
+    return url._replace(netloc=f"{url.username or ''}:***@{host}").geturl()
+
+
 def connect_args(dsn: str) -> dict[str, Any]:
-    """PyMySQL's keyword arguments from mysql://user:password@host:port/database."""
+    """PyMySQL's keyword arguments from mysql://user:password@host:port/database, with
+    the TLS options of its query string (tls.py: ?ssl-mode=VERIFY_IDENTITY&ssl-ca=...)."""
     url = urlsplit(dsn)
     if url.scheme != "mysql" or not url.hostname:
-        raise StoreError(f"not a MySQL DSN (mysql://user:password@host:port/database): {dsn!r}")
+        raise StoreError(
+            f"not a MySQL DSN (mysql://user:password@host:port/database): {redacted(dsn)!r}"
+        )
     return {
         "host": url.hostname,
         "port": url.port or 3306,
         "user": unquote(url.username or ""),
         "password": unquote(url.password or ""),
         "database": url.path.lstrip("/") or None,
-    }
+    } | driver_args(tls_of(dsn))
+
+
+def tls_of(dsn: str) -> MyTls:
+    """The DSN's TLS options (tls.py)."""
+    return parse_tls(urlsplit(dsn).query)
 
 
 def error_code(exc: BaseException) -> int | None:
@@ -69,9 +93,18 @@ def error_code(exc: BaseException) -> int | None:
     return args[0] if args and isinstance(args[0], int) else None
 
 
-def store_error(exc: Exception, what: str, schema: str) -> StoreError:
-    """The StoreError a driver error becomes; the driver's type never leaves the adapter."""
+def _said(exc: BaseException) -> str:
+    """The driver's message, without its code."""
+    return str(exc.args[1] if len(exc.args) > 1 else exc)
+
+
+def store_error(exc: Exception, what: str, schema: str, tls: MyTls | None = None) -> StoreError:
+    """The StoreError a driver error becomes; the driver's type never leaves the adapter.
+    `tls`: the connection's TLS options, which say what a refused login means."""
     code = error_code(exc)
+    refused = refusal(code, _said(exc), tls or MyTls())
+    if refused is not None:
+        return StoreRefusedError(f"{refused} ({what}, database {schema})")
     if code == ER_REGEXP_ERROR:
         return InvalidRegexError(
             f"invalid body regex (MariaDB regular expression syntax, PCRE2) while {what}: "
@@ -82,6 +115,21 @@ def store_error(exc: Exception, what: str, schema: str) -> StoreError:
             f"MySQL is unreachable ({what}, database {schema}): {exc}. {_START_IT}"
         )
     return StoreError(f"MySQL refused {what} (database {schema}): {type(exc).__name__}: {exc}")
+
+
+def check_server(dsn: str) -> None:
+    """Connect once, as a store would, and leave: StoreRefusedError saying why when the
+    server refuses this client, StoreUnavailableError when it cannot be reached
+    (`pinledger doctor`'s check; it touches no database)."""
+    args = connect_args(dsn) | {"database": None, "connect_timeout": CONNECT_TIMEOUT_S}
+    tls = tls_of(dsn)
+    try:
+        pymysql.connect(**args).close()
+    except pymysql.Error as exc:
+        refused = refusal(error_code(exc), _said(exc), tls)
+        if refused is not None:
+            raise StoreRefusedError(refused) from exc
+        raise store_error(exc, "connecting", urlsplit(dsn).path.lstrip("/"), tls) from exc
 
 
 class _Pool:
@@ -150,11 +198,12 @@ class MyConnection:
             "connect_timeout": CONNECT_TIMEOUT_S,
         }
         self._server_args = args
+        self._tls = tls_of(dsn)
         try:
             with self._server() as cur:
                 cur.execute(query("create_schema", schema=self.schema))
         except pymysql.Error as exc:
-            raise store_error(exc, "creating the database", self.schema) from exc
+            raise store_error(exc, "creating the database", self.schema, self._tls) from exc
         self.pool = _Pool(args | {"database": self.schema}, max_size)
 
     @contextmanager
@@ -184,7 +233,7 @@ class MyConnection:
                     raise
                 conn.commit()
         except (pymysql.Error, _PoolUnavailableError) as exc:
-            raise store_error(exc, what, self.schema) from exc
+            raise store_error(exc, what, self.schema, self._tls) from exc
 
     @contextmanager
     def cursor(self, what: str, transaction: bool = False) -> Iterator[pymysql.cursors.Cursor]:
@@ -201,7 +250,7 @@ class MyConnection:
             with self._server() as cur:
                 cur.execute(query("drop_schema", schema=self.schema))
         except pymysql.Error as exc:
-            raise store_error(exc, "dropping the database", self.schema) from exc
+            raise store_error(exc, "dropping the database", self.schema, self._tls) from exc
 
     @contextmanager
     def _migrating(self, what: str) -> Iterator[pymysql.cursors.Cursor]:

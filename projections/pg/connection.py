@@ -11,9 +11,11 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any, Self
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg.rows import TupleRow
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pinledger.projections.migration_plan import (
     Migration,
@@ -23,9 +25,15 @@ from pinledger.projections.migration_plan import (
     Progress,
     plan,
 )
+from pinledger.projections.pg.refusals import one_line, refusal
 from pinledger.projections.pg.sql import composed, index_built, migrations, query
 from pinledger.projections.sql.names import check_schema_name
-from pinledger.projections.store import InvalidRegexError, StoreError, StoreUnavailableError
+from pinledger.projections.store import (
+    InvalidRegexError,
+    StoreError,
+    StoreRefusedError,
+    StoreUnavailableError,
+)
 
 _START_IT = "Start it with `make stack-up`, or point PINLEDGER_PG_DSN at your server."
 
@@ -50,18 +58,71 @@ IDLE_IN_TRANSACTION_TIMEOUT_MS = 5000
 log = logging.getLogger(__name__)
 
 
-def store_error(exc: psycopg.Error, what: str, schema: str) -> StoreError:
-    """The StoreError a driver error becomes; the driver's type never leaves the adapter."""
+def store_error(
+    exc: psycopg.Error, what: str, schema: str, connect_failure: psycopg.Error | None = None
+) -> StoreError:
+    """The StoreError a driver error becomes; the driver's type never leaves the adapter.
+    `connect_failure`: the pool's last failed connection attempt, which says why a pool
+    timeout happened when Postgres refused the pool's connections."""
     if isinstance(exc, psycopg.errors.InvalidRegularExpression):
         return InvalidRegexError(
             f"invalid body regex (Postgres regular expression syntax) while {what}: "
             f"{exc.diag.message_primary or exc}"
         )
     if isinstance(exc, psycopg.OperationalError):  # PoolTimeout and PoolClosed too
+        pool_failed = isinstance(exc, PoolTimeout) and connect_failure is not None
+        refused = refusal(str(connect_failure if pool_failed else exc))
+        if refused is not None:
+            return StoreRefusedError(f"{refused} ({what}, schema {schema})")
         return StoreUnavailableError(
-            f"Postgres is unreachable ({what}, schema {schema}): {exc}. {_START_IT}"
+            f"Postgres is unreachable ({what}, schema {schema}): {one_line(str(exc))}. {_START_IT}"
         )
     return StoreError(f"Postgres refused {what} (schema {schema}): {type(exc).__name__}: {exc}")
+
+
+class ConnectFailures:
+    """The last connection attempt of a pool, when it failed (None once one works)."""
+
+    def __init__(self) -> None:
+        self.last: psycopg.Error | None = None
+
+    def connection_class(self) -> type[psycopg.Connection[TupleRow]]:
+        """A connection class for the pool whose connect() records here how it ended
+        (the pool itself only logs why it could not connect)."""
+        failures = self
+
+        class Recorded(psycopg.Connection[TupleRow]):
+            @classmethod
+            def connect(cls, conninfo: str = "", **kwargs: Any) -> Self:
+                try:
+                    conn = super().connect(conninfo, **kwargs)
+                except psycopg.OperationalError as exc:
+                    failures.last = exc
+                    raise
+                failures.last = None
+                return conn
+
+        return Recorded
+
+
+def check_server(dsn: str) -> None:
+    """Connect once, as a store would, and leave: StoreRefusedError saying why when
+    Postgres refuses this client, StoreUnavailableError when it cannot be reached
+    (`pinledger doctor`'s check; it touches no schema)."""
+    try:
+        psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT_S).close()
+    except psycopg.OperationalError as exc:
+        raise _unconnected(exc) from exc
+    except psycopg.Error as exc:
+        raise store_error(exc, "connecting", "-") from exc
+
+
+def _unconnected(exc: psycopg.OperationalError) -> StoreUnavailableError:
+    """A first connection's failure: refused (why), or unreachable."""
+    refused = refusal(str(exc))
+    if refused is not None:
+        return StoreRefusedError(refused)
+    return StoreUnavailableError(f"cannot connect to Postgres ({one_line(str(exc))}). {_START_IT}")
 
 
 class PgConnection:
@@ -74,15 +135,17 @@ class PgConnection:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute(composed("create_schema", schema=self.schema))
         except psycopg.OperationalError as exc:
-            raise StoreUnavailableError(f"cannot connect to Postgres ({exc}). {_START_IT}") from exc
+            raise _unconnected(exc) from exc
         except psycopg.Error as exc:
             raise store_error(exc, "creating the schema", self.schema) from exc
         self._options = (
             f"-c search_path={self.schema} "
             f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}"
         )
+        self._connect_failures = ConnectFailures()
         self.pool = ConnectionPool(
             dsn,
+            connection_class=self._connect_failures.connection_class(),
             min_size=1,
             max_size=max_size,
             kwargs={"options": self._options, "connect_timeout": CONNECT_TIMEOUT_S},
@@ -104,7 +167,7 @@ class PgConnection:
                 else:
                     yield conn
         except psycopg.Error as exc:
-            raise store_error(exc, what, self.schema) from exc
+            raise store_error(exc, what, self.schema, self._connect_failures.last) from exc
 
     def close(self) -> None:
         self.pool.close()
