@@ -22,6 +22,7 @@ from pinledger.client.jobs import (
 )
 from pinledger.client.retry import RetryPolicy, constant, exponential, linear, never
 from pinledger.client.servers import Address, ServerList
+from pinledger.client.tls import Tls, TlsSettingsError
 from pinledger.client.worker import Worker, worker_source
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "ServerList",
     "ServerListError",
     "ServerUnavailableError",
+    "Tls",
+    "TlsSettingsError",
     "Worker",
     "after_ms",
     "constant",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import os
 import socket
+import ssl
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -29,6 +30,7 @@ from pinledger.client.errors import ClientError, ErrorCode, PinLaterError, Serve
 from pinledger.client.jobs import Ack, Checkpoint, DequeuedJob, Job, JobInfo, JobState, ScanPage
 from pinledger.client.pool import Connection, ConnectionPool
 from pinledger.client.servers import Address, ServerList
+from pinledger.client.tls import Tls
 from pinledger.idl import pinlater
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 
@@ -82,7 +84,9 @@ class PinLaterClient:
     """Thread-safe: each call borrows a pooled connection for its duration.
 
     `servers` is a `host:port`, a list of them, a ServerList, or the path of a
-    server-list file (one `host:port` per line, re-read when it changes).
+    server-list file (one `host:port` per line, re-read when it changes). `tls`: the
+    servers' Thrift ports speak TLS (client.tls.Tls: the CA, a client certificate; or
+    an ssl.SSLContext of your own).
     """
 
     def __init__(
@@ -96,13 +100,16 @@ class PinLaterClient:
         retry_backoff_s: float = 0.1,
         pool_size: int = 8,
         clock: Clock = SYSTEM_CLOCK,
+        tls: Tls | ssl.SSLContext | None = None,
     ) -> None:
         self.servers = ServerList.of(servers)
         self.source = source or default_source()
         self.retries = retries
         self.clock = clock
         self.retry_backoff_s = retry_backoff_s
-        self.pool = ConnectionPool(connect_timeout_s, timeout_s, pool_size)
+        # Built once, here: a TLS file that cannot be used fails the constructor.
+        context = tls.context() if isinstance(tls, Tls) else tls
+        self.pool = ConnectionPool(connect_timeout_s, timeout_s, pool_size, context)
         self._request_ids = itertools.count(1)
         self._client_id = uuid.uuid4().hex[:8]
 

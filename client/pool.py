@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import select
 import socket
+import ssl
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any
 
 from thriftpy2.protocol import TCyBinaryProtocolFactory
 from thriftpy2.thrift import TClient
-from thriftpy2.transport import TCyFramedTransportFactory, TSocket
+from thriftpy2.transport import TCyFramedTransportFactory, TSocket, TSSLSocket
 
 from pinledger.client.servers import Address
 from pinledger.idl import pinlater
@@ -50,15 +51,24 @@ class Connection:
             self.client.close()
 
 
-def open_connection(address: Address, connect_timeout_s: float, timeout_s: float) -> Connection:
-    """Connect; raises OSError (or thriftpy2's TTransportException) when it cannot."""
+def open_connection(
+    address: Address,
+    connect_timeout_s: float,
+    timeout_s: float,
+    tls: ssl.SSLContext | None = None,
+) -> Connection:
+    """Connect (over TLS with `tls`); raises OSError (ssl.SSLError among them) or
+    thriftpy2's TTransportException when it cannot."""
     family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
-    tsocket = TSocket(
-        address.host,
-        address.port,
-        socket_family=family,
-        socket_timeout=int(timeout_s * 1000),
-        connect_timeout=int(connect_timeout_s * 1000),
+    timeouts = {
+        "socket_family": family,
+        "socket_timeout": int(timeout_s * 1000),
+        "connect_timeout": int(connect_timeout_s * 1000),
+    }
+    tsocket = (
+        TSocket(address.host, address.port, **timeouts)
+        if tls is None
+        else TSSLSocket(address.host, address.port, ssl_context=tls, **timeouts)
     )
     transport = _TRANSPORTS.get_transport(tsocket)
     transport.open()
@@ -71,8 +81,13 @@ class ConnectionPool:
     and closed when returned to a full pool."""
 
     def __init__(
-        self, connect_timeout_s: float = 2.0, timeout_s: float = 30.0, max_idle: int = 8
+        self,
+        connect_timeout_s: float = 2.0,
+        timeout_s: float = 30.0,
+        max_idle: int = 8,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        self.tls = tls
         self.connect_timeout_s = connect_timeout_s
         self.timeout_s = timeout_s
         self.max_idle = max_idle
@@ -87,7 +102,10 @@ class ConnectionPool:
                 idle = self._idle[address]
                 connection = idle.pop() if idle else None
             if connection is None:
-                return open_connection(address, self.connect_timeout_s, self.timeout_s), True
+                connection = open_connection(
+                    address, self.connect_timeout_s, self.timeout_s, self.tls
+                )
+                return connection, True
             if connection.alive():
                 return connection, False
             connection.close()

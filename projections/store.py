@@ -465,6 +465,18 @@ class ReadStore(Protocol):
         ...
 
 
+class SessionStore(Protocol):
+    """Dashboard sessions ended by a logout before their cookies expire, for every
+    server of the cluster to refuse (service/dashboard/auth.py)."""
+
+    def end_session(self, session_id: str, until_ms: int, now: int) -> None:
+        """Refuse the session `session_id` (a digest of its cookie) until `until_ms`;
+        forgets the sessions ended until `now`."""
+        ...
+
+    def session_ended(self, session_id: str) -> bool: ...
+
+
 class DayPartitionStore(Protocol):
     """The timeline's day partitions. `commit_partition_batch` creates the partitions
     its events need itself, so an event at any time is written whatever was created
@@ -531,5 +543,5 @@ class StoreAdmin(Protocol):
         ...
 
 
-class LedgerStore(ProjectorStore, ReadStore, DayPartitionStore, StoreAdmin, Protocol):
+class LedgerStore(ProjectorStore, ReadStore, SessionStore, DayPartitionStore, StoreAdmin, Protocol):
     """Everything: what an adapter implements."""

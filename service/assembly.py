@@ -30,6 +30,7 @@ from pinledger.projections.factory import open_store
 from pinledger.projections.projector import Bound, Scope
 from pinledger.projections.replay import replay
 from pinledger.projections.store import LedgerStore
+from pinledger.service import tls
 from pinledger.service.api.core import Api
 from pinledger.service.api.directory import QueueDirectory
 from pinledger.service.config import Config, ConfigError
@@ -114,7 +115,7 @@ class Assembly:
                 # Asked afresh: an owner's own list is up to 2 s old.
                 owners=lambda: self.kafka.group_members(group),
                 as_of=as_of_reader(config, self.store, self.kafka),
-                sessions=Sessions(config.admin_password(), SYSTEM_CLOCK),
+                sessions=Sessions(config.admin_password(), SYSTEM_CLOCK, self.store),
                 trace_url_template=config.trace_url_template,
             )
         )
@@ -127,6 +128,7 @@ class Assembly:
             progress,
             pages=dashboard,
             metrics_token=config.metrics_token,
+            tls=tls.admin_context(config),
         )
         return dashboard, admin
 

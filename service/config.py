@@ -22,6 +22,14 @@ a file, as container platforms mount secrets: PINLEDGER_<NAME>_FILE.
 | HOST                              | 127.0.0.1 (Thrift bind address)                       |
 | PORT                              | 9010 (Thrift, framed transport + binary protocol)     |
 | ADVERTISE_HOST                    | HOST, or the hostname when HOST is 0.0.0.0            |
+| TLS_CERTFILE, TLS_KEYFILE         | none: the Thrift port is plaintext; set: TLS with     |
+|                                   | this certificate and key (PEM)                        |
+| TLS_CLIENT_CAFILE                 | none; set: Thrift clients need a certificate signed   |
+|                                   | by these CAs (PEM; mTLS)                              |
+| TLS_CAFILE                        | none: the system's CAs; what a server forwarding to   |
+|                                   | another server's TLS port trusts (PEM)                |
+| TLS_CHECK_HOSTNAME                | true (a server's certificate must name the address    |
+|                                   | it advertises, for those forwards)                    |
 | ADMIN_PORT                        | 9999 (/metrics, /stats.txt, /health; 0 = any free)    |
 | PROCESSES                         | 1 (server processes sharing PORT: `serve --processes`) |
 | PEER_PORT                         | 0: PORT (the port peers forward dequeues to; with     |
@@ -115,6 +123,12 @@ class Config:
     host: str = "127.0.0.1"
     port: int = 9010
     advertise_host: str = ""
+    # TLS on the Thrift port (service/tls.py, docs/security.md).
+    tls_certfile: str = ""
+    tls_keyfile: str = ""
+    tls_client_cafile: str = ""
+    tls_cafile: str = ""
+    tls_check_hostname: bool = True
     admin_port: int = 9999
     # Server processes on this host sharing `port` (SO_REUSEPORT), each its own owner
     # (docs/decisions/0019-processes.md); 1: this process serves alone.

@@ -16,6 +16,7 @@ from pinledger.ledger.commands import Limits
 from pinledger.ledger.durability import Severity, findings
 from pinledger.ledger.events import Actor
 from pinledger.ledger.log import LogError, LogInspector, catalog_topic
+from pinledger.service import tls
 from pinledger.service.api.connections import ConnectionLimits, ThriftServer
 from pinledger.service.api.core import Api
 from pinledger.service.api.forwarding import CountingPeerPool
@@ -48,6 +49,8 @@ class Server:
         same port; any other server refuses a port in use (PortInUseError) before it
         connects to anything."""
         self.config = config
+        # Checked before anything else: a TLS file that cannot be used stops the start.
+        self._tls = tls.server_context(config)
         self._socket = Listener(config.host, config.port, shared=shares_port)
         self._socket.bind()
         self._peer_socket: Listener | None = None
@@ -84,7 +87,11 @@ class Server:
         # Listen first, then read: a change in between is not missed.
         self.queues.on_change = self.owner.set_queues
         self.owner.set_queues(self.queues.names())
-        self.peers = CountingPeerPool(self.metrics, quiet_s=config.forward_quiet_ms / 1000)
+        self.peers = CountingPeerPool(
+            self.metrics,
+            quiet_s=config.forward_quiet_ms / 1000,
+            tls=tls.peer_context(config),
+        )
         self.handler = Handler(
             config,
             self.store,
@@ -125,14 +132,16 @@ class Server:
             max_frame_bytes=config.max_frame_bytes,
         )
         processor = TProcessor(pinlater.PinLater, self.handler)
-        self._thrift = ThriftServer(processor, self._socket, limits, self.metrics)
+        self._thrift = ThriftServer(processor, self._socket, limits, self.metrics, self._tls)
         # A worker of `serve --processes` also listens on its own peer port, the address
         # in its member id, so a forwarded dequeue reaches this process and not whichever
         # process the kernel picks on the shared port. Its connections are counted apart
         # (a Metrics of their own): the open-connections gauge stays the clients'.
         self._peer_thrift: ThriftServer | None = None
         if self._peer_socket is not None:
-            self._peer_thrift = ThriftServer(processor, self._peer_socket, limits, Metrics())
+            self._peer_thrift = ThriftServer(
+                processor, self._peer_socket, limits, Metrics(), self._tls
+            )
         self._stopped = threading.Event()
         self.exit_code = 0
         self._stop_lock = threading.Lock()
@@ -174,12 +183,14 @@ class Server:
                 target=self._peer_thrift.serve_forever, name="thrift-peer-accept", daemon=True
             ).start()
         log.info(
-            "pinledger %s serving PinLater on %s:%d (peers: %s, admin http :%d), Kafka %s, "
+            "pinledger %s serving PinLater on %s:%d%s (peers: %s, admin %s :%d), Kafka %s, "
             "Postgres schema %s, topic prefix %r",
             self.config.server_id,
             self.config.host,
             self.config.port,
+            tls.described(self.config),
             self.config.address,
+            "https" if self.config.tls_certfile else "http",
             self.admin.port,
             self.config.kafka,
             self.config.schema,
@@ -276,7 +287,8 @@ class DashboardServer:
         self.queue_config.start()
         self.admin.start()
         log.info(
-            "pinledger dashboard on http://%s:%d/ (Kafka %s, Postgres schema %s, prefix %r)",
+            "pinledger dashboard on %s://%s:%d/ (Kafka %s, Postgres schema %s, prefix %r)",
+            "https" if self.config.tls_certfile else "http",
             self.config.host,
             self.admin.port,
             self.config.kafka,

@@ -373,3 +373,7 @@ SELECT local_id, `offset`, idx, type, at, source, request_id, server, claim, app
 FROM job_events
 WHERE queue = %(queue)s AND `partition` = %(partition)s AND `offset` >= %(from_offset)s
 ORDER BY `offset`, idx, local_id, at;
+
+-- name: end_session
+-- A logout: the session's digest, until its cookie would have expired anyway.
+INSERT IGNORE INTO ended_sessions (id, until_ms) VALUES (%(id)s, %(until)s);

@@ -111,3 +111,10 @@ CREATE TABLE imported_descriptors (
     priority        SMALLINT     NOT NULL,
     PRIMARY KEY (queue, old_descriptor)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- Dashboard sessions ended by a logout before their time (migrations/mysql/0003).
+CREATE TABLE ended_sessions (
+    -- A digest of the session's cookie, never the cookie itself.
+    id        VARCHAR(64) NOT NULL PRIMARY KEY,
+    until_ms  BIGINT      NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -458,3 +458,8 @@ ON CONFLICT (queue, partition, local_id) DO UPDATE SET
     claim = EXCLUDED.claim,
     claim_source = EXCLUDED.claim_source,
     touched_at = EXCLUDED.touched_at;
+
+-- name: end_session
+-- A logout: the session's digest, until its cookie would have expired anyway.
+INSERT INTO ended_sessions (id, until_ms) VALUES (%(id)s, %(until)s)
+ON CONFLICT (id) DO NOTHING;

@@ -102,6 +102,13 @@ CREATE TABLE imported_descriptors (
     PRIMARY KEY (queue, old_descriptor)
 );
 
+-- Dashboard sessions ended by a logout before their time (migrations/0008).
+CREATE TABLE ended_sessions (
+    -- A digest of the session's cookie, never the cookie itself.
+    id        text    NOT NULL PRIMARY KEY,
+    until_ms  bigint  NOT NULL
+);
+
 -- How far each partition (and the catalog, partition 0 of its topic) has been
 -- projected: written in the same transaction as the rows it covers, and moved only by
 -- compare-and-set from the offset a batch started at. That compare-and-set is the

@@ -44,3 +44,10 @@ DELETE FROM imported_descriptors WHERE queue = %(name)s;
 
 -- name: delete_topic_offsets
 DELETE FROM partition_offsets WHERE topic = %(topic)s;
+
+-- name: session_ended
+SELECT 1 FROM ended_sessions WHERE id = %(id)s;
+
+-- name: forget_ended_sessions
+-- Sessions whose cookies have expired by now need no row to be refused.
+DELETE FROM ended_sessions WHERE until_ms <= %(now)s;

@@ -11,7 +11,10 @@
   the limit (nothing was applied); otherwise the connection is closed. Either way one
   log line names the size and the limit.
 - Anything else that is not Thrift: the connection is closed with one log line, rate
-  limited, never a traceback.
+  limited, never a traceback. A TLS client on a plaintext port is told apart.
+- With TLS (service/tls.py), each connection's handshake runs first, on its own thread; a
+  client that fails it (plaintext, no or an untrusted certificate) is closed at once
+  with one log line.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import ssl
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +40,7 @@ from pinledger.idl import pinlater
 from pinledger.service.api.framing import MAX_FRAME_BYTES, FrameGuard, FrameRefused
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
+from pinledger.service.tls import handshake, refusal
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +55,9 @@ _REFUSE_TIMEOUT_S = 2.0
 _DRAIN_FACTOR = 16
 _DRAIN_TIMEOUT_S = 30.0
 _PROTOCOLS = TCyBinaryProtocolFactory()
+# The first two bytes of a TLS handshake record (type 22, version 3.x), read as the
+# top of a frame size: a TLS client speaking to a plaintext port.
+_TLS_HANDSHAKE_RECORD = 0x1603
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +77,10 @@ class ThriftServer:
         listener: TServerSocket,
         limits: ConnectionLimits,
         metrics: Metrics,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._processor = processor
+        self._tls = tls
         self._listener = listener
         self._limits = limits
         self._metrics = metrics
@@ -128,11 +138,26 @@ class ThriftServer:
     def _count_closed(self, reason: str) -> None:
         self._metrics.count(CLOSED, reason=reason)
 
+    def _secured(self, client: TSocket, peer: str) -> bool:
+        """The connection over TLS when the port speaks it; False (logged) when the
+        client failed the handshake."""
+        if self._tls is None or client.sock is None:
+            return True
+        try:
+            client.sock = handshake(client.sock, self._tls)
+        except (OSError, ValueError) as exc:
+            self._noise.warning("refused a connection from %s: %s", peer, refusal(exc))
+            return False
+        return True
+
     def _serve(self, client: TSocket) -> None:
         self._opened(1)
         peer = _peer(client)
         reason = "client"
         try:
+            if not self._secured(client, peer):
+                reason = "tls"
+                return
             _set_timeout(client, self._limits.idle_timeout_s or None)
             guard = FrameGuard(client, self._limits.max_frame_bytes)
             iprot = _PROTOCOLS.get_protocol(TCyFramedTransport(guard))
@@ -167,6 +192,8 @@ class ThriftServer:
     def _refuse(self, client: TSocket) -> None:
         peer = _peer(client)
         try:
+            if not self._secured(client, peer):
+                return
             self._noise.warning(
                 "refused a connection from %s: %d connections open, the limit "
                 "(PINLEDGER_MAX_CONNECTIONS)",
@@ -193,6 +220,13 @@ class ThriftServer:
 
     def _oversized(self, client: TSocket, refused: FrameRefused, peer: str) -> None:
         limit = self._limits.max_frame_bytes
+        if refused.size >> 16 == _TLS_HANDSHAKE_RECORD:
+            self._noise.warning(
+                "closed the connection from %s: a TLS handshake on a plaintext port (set "
+                "PINLEDGER_TLS_CERTFILE and PINLEDGER_TLS_KEYFILE, or connect without TLS)",
+                peer,
+            )
+            return
         call = None
         if 0 < refused.size <= limit * _DRAIN_FACTOR:
             call = _drain(client, refused)

@@ -19,6 +19,7 @@ own pollers see it at once) (docs/decisions/0019-processes.md).
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from typing import Any
@@ -44,8 +45,9 @@ class CountingPeerPool(PeerPool):
         quiet_s: float = DEFAULT_QUIET_S,
         timeout_ms: int = 10_000,
         clock: Clock = SYSTEM_CLOCK,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        super().__init__(timeout_ms, clock)
+        super().__init__(timeout_ms, clock, tls)
         self._metrics = metrics
         self._quiet_s = quiet_s
         # (peer, queue) -> until when that peer is not asked for that queue again.

@@ -3,6 +3,7 @@ pool of framed Thrift clients per peer address."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 from typing import Any
 
@@ -22,8 +23,15 @@ _MAX_IDLE_S = 60.0
 
 
 class PeerPool:
-    def __init__(self, timeout_ms: int = 10_000, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        timeout_ms: int = 10_000,
+        clock: Clock = SYSTEM_CLOCK,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        """`tls`: the peers' Thrift ports speak TLS (service/tls.py peer_tls)."""
         self.timeout_ms = timeout_ms
+        self._tls = tls
         self._clock = clock
         # Per peer: (client, when it was returned), the freshest last.
         self._idle: dict[str, list[tuple[Any, float]]] = {}
@@ -53,6 +61,7 @@ class PeerPool:
             proto_factory=TCyBinaryProtocolFactory(),
             trans_factory=TCyFramedTransportFactory(),
             timeout=self.timeout_ms,
+            ssl_context=self._tls,
         )
 
     def _return(self, address: str, client: Any) -> None:

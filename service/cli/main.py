@@ -17,6 +17,7 @@ from pinledger.ledger.times import parse_ms
 from pinledger.projections.factory import open_store
 from pinledger.projections.projector import ProjectionRunner
 from pinledger.projections.store import LedgerStore, StoreError
+from pinledger.service import tls
 from pinledger.service.assembly import open_log
 from pinledger.service.cli import doctor, import_pinlater, upgrade_format
 from pinledger.service.cli import migrate as migrate_cli
@@ -116,6 +117,8 @@ def cmd_serve(config: Config, args: argparse.Namespace) -> int:
             )
         die_with_supervisor(args.supervisor)
     elif processes > 1:
+        # The processes would each fail on TLS files that cannot be used: say it once.
+        tls.server_context(config)
         return run_processes(config, processes, args.verbose)
     return Server(config, shares_port=args.worker is not None).run_forever()
 

@@ -204,6 +204,7 @@ def connect(o: Options) -> PinLaterClient:
         source=f"pinledger-client:{socket.gethostname()}",
         timeout_s=o.timeout,
         pool_size=max(8, o.concurrency),
+        tls=o.tls,
     )
 
 

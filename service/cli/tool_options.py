@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pinledger.client.jobs import JobState
+from pinledger.client.tls import Tls
 
 MODES = (
     "create",
@@ -65,6 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument(
         "--timeout", type=float, default=30.0, help="seconds to wait for an answer (default 30)"
     )
+    secure = parser.add_argument_group("TLS (a server with PINLEDGER_TLS_CERTFILE)")
+    secure.add_argument(
+        "--tls", action="store_true", help="connect over TLS, trusting the system's CAs"
+    )
+    secure.add_argument(
+        "--tls_cafile", help="connect over TLS, trusting these CA certificates (PEM)"
+    )
+    secure.add_argument(
+        "--tls_certfile",
+        help="the client certificate (PEM), for a server with PINLEDGER_TLS_CLIENT_CAFILE",
+    )
+    secure.add_argument("--tls_keyfile", help="the client certificate's key (PEM)")
     parser.add_argument("--queue", help="queue name")
     load = parser.add_argument_group("load modes (enqueue, dequeue, check_dequeue)")
     load.add_argument("--concurrency", type=int, default=1, help="threads issuing calls")
@@ -146,6 +159,7 @@ class Options:
     continuation: str
     attempts: int | None
     password: str | None
+    tls: Tls | None = None
 
 
 def parse_options(argv: Sequence[str]) -> Options:
@@ -176,9 +190,22 @@ def parse_options(argv: Sequence[str]) -> Options:
         continuation=args.continuation,
         attempts=args.attempts,
         password=args.password,
+        tls=_tls(args),
     )
     validate(options)
     return options
+
+
+def _tls(args: argparse.Namespace) -> Tls | None:
+    if bool(args.tls_certfile) != bool(args.tls_keyfile):
+        raise UsageError("a client certificate needs both --tls_certfile and --tls_keyfile")
+    if not (args.tls or args.tls_cafile or args.tls_certfile):
+        return None
+    return Tls(
+        cafile=args.tls_cafile or "",
+        certfile=args.tls_certfile or "",
+        keyfile=args.tls_keyfile or "",
+    )
 
 
 def validate(o: Options) -> None:

@@ -22,6 +22,7 @@ from pinledger.projections.history import JobHistory, Step, to_json
 from pinledger.service.api.history import from_thrift
 from pinledger.service.config import Config
 from pinledger.service.observability import trace_export
+from pinledger.service.tls import peer_context
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -137,7 +138,9 @@ def run(config: Config, args: argparse.Namespace) -> int:
     job = descriptor.parse(args.descriptor)
     server = args.server or f"127.0.0.1:{config.port}"
     try:
-        with PinLaterClient(server, source="pinledger-trace") as client:
+        # With the server's own settings, over its TLS as a server would forward.
+        tls = peer_context(config)
+        with PinLaterClient(server, source="pinledger-trace", tls=tls) as client:
             history = fetch_history(client, job, args.at)
     except ClientError as exc:
         print(f"pinledger trace: {exc}", file=sys.stderr)

@@ -198,7 +198,7 @@ class Dashboard:
                 return self._login_form(request, None, "Wrong password.", 403)
             cookie_header = (
                 f"{COOKIE}={issued}; Path=/; HttpOnly; SameSite=Strict; "
-                f"Max-Age={SESSION_TTL_MS // 1000}"
+                f"Max-Age={SESSION_TTL_MS // 1000}" + ("; Secure" if request.secure else "")
             )
             return redirect("/failures", (("Set-Cookie", cookie_header),))
         if request.path not in ("/logout", "/failures/confirm", "/failures/act"):
@@ -212,6 +212,16 @@ class Dashboard:
                 status=403,
             )
         if request.path == "/logout":
+            try:
+                sessions.end(cookie)
+            except StoreError as exc:
+                return page(
+                    "Not logged out",
+                    '<p class="error">The session could not be ended on the server '
+                    f"({esc(str(exc))}): try again when the store is back.</p>",
+                    user=user,
+                    status=503,
+                )
             return redirect("/queues", (("Set-Cookie", f"{COOKIE}=; Path=/; Max-Age=0"),))
         csrf = sessions.csrf_token(cookie or "")
         what = request.arg("what")

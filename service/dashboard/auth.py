@@ -3,10 +3,12 @@ per session.
 
 The password is the admin password (PINLEDGER_ADMIN_PASSWORD_HASH, or PinLater's
 PINLEDGER_ADMIN_PASSWORD_SHA256 and PINLEDGER_ADMIN_SALT; service/password.py). Sessions
-are stateless: the cookie is `<user>.<expires ms>.<signature>`, signed with a key
+are signed cookies, `<user>.<expires ms>.<nonce>.<signature>`, signed with a key
 derived from the configured hash, so every server of a cluster accepts the cookie
-another issued, and changing the password signs everyone out. The CSRF token is a
-second signature of the cookie, put in every form; a POST must carry the one of its own
+another issued, and changing the password signs everyone out. A logout ends its session
+on every server before it expires: a digest of the cookie goes to the store
+(projections.store.SessionStore), which every server asks. The CSRF token is a second
+signature of the cookie, put in every form; a POST must carry the one of its own
 session.
 """
 
@@ -14,13 +16,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import math
 import re
+import secrets
 import threading
 from collections import OrderedDict, deque
 
 from pinledger.ledger.clock import Clock
+from pinledger.projections.store import SessionStore, StoreError
+from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.password import AdminPassword
+
+_noise = RateLimitedLog(logging.getLogger(__name__))
 
 COOKIE = "pinledger_session"
 SESSION_TTL_MS = 8 * 3600 * 1000
@@ -74,9 +82,10 @@ class LoginLimit:
 
 
 class Sessions:
-    def __init__(self, password: AdminPassword, clock: Clock) -> None:
+    def __init__(self, password: AdminPassword, clock: Clock, ended: SessionStore) -> None:
         self._password = password
         self._clock = clock
+        self._ended = ended
         self._limit = LoginLimit(clock)
         self._key = hashlib.sha256(f"pinledger-dashboard:{password.fingerprint}".encode()).digest()
 
@@ -97,22 +106,44 @@ class Sessions:
         if not _USER_NAME.match(user):
             return None
         expires = self._clock.now_ms() + SESSION_TTL_MS
-        body = f"{user}.{expires}"
+        # The nonce tells apart two sessions begun in the same millisecond, so that a
+        # logout ends its own only.
+        body = f"{user}.{expires}.{secrets.token_hex(8)}"
         return f"{body}.{self._sign('session', body)}"
 
     def user(self, cookie: str | None) -> str | None:
-        """The user a cookie value names when it is ours and not expired, else None."""
+        """The user a cookie value names when it is ours, not expired and not ended by
+        a logout, else None. A store that cannot say counts as ended (logged)."""
+        expires = self._valid_until(cookie)
+        if cookie is None or expires is None:
+            return None
+        try:
+            if self._ended.session_ended(_digest(cookie)):
+                return None
+        except StoreError as exc:
+            _noise.warning("a dashboard session was refused: cannot check it: %s", exc)
+            return None
+        return cookie.split(".", 1)[0]
+
+    def end(self, cookie: str | None) -> None:
+        """Log out: every server refuses the cookie from now on. Raises StoreError when
+        the store cannot record it."""
+        expires = self._valid_until(cookie)
+        if cookie is not None and expires is not None:
+            self._ended.end_session(_digest(cookie), expires, self._clock.now_ms())
+
+    def _valid_until(self, cookie: str | None) -> int | None:
+        """When a cookie of ours, signed and not expired, expires; None otherwise."""
         if not cookie or not self.enabled:
             return None
         parts = cookie.split(".")
-        if len(parts) != 3 or not parts[1].isdigit():
+        if len(parts) != 4 or not parts[1].isdigit():
             return None
-        user, expires, signature = parts
-        if not hmac.compare_digest(signature, self._sign("session", f"{user}.{expires}")):
+        body, signature = cookie.rsplit(".", 1)
+        if not hmac.compare_digest(signature, self._sign("session", body)):
             return None
-        if int(expires) <= self._clock.now_ms():
-            return None
-        return user
+        expires = int(parts[1])
+        return expires if expires > self._clock.now_ms() else None
 
     def csrf_token(self, cookie: str) -> str:
         return self._sign("csrf", cookie)
@@ -125,3 +156,9 @@ class Sessions:
 
     def _sign(self, purpose: str, text: str) -> str:
         return hmac.new(self._key, f"{purpose}:{text}".encode(), hashlib.sha256).hexdigest()
+
+
+def _digest(cookie: str) -> str:
+    """What the store keeps of an ended session: a digest, so that the store holds no
+    credential, not even an ended one."""
+    return hashlib.sha256(cookie.encode()).hexdigest()

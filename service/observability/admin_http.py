@@ -17,6 +17,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import ssl
 import threading
 from collections.abc import Callable, Mapping
 from http.cookies import CookieError, SimpleCookie
@@ -24,10 +25,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.observability.web import Pages, WebRequest, WebResponse
+from pinledger.service.tls import handshake, refusal
 
 log = logging.getLogger(__name__)
+_noise = RateLimitedLog(log)
+# The admin port's TLS context, or None for plain http.
+Tls = ssl.SSLContext | None
 
 Health = Callable[[], Mapping[str, str]]
 Progress = Callable[[], Mapping[str, float]]
@@ -35,9 +41,36 @@ Progress = Callable[[], Mapping[str, float]]
 MAX_FORM_BYTES = 1024 * 1024
 
 
-class _Server(ThreadingHTTPServer):
+class AdminHttpBase(ThreadingHTTPServer):
+    """An admin port's HTTP server (a server's, and the host's of `serve --processes`),
+    over TLS when given a context (service/tls.py): each connection's handshake runs on
+    that connection's thread, so a slow client never holds up the others."""
+
     daemon_threads = True  # a scraper holding a connection must not block shutdown
 
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], tls: Tls
+    ) -> None:
+        super().__init__(address, handler)
+        self.tls = tls
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        if self.tls is not None:
+            try:
+                request = handshake(request, self.tls)
+                request.settimeout(None)
+            except (OSError, ValueError) as exc:
+                _noise.warning(
+                    "admin http: refused a connection from %s: %s (the admin port speaks https)",
+                    client_address[0],
+                    refusal(exc),
+                )
+                self.shutdown_request(request)
+                return
+        super().process_request_thread(request, client_address)
+
+
+class _Server(AdminHttpBase):
     def __init__(
         self,
         address: tuple[str, int],
@@ -47,8 +80,9 @@ class _Server(ThreadingHTTPServer):
         progress: Progress,
         pages: Pages | None,
         metrics_token: str = "",
+        tls: Tls = None,
     ) -> None:
-        super().__init__(address, _Handler)
+        super().__init__(address, _Handler, tls)
         self.metrics_token = metrics_token
         self.metrics = metrics
         self.health = health
@@ -139,6 +173,7 @@ class _Handler(AdminHandler):
                 form=form,
                 cookies=cookies,
                 client=self.client_address[0],
+                secure=server.tls is not None,
             )
             try:
                 answer = server.pages(request)
@@ -187,9 +222,11 @@ class AdminHttpServer:
         progress: Progress = dict,
         pages: Pages | None = None,
         metrics_token: str = "",
+        tls: Tls = None,
     ) -> None:
+        """`tls`: the port speaks https (service/tls.py admin_context)."""
         self._server = _Server(
-            (host, port), metrics, health, ready or health, progress, pages, metrics_token
+            (host, port), metrics, health, ready or health, progress, pages, metrics_token, tls
         )
         self._thread: threading.Thread | None = None
 

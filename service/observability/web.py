@@ -16,6 +16,8 @@ class WebRequest:
     form: dict[str, list[str]] = field(default_factory=dict)
     cookies: dict[str, str] = field(default_factory=dict)
     client: str = ""
+    # Over TLS: cookies may say Secure.
+    secure: bool = False
 
     def arg(self, name: str, default: str = "") -> str:
         """The first value of a query (GET) or form (POST) field, stripped."""

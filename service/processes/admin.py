@@ -7,13 +7,13 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import ssl
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from http.server import ThreadingHTTPServer
 
-from pinledger.service.observability.admin_http import AdminHandler
+from pinledger.service.observability.admin_http import AdminHandler, AdminHttpBase, Tls
 from pinledger.service.processes.merge import (
     WorkerView,
     host_health,
@@ -31,13 +31,16 @@ _ANSWER_HEADERS = ("Content-Type", "Set-Cookie", "Location", "Cache-Control")
 Workers = Callable[[], list[WorkerView]]
 
 
-def ask(host: str, port: int, path: str, token: str = "") -> tuple[int, str]:
-    """GET a worker's admin path (with the metrics token, when one is set): (status,
-    body); status 0 when it did not answer."""
+def ask(
+    host: str, port: int, path: str, token: str = "", tls: ssl.SSLContext | None = None
+) -> tuple[int, str]:
+    """GET a worker's admin path (with the metrics token, when one is set; over https
+    with `tls`): (status, body); status 0 when it did not answer."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    request = urllib.request.Request(f"http://{host}:{port}{path}", headers=headers)
+    scheme = "http" if tls is None else "https"
+    request = urllib.request.Request(f"{scheme}://{host}:{port}{path}", headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=_ASK_TIMEOUT_S) as r:
+        with urllib.request.urlopen(request, timeout=_ASK_TIMEOUT_S, context=tls) as r:
             return r.status, r.read().decode("utf-8", errors="replace")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode("utf-8", errors="replace")
@@ -57,13 +60,18 @@ def _summary(status: int, body: str) -> str:
     return f"HTTP {status}: " + ("; ".join(failing) or "failing")
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
+class _Server(AdminHttpBase):
     def __init__(
-        self, address: tuple[str, int], workers: Workers, worker_host: str, metrics_token: str
+        self,
+        address: tuple[str, int],
+        workers: Workers,
+        worker_host: str,
+        metrics_token: str,
+        tls: Tls,
+        workers_tls: Tls,
     ) -> None:
-        super().__init__(address, _Handler)
+        super().__init__(address, _Handler, tls)
+        self.workers_tls = workers_tls
         self.workers = workers
         self.worker_host = worker_host
         self.metrics_token = metrics_token
@@ -75,7 +83,7 @@ class _Server(ThreadingHTTPServer):
 
         def one(worker: WorkerView) -> None:
             answers[worker.index] = ask(
-                self.worker_host, worker.admin_port, path, self.metrics_token
+                self.worker_host, worker.admin_port, path, self.metrics_token, self.workers_tls
             )
 
         threads = [threading.Thread(target=one, args=(w,), daemon=True) for w in running]
@@ -122,8 +130,13 @@ class _Handler(AdminHandler):
             self._reply(503, "text/plain; charset=utf-8", "no server process is running\n")
             return
         headers = {k: v for k in _REQUEST_HEADERS if (v := self.headers.get(k)) is not None}
-        conn = http.client.HTTPConnection(
-            server.worker_host, running[0].admin_port, timeout=_ASK_TIMEOUT_S * 10
+        where = (server.worker_host, running[0].admin_port)
+        conn = (
+            http.client.HTTPConnection(*where, timeout=_ASK_TIMEOUT_S * 10)
+            if server.workers_tls is None
+            else http.client.HTTPSConnection(
+                *where, timeout=_ASK_TIMEOUT_S * 10, context=server.workers_tls
+            )
         )
         try:
             conn.request(method, self.path, body=body or None, headers=headers)
@@ -147,11 +160,19 @@ class HostAdminServer:
     """Binds in __init__ (a taken port fails at once; port 0 picks a free one)."""
 
     def __init__(
-        self, host: str, port: int, workers: Workers, worker_host: str, metrics_token: str = ""
+        self,
+        host: str,
+        port: int,
+        workers: Workers,
+        worker_host: str,
+        metrics_token: str = "",
+        tls: Tls = None,
+        workers_tls: Tls = None,
     ) -> None:
         """`metrics_token`: what /metrics and /stats.txt ask of a scraper, and what
-        this server gives the workers when it asks them for theirs."""
-        self._server = _Server((host, port), workers, worker_host, metrics_token)
+        this server gives the workers when it asks them for theirs. `tls`: this port
+        speaks https; `workers_tls`: so do the workers' (service/tls.py own_context)."""
+        self._server = _Server((host, port), workers, worker_host, metrics_token, tls, workers_tls)
         self._thread: threading.Thread | None = None
 
     @property

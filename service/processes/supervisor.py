@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pinledger
+from pinledger.service import tls
 from pinledger.service.config import Config
 from pinledger.service.listeners import PortInUseError, check_port_free
 from pinledger.service.processes.admin import HostAdminServer
@@ -103,7 +104,13 @@ class Supervisor:
         # The workers' admin ports are reached here: the bind host, or loopback for all.
         self._local = "127.0.0.1" if config.host in ("0.0.0.0", "") else config.host
         self.admin = HostAdminServer(
-            config.host, config.admin_port, self.views, self._local, config.metrics_token
+            config.host,
+            config.admin_port,
+            self.views,
+            self._local,
+            config.metrics_token,
+            tls=tls.admin_context(config),
+            workers_tls=tls.own_context(config),
         )
 
     def views(self) -> list[WorkerView]:

@@ -85,6 +85,8 @@ class FakeStore:
         # (queue, PinLater descriptor) -> (partition, local id, priority)
         self._imported: dict[tuple[str, str], ImportedRow] = {}
         self._day_partitions = FakeDayPartitions()
+        # Ended dashboard sessions: digest -> until when.
+        self._ended_sessions: dict[str, int] = {}
 
     # -- failure injection --------------------------------------------------------------
 
@@ -458,6 +460,19 @@ class FakeStore:
         )
 
     # -- the dashboard's reads -------------------------------------------------------------
+
+    # -- ended dashboard sessions ------------------------------------------------------
+
+    def end_session(self, session_id: str, until_ms: int, now: int) -> None:
+        def end() -> None:
+            for old in [k for k, until in self._ended_sessions.items() if until <= now]:
+                del self._ended_sessions[old]
+            self._ended_sessions.setdefault(session_id, until_ms)
+
+        self._run("ending a dashboard session", end)
+
+    def session_ended(self, session_id: str) -> bool:
+        return self._run("checking a dashboard session", lambda: session_id in self._ended_sessions)
 
     def find_jobs(self, search: JobSearch, after: ScanKey | None, limit: int) -> list[JobRow]:
         def run() -> list[JobRow]:

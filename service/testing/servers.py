@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -90,15 +91,27 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"pinledger serve exited:\n{self.log()}")
             try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{self.admin_port}/health", timeout=2
-                ) as answer:
+                with self.admin_get("/health", timeout=2) as answer:
                     if answer.status == 200:
                         return
             except OSError:
                 pass
             time.sleep(0.2)
         raise RuntimeError(f"pinledger serve not healthy after {timeout}s:\n{self.log()}")
+
+    def admin_get(self, path: str, timeout: float = 10) -> Any:
+        """GET an admin path; over https (its certificate not checked: a test's own
+        server) when the server has PINLEDGER_TLS_CERTFILE."""
+        if not self.settings.get("PINLEDGER_TLS_CERTFILE"):
+            return urllib.request.urlopen(
+                f"http://127.0.0.1:{self.admin_port}{path}", timeout=timeout
+            )
+        unchecked = ssl.create_default_context()
+        unchecked.check_hostname = False
+        unchecked.verify_mode = ssl.CERT_NONE
+        return urllib.request.urlopen(
+            f"https://127.0.0.1:{self.admin_port}{path}", timeout=timeout, context=unchecked
+        )
 
     def log(self) -> str:
         if self.log_path is None or not self.log_path.exists():

@@ -115,6 +115,18 @@ def test_migrating_again_applies_nothing(store: LedgerStore) -> None:
     assert store.queues() == []
 
 
+def test_an_ended_session_is_refused_until_it_expires_then_forgotten(store: LedgerStore) -> None:
+    assert not store.session_ended("a" * 64)
+    store.end_session("a" * 64, until_ms=T0 + 1000, now=T0)
+    store.end_session("a" * 64, until_ms=T0 + 1000, now=T0)  # a second logout: no error
+    store.end_session("b" * 64, until_ms=T0 + 5000, now=T0)
+    assert store.session_ended("a" * 64) and store.session_ended("b" * 64)
+    # A logout after the first expired forgets it; the other stays ended.
+    store.end_session("c" * 64, until_ms=T0 + 9000, now=T0 + 1000)
+    assert not store.session_ended("a" * 64)
+    assert store.session_ended("b" * 64) and store.session_ended("c" * 64)
+
+
 def test_a_projected_batch_reads_back_by_lookup(store: LedgerStore) -> None:
     _mail(store)
     assert [(q.name, q.partitions, q.created_at) for q in store.queues()] == [("mail", 2, T0)]

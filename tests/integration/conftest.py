@@ -8,6 +8,7 @@ them.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,7 @@ from pinledger.service.config import Config
 from pinledger.service.password import hash_password
 from pinledger.service.testing.servers import ServerProcess, context, running
 from tests.contract.store_fixtures import scratch, store, store_kind
+from tests.integration.otlp_receiver import OtlpReceiver
 from tests.settings import stack_settings
 
 pytestmark = pytest.mark.integration
@@ -120,3 +122,15 @@ def names(kafka: KafkaLog, config: Config) -> Iterator[Names]:
         if topic.startswith(prefix):
             kafka.delete_topic(topic)
     Store(config.pg_dsn, schema).drop()
+
+
+@pytest.fixture
+def receiver() -> Iterator[OtlpReceiver]:
+    """An OTLP/HTTP trace receiver on loopback (otlp_receiver.py), stopped afterwards."""
+    server = OtlpReceiver()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)

@@ -154,12 +154,13 @@ def test_check_on_a_schema_in_use_names_the_pause_and_changes_nothing(
 
     code, out, _ = _cli(store, "--check", monkeypatch=monkeypatch, capsys=capsys)
     assert code == EXIT_NEEDS_PAUSE
-    assert [line.strip() for line in out.splitlines()[1:4]] == [
+    assert [line.strip() for line in out.splitlines()[1:5]] == [
         "0005_ready_window.sql: concurrently (outside a transaction; writes go on)",
         "0006_job_events_by_type.sql: needs a pause: indexes the partitioned job_events, "
         "which Postgres cannot index concurrently: writes to job_events wait for the whole "
         "build",
         "0007_imported_descriptors.sql: online (brief locks only)",
+        "0008_ended_sessions.sql: online (brief locks only)",
     ]
     assert "0006_job_events_by_type.sql would block writes" in out
     assert "pinledger migrate --allow-pause" in out
@@ -196,7 +197,7 @@ def test_check_answers_while_another_process_migrates(dropped: list[LedgerStore]
         )
         asking.start()
         asking.join(timeout=60)
-        assert answers == [3]
+        assert answers == [4]
 
 
 @each_kind
@@ -256,7 +257,8 @@ def test_migrate_stops_before_a_pause_and_says_what_to_do(
     assert [line.split(" in ")[0] for line in out.splitlines()] == [
         "applied 0006_job_events_by_type.sql (pause)",
         "applied 0007_imported_descriptors.sql (online)",
-        f"schema {store.schema}: 2 applied",
+        "applied 0008_ended_sessions.sql (online)",
+        f"schema {store.schema}: 3 applied",
     ]
     # The same schema as a new one migrated in one run.
     fresh = fresh_pg_store("online_fresh")

@@ -49,6 +49,7 @@ def test_migrations_produce_the_canonical_schema(
         "jobs",
         "job_events",
         "imported_descriptors",
+        "ended_sessions",
         "partition_offsets",
     }
     assert migrated.columns == expected.columns

@@ -3,8 +3,9 @@
 runs with debug logging, answers right and wrong passwords, serves every admin page,
 and the tools run against it. No secret appears in any of what they print or answer:
 the server's log, /metrics, /stats.txt, /health, /ready, the dashboard's pages, Thrift
-error answers, and the output of `pinledger doctor`, `replay` and `migrate --check`.
-(Trace export is not searched here: it needs a collector.)"""
+error answers, the traces the server and `pinledger trace --otlp` export (to a
+receiver in the test), and the output of `pinledger doctor`, `replay` and `migrate
+--check`."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from pinledger.service.testing.servers import (
     run_pinledger,
 )
 from tests.integration.conftest import server_settings
+from tests.integration.otlp_receiver import OtlpReceiver
 from tests.integration.secure_stack import STACK_LIMIT_S, sasl_password, secure_up
 from tests.settings import stack_settings
 
@@ -60,7 +62,7 @@ def _http(
 
 
 def test_no_secret_in_anything_the_server_or_the_tools_print_or_answer(
-    names: tuple[str, str], tmp_path: Path
+    names: tuple[str, str], tmp_path: Path, receiver: OtlpReceiver
 ) -> None:
     secure = secure_up()
     kafka_password = sasl_password(secure)
@@ -74,6 +76,9 @@ def test_no_secret_in_anything_the_server_or_the_tools_print_or_answer(
         "PINLEDGER_ADMIN_PASSWORD_SHA256": "",
         "PINLEDGER_ADMIN_SALT": "",
         "PINLEDGER_METRICS_TOKEN": METRICS_TOKEN,
+        # Traces too, exported at once to the test's receiver.
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
     }
     server = ServerProcess(
         prefix=prefix,
@@ -90,8 +95,14 @@ def test_no_secret_in_anything_the_server_or_the_tools_print_or_answer(
         request = pinlater.PinLaterEnqueueRequest(
             queueName="kept", jobs=[pinlater.PinLaterJob(body=b"x")]
         )
-        client.enqueueJobs(context(), request)
+        [descriptor] = client.enqueueJobs(context(), request).jobDescriptors
         dequeue_until(client, "kept", 1)
+        # The job's life exported while its queue exists (deleteQueue below ends it).
+        tools = {"PINLEDGER_TOPIC_PREFIX": prefix, "PINLEDGER_SCHEMA": schema, **env}
+        trace = ("trace", descriptor, "--otlp", "--server", f"127.0.0.1:{server.port}")
+        done = run_pinledger(*trace, timeout=STACK_LIMIT_S, **tools)
+        assert done.returncode == 0, done.stderr
+        seen["pinledger trace --otlp"] = done.stdout + done.stderr
         for password in ("wrong-password", ADMIN_PASSWORD):
             try:
                 client.deleteQueue(context(), "kept", password)
@@ -107,7 +118,6 @@ def test_no_secret_in_anything_the_server_or_the_tools_print_or_answer(
             seen[path] = _http(port, path)
         seen["a wrong login"] = _http(port, "/login", {"password": "nope"})
         seen["a login"] = _http(port, "/login", {"password": ADMIN_PASSWORD})
-        tools = {"PINLEDGER_TOPIC_PREFIX": prefix, "PINLEDGER_SCHEMA": schema, **env}
         for args in (("doctor",), ("replay",), ("migrate", "--check"), ("-v", "doctor")):
             done = run_pinledger(*args, timeout=STACK_LIMIT_S, **tools)
             seen[f"pinledger {' '.join(args)}"] = done.stdout + done.stderr
@@ -115,6 +125,20 @@ def test_no_secret_in_anything_the_server_or_the_tools_print_or_answer(
         server.stop()
     seen["the server's log"] = server.log_path.read_text() if server.log_path else ""
     assert "DEBUG" in seen["the server's log"]  # debug logging was on
+    # The exported spans as bytes (protobuf holds strings as UTF-8): the server's RPC
+    # spans and the job's exported life both arrived.
+    exported = b"".join(receiver.bodies)
+    span_names = sorted(
+        {
+            span.name
+            for request in receiver.requests
+            for resource in request.resource_spans
+            for scope in resource.scope_spans
+            for span in scope.spans
+        }
+    )
+    assert "pinlater/enqueueJobs" in span_names and descriptor.encode() in exported, span_names
+    seen["the exported traces"] = exported.decode("utf-8", errors="replace")
     for where, text in seen.items():
         for what, secret in secrets.items():
             assert secret not in text, f"{what} appears in {where}"

@@ -6,11 +6,8 @@ loopback)."""
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import http.server
 import json
 import subprocess
-import threading
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,10 +16,6 @@ from pathlib import Path
 import pytest
 import thriftpy2
 from opentelemetry import trace
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -47,6 +40,7 @@ from pinledger.service.testing.servers import (
     running,
     wait_for,
 )
+from tests.integration.otlp_receiver import OtlpReceiver
 
 pytestmark = pytest.mark.integration
 
@@ -307,54 +301,9 @@ def test_old_clients_read_a_dequeue_response_with_traceparents(tmp_path: Path) -
     assert decoded.jobMetadata[key].attemptsRemaining == 1
 
 
-class _Receiver(http.server.ThreadingHTTPServer):
-    """An OTLP/HTTP trace receiver on loopback: keeps each ExportTraceServiceRequest."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _ReceiverHandler)
-        self.requests: list[ExportTraceServiceRequest] = []
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _ReceiverHandler(http.server.BaseHTTPRequestHandler):
-    server: _Receiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        if self.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-        if self.path != "/v1/traces":
-            self.send_error(404)
-            return
-        request = ExportTraceServiceRequest()
-        request.ParseFromString(body)
-        self.server.requests.append(request)
-        answer = ExportTraceServiceResponse().SerializeToString()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def receiver() -> Iterator[_Receiver]:
-    server = _Receiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
-
-
-def _pinledger(server: Server, receiver: _Receiver, *args: str) -> subprocess.CompletedProcess[str]:
+def _pinledger(
+    server: Server, receiver: OtlpReceiver, *args: str
+) -> subprocess.CompletedProcess[str]:
     return run_pinledger(
         *args,
         "--server",
@@ -365,7 +314,7 @@ def _pinledger(server: Server, receiver: _Receiver, *args: str) -> subprocess.Co
 
 
 def test_trace_otlp_delivers_the_jobs_life_intact(
-    inproc: Server, spans: InMemorySpanExporter, receiver: _Receiver
+    inproc: Server, spans: InMemorySpanExporter, receiver: OtlpReceiver
 ) -> None:
     queue = f"q_{uuid.uuid4().hex[:10]}"
     with PinLaterClient(f"127.0.0.1:{inproc.config.port}", source="tel:otlp") as client:
@@ -417,7 +366,7 @@ def test_trace_otlp_delivers_the_jobs_life_intact(
     assert failed["pinledger.verdict"].string_value == "applied"
 
 
-def _received_spans(receiver: _Receiver) -> list[tuple[str, ProtoSpan]]:
+def _received_spans(receiver: OtlpReceiver) -> list[tuple[str, ProtoSpan]]:
     return [
         (service, span)
         for request in list(receiver.requests)
@@ -434,7 +383,7 @@ def _received_spans(receiver: _Receiver) -> list[tuple[str, ProtoSpan]]:
 
 
 def test_a_server_exports_its_spans_over_otlp_when_asked(
-    config: Config, prefix: str, receiver: _Receiver, tmp_path: Path
+    config: Config, prefix: str, receiver: OtlpReceiver, tmp_path: Path
 ) -> None:
     """`pinledger serve` with OTEL_EXPORTER_OTLP_ENDPOINT set: RPC spans reach the
     endpoint, and the dequeue response carries the enqueue's context."""

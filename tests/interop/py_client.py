@@ -2,7 +2,10 @@
 and the official Apache `thrift` library (not thriftpy2, which the server uses):
 framed transport + binary protocol. tests/integration/test_interop.py runs it.
 
-Usage: python py_client.py <gen_py_dir> <host> <port> <queue>
+Usage: python py_client.py <gen_py_dir> <host> <port> <queue> [<cafile> [<certfile> <keyfile>]]
+
+With a CA file it connects over TLS (the library's TSSLSocket, the server's certificate
+verified against that CA and its host name), presenting a client certificate if given.
 
 Creates the queue (twice: idempotent; and an invalid name must raise PinLaterException
 QUEUE_NAME_INVALID), enqueues 3 jobs, dequeues them, acks them as succeeded, looks them
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import ssl
 import sys
 import time
 import traceback
@@ -79,14 +83,22 @@ def print_jobs(client: Any, t: Any, ctx: Any, descriptors: list[str]) -> None:
         print(json.dumps(line), flush=True)
 
 
-def run(host: str, port: int, queue: str) -> None:
-    tsocket = importlib.import_module("thrift.transport.TSocket")
+def open_socket(host: str, port: int, tls: list[str]) -> Any:
+    if not tls:
+        return importlib.import_module("thrift.transport.TSocket").TSocket(host, port)
+    tssl = importlib.import_module("thrift.transport.TSSLSocket")
+    cafile, *client = tls
+    certificate = {"certfile": client[0], "keyfile": client[1]} if client else {}
+    return tssl.TSSLSocket(host, port, cert_reqs=ssl.CERT_REQUIRED, ca_certs=cafile, **certificate)
+
+
+def run(host: str, port: int, queue: str, tls: list[str]) -> None:
     ttransport = importlib.import_module("thrift.transport.TTransport")
     tbinary = importlib.import_module("thrift.protocol.TBinaryProtocol")
     service = importlib.import_module("pinlater.PinLater")
     t = importlib.import_module("pinlater.ttypes")
 
-    sock = tsocket.TSocket(host, port)
+    sock = open_socket(host, port, tls)
     sock.setTimeout(SOCKET_TIMEOUT_MS)
     transport = ttransport.TFramedTransport(sock)
     client = service.Client(tbinary.TBinaryProtocol(transport))
@@ -114,12 +126,16 @@ def run(host: str, port: int, queue: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 5:
-        print("usage: python py_client.py <gen_py_dir> <host> <port> <queue>", file=sys.stderr)
+    if len(argv) not in (5, 6, 8):
+        print(
+            "usage: python py_client.py <gen_py_dir> <host> <port> <queue> "
+            "[<cafile> [<certfile> <keyfile>]]",
+            file=sys.stderr,
+        )
         return 2
     sys.path.insert(0, argv[1])
     try:
-        run(argv[2], int(argv[3]), argv[4])
+        run(argv[2], int(argv[3]), argv[4], argv[5:])
     except Exception:
         traceback.print_exc()
         return 1

@@ -26,6 +26,7 @@ from pinledger.service.password import AdminPassword, hash_password_scrypt, pars
 from pinledger.service.processes.admin import HostAdminServer
 from pinledger.service.processes.merge import WorkerView
 from pinledger.service.testing.clock import FakeClock
+from pinledger.service.testing.fake_store import FakeStore
 
 TOKEN = "scrape-T0ken"
 
@@ -84,7 +85,7 @@ def test_the_host_port_asks_for_the_token_and_gives_it_to_its_processes(
 
 def test_failed_logins_are_limited_per_address_and_the_limit_passes() -> None:
     clock = FakeClock()
-    sessions = Sessions(AdminPassword(scrypt=hash_password_scrypt("s3cret")), clock)
+    sessions = Sessions(AdminPassword(scrypt=hash_password_scrypt("s3cret")), clock, FakeStore())
     for _ in range(LOGIN_FAILURES):
         assert sessions.login("guess", client="10.0.0.9") is None
     with pytest.raises(TooManyLoginsError) as limited:

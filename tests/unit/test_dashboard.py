@@ -3,6 +3,8 @@ error, sessions and CSRF tokens, keyset page tokens; the standalone dashboard's 
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from pinledger.ledger import codec
@@ -10,7 +12,7 @@ from pinledger.ledger.events import Actor, Succeeded
 from pinledger.ledger.state import Job, JobState
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.history import build_history
-from pinledger.projections.store import JobRow, ScanKey
+from pinledger.projections.store import JobRow, ScanKey, StoreError
 from pinledger.service.dashboard import paging, timeline
 from pinledger.service.dashboard.auth import Sessions
 from pinledger.service.dashboard.backend import NoOwner
@@ -18,6 +20,7 @@ from pinledger.service.dashboard.failures import NO_ERROR, error_key, group_fail
 from pinledger.service.password import AdminPassword, hash_password, hash_password_scrypt
 from pinledger.service.testing.clock import FakeClock
 from pinledger.service.testing.fake_log import FakeLog
+from pinledger.service.testing.fake_store import FakeStore
 from tests.unit.test_history import STORY, T0, D, rows_for
 
 # -- the timeline ---------------------------------------------------------------------
@@ -117,7 +120,9 @@ def test_failures_group_by_error_largest_first() -> None:
 
 
 def _sessions(clock: FakeClock) -> Sessions:
-    return Sessions(AdminPassword(sha256=hash_password("s3cret", "salt"), salt="salt"), clock)
+    return Sessions(
+        AdminPassword(sha256=hash_password("s3cret", "salt"), salt="salt"), clock, FakeStore()
+    )
 
 
 def test_a_session_needs_the_password_and_expires() -> None:
@@ -135,24 +140,58 @@ def test_a_forged_or_foreign_cookie_is_nobody() -> None:
     clock = FakeClock()
     cookie = _sessions(clock).login("s3cret")
     assert cookie is not None
-    user, expires, signature = cookie.split(".")
-    assert _sessions(clock).user(f"root.{expires}.{signature}") is None
-    assert _sessions(clock).user(f"{user}.{int(expires) + 1}.{signature}") is None
+    user, expires, nonce, signature = cookie.split(".")
+    assert _sessions(clock).user(f"root.{expires}.{nonce}.{signature}") is None
+    assert _sessions(clock).user(f"{user}.{int(expires) + 1}.{nonce}.{signature}") is None
+    assert _sessions(clock).user(f"{user}.{expires}.{signature}") is None  # 0.1.0's form
     # Another password signs everyone out.
-    other = Sessions(AdminPassword(sha256=hash_password("other", "salt"), salt="salt"), clock)
+    other = Sessions(
+        AdminPassword(sha256=hash_password("other", "salt"), salt="salt"), clock, FakeStore()
+    )
     assert other.user(cookie) is None
     # Without a configured password nobody logs in.
-    assert Sessions(AdminPassword(), clock).login("") is None
+    assert Sessions(AdminPassword(), clock, FakeStore()).login("") is None
 
 
 def test_a_scrypt_password_logs_in_and_a_new_one_signs_everyone_out() -> None:
     clock = FakeClock()
-    sessions = Sessions(AdminPassword(scrypt=hash_password_scrypt("s3cret")), clock)
+    sessions = Sessions(AdminPassword(scrypt=hash_password_scrypt("s3cret")), clock, FakeStore())
     assert sessions.login("s3cret!") is None
     cookie = sessions.login("s3cret")
     assert cookie is not None and sessions.user(cookie) == "admin"
-    changed = Sessions(AdminPassword(scrypt=hash_password_scrypt("s3cret")), clock)
+    changed = Sessions(AdminPassword(scrypt=hash_password_scrypt("s3cret")), clock, FakeStore())
     assert changed.user(cookie) is None  # same password, new salt: a new hash
+
+
+def test_a_logout_ends_its_session_on_every_server_of_the_store() -> None:
+    clock, store = FakeClock(), FakeStore()
+    password = AdminPassword(sha256=hash_password("s3cret", "salt"), salt="salt")
+    here, there = Sessions(password, clock, store), Sessions(password, clock, store)
+    first, second = here.login("s3cret"), here.login("s3cret")  # in one millisecond
+    assert first is not None and second is not None and first != second
+    here.end(first)
+    assert here.user(first) is None and there.user(first) is None
+    assert there.user(second) == "admin"  # the other session goes on
+    assert not there.check_csrf(first, there.csrf_token(first))
+    here.end("admin.1.2.forged")  # a cookie that is not ours ends nothing, says nothing
+    # Once expired, an ended session's row is forgotten at the next logout.
+    clock.advance(8 * 3600 + 1)
+    third = here.login("s3cret")
+    here.end(third)
+    assert not store.session_ended(hashlib.sha256(first.encode()).hexdigest())
+    assert store.session_ended(hashlib.sha256((third or "").encode()).hexdigest())
+
+
+def test_a_store_that_cannot_answer_refuses_the_session_and_the_logout_says_so() -> None:
+    clock, store = FakeClock(), FakeStore()
+    sessions = Sessions(AdminPassword(scrypt=hash_password_scrypt("s3cret")), clock, store)
+    cookie = sessions.login("s3cret")
+    store.fail("connection refused")
+    assert sessions.user(cookie) is None
+    with pytest.raises(StoreError, match="connection refused"):
+        sessions.end(cookie)
+    store.recover()
+    assert sessions.user(cookie) == "admin"
 
 
 def test_the_csrf_token_is_the_sessions_own() -> None:
