@@ -9,6 +9,8 @@ MY_USER=pinledger
 MY_PASSWORD=pinledger
 MY_DB=pinledger
 MARIADB_CLIENT_TLS=()
+# What the messages call it (the secure one: secure_stores.sh).
+MARIADB_NAME=MariaDB
 OWN_MYSQL_DSN=mysql://$MY_USER:$MY_PASSWORD@127.0.0.1:$MY_PORT/$MY_DB
 
 external_mysql() { [[ -n ${PINLEDGER_MYSQL_DSN:-} && $PINLEDGER_MYSQL_DSN != "$OWN_MYSQL_DSN" ]]; }
@@ -74,7 +76,7 @@ mariadb_write_config() {
 
 mariadb_install_once() {
     [[ -d $MARIADB_DATA/mysql ]] && return 0
-    say "creating the MariaDB data directory $MARIADB_DATA"
+    say "creating the ${MARIADB_NAME} data directory $MARIADB_DATA"
     rm -rf "$MARIADB_DATA"
     mariadb-install-db --defaults-file="$MARIADB_CNF" "${MARIADB_USER_ARGS[@]}" \
         --datadir="$MARIADB_DATA" --skip-test-db --auth-root-authentication-method=socket \
@@ -92,7 +94,7 @@ mariadb_up() {
     mariadb_paths
     local pid
     if pid=$(mariadb_pid); then
-        say "MariaDB already running (pid $pid) on 127.0.0.1:$MY_PORT"
+        say "${MARIADB_NAME} already running (pid $pid) on 127.0.0.1:$MY_PORT"
     else
         rm -f "$MARIADB_PID"
         if port_open 127.0.0.1 "$MY_PORT"; then
@@ -104,7 +106,7 @@ mariadb_up() {
         mariadb_user_args
         mariadb_write_config
         mariadb_install_once
-        say "starting MariaDB ($(/usr/sbin/mariadbd --version | awk '{print $3}')) on 127.0.0.1:$MY_PORT, data in $MARIADB_DATA"
+        say "starting ${MARIADB_NAME} ($(/usr/sbin/mariadbd --version | awk '{print $3}')) on 127.0.0.1:$MY_PORT, data in $MARIADB_DATA"
         MARIADB_LOG_START=$(stat -c %s "$MARIADB_LOG" 2>/dev/null || echo 0)
         # setsid: its own session, so the server outlives the shell that ran `up`.
         nohup setsid /usr/sbin/mariadbd --defaults-file="$MARIADB_CNF" "${MARIADB_USER_ARGS[@]}" \
@@ -114,8 +116,8 @@ mariadb_up() {
     local deadline=$((SECONDS + TIMEOUT))
     until mariadb-admin --no-defaults --protocol=socket --socket="$MARIADB_SOCK" -u "$(id -un)" \
         ping >/dev/null 2>&1; do
-        kill -0 "$pid" 2>/dev/null || mariadb_fail "MariaDB exited during startup"
-        (( SECONDS < deadline )) || mariadb_fail "MariaDB did not answer within ${TIMEOUT}s"
+        kill -0 "$pid" 2>/dev/null || mariadb_fail "${MARIADB_NAME} exited during startup"
+        (( SECONDS < deadline )) || mariadb_fail "${MARIADB_NAME} did not answer within ${TIMEOUT}s"
         sleep 0.5
     done
     # Idempotent: the user, its password and the database, whatever an earlier run left.
@@ -174,14 +176,14 @@ EOF
 mariadb_down() {
     local pid deadline=$((SECONDS + 60))
     if ! pid=$(mariadb_pid); then
-        say "MariaDB not running"
+        say "${MARIADB_NAME} not running"
         return 0
     fi
-    say "stopping MariaDB (pid $pid)"
+    say "stopping ${MARIADB_NAME} (pid $pid)"
     kill -TERM "$pid"
     while kill -0 "$pid" 2>/dev/null; do
         if (( SECONDS >= deadline )); then
-            say "MariaDB did not stop within 60s: killing it"
+            say "${MARIADB_NAME} did not stop within 60s: killing it"
             kill -KILL "$pid" 2>/dev/null || true
             break
         fi

@@ -143,6 +143,7 @@ secure_mariadb() {  # function...
     local MARIADB_DATA=$MARIADB_DIR/data MARIADB_CNF=$MARIADB_DIR/my.cnf
     local MARIADB_PID=$MARIADB_DIR/mariadb.pid MARIADB_SOCK=$MARIADB_DIR/mariadb.sock
     local MARIADB_LOG=$MARIADB_DIR/mariadb.log
+    local MARIADB_NAME="the secure MariaDB"
     local MY_PORT=$SECURE_MY_PORT MY_USER=$SECURE_DB_USER MY_DB=$SECURE_DB MY_PASSWORD
     MY_PASSWORD=$(secure_secret mariadb)
     local MARIADB_CLIENT_TLS=(--ssl --ssl-ca="$MARIADB_DIR/tls/ca.pem" --ssl-verify-server-cert)
