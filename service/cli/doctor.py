@@ -3,8 +3,10 @@ what to change. Exit status 1 when a setting is unsafe (an acknowledged job coul
 lost, or history deleted, without any further fault), else 0.
 
 It reads the topics of the configured prefix (the catalog and every queue's topic) and
-the owners' group, and judges each topic with ledger/durability.py. Kafka only: it
-needs no Postgres.
+the owners' group, and judges each topic with ledger/durability.py. Of the store it
+only checks that its server takes this client (main.py, `check_store`): a refusal
+(an untrusted certificate, TLS required, a wrong password) is the one line
+`pinledger serve` would stop with.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ from pinledger.ledger import codec, formats
 from pinledger.ledger.codec import CodecError
 from pinledger.ledger.log import LogError
 from pinledger.ledger.times import parse_ms
-from pinledger.projections.factory import open_store
+from pinledger.projections.factory import check_store, open_store
 from pinledger.projections.projector import ProjectionRunner
-from pinledger.projections.store import LedgerStore, StoreError
+from pinledger.projections.store import LedgerStore, StoreError, StoreRefusedError
 from pinledger.service import tls
 from pinledger.service.assembly import open_log
 from pinledger.service.cli import doctor, import_pinlater, upgrade_format
@@ -129,6 +129,14 @@ def cmd_dashboard(config: Config, _: argparse.Namespace) -> int:
 
 
 def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
+    # The store's server must take this client: a refusal (TLS, a password) is one line
+    # and exit 2, as Kafka's are; a store that is down only gets a line of its own.
+    try:
+        check_store(config.store_url)
+    except StoreRefusedError:
+        raise
+    except StoreError as exc:
+        print(f"pinledger doctor: {exc}", file=sys.stderr)
     log = open_log(config)
     try:
         return doctor.run(config, args, log)

@@ -232,3 +232,21 @@ def test_a_refusal_after_the_start_reads_the_same_through_the_pool(secure: dict[
     assert "Postgres refused the connection: the password was refused" in str(error)
     failures.connection_class().connect(dsn).close()
     assert failures.last is None
+
+
+def test_doctor_stops_on_a_refusing_store_with_the_line_serve_would_say(
+    secure: dict[str, str], names: tuple[str, str]
+) -> None:
+    dsn = _changed(secure[STORES["postgres"]], sslmode="disable")
+    with pytest.raises(StoreRefusedError) as checked:
+        check_store(dsn)
+    done = run_pinledger(
+        "doctor",
+        timeout=STACK_LIMIT_S,
+        **secure,
+        PINLEDGER_STORE_DSN=dsn,
+        PINLEDGER_TOPIC_PREFIX=names[0],
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [f"pinledger doctor: {checked.value}"]
+    assert _password(dsn) not in done.stdout + done.stderr
