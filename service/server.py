@@ -10,6 +10,7 @@ import threading
 
 from thriftpy2.thrift import TProcessor
 
+from pinledger import otel
 from pinledger.idl import pinlater
 from pinledger.ledger.clock import SYSTEM_CLOCK
 from pinledger.ledger.commands import Limits
@@ -58,8 +59,8 @@ class Server:
             self._peer_socket = Listener(config.host, config.peer_port)
             self._peer_socket.bind()
         # OTLP trace export when the OTEL_* variables ask for it
-        # (service/observability/telemetry.py).
-        telemetry.setup()
+        # (pinledger/otel.py).
+        otel.setup(keep=telemetry.worth_keeping)
         self.metrics = Metrics()
         # Before the assembly: its queue-config watcher applies the config at once.
         self.rate_limits = QueueRateLimits()
@@ -215,7 +216,7 @@ class Server:
         self.health.stop()
         self.peers.close()
         self.parts.close()
-        telemetry.shutdown()  # flush the spans still batched
+        otel.shutdown()  # flush the spans still batched
         self._stopped.set()
 
     def run_forever(self) -> int:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from opentelemetry import trace
 
+from pinledger import otel
 from pinledger.client.errors import ClientError, ErrorCode, PinLaterError
 from pinledger.client.job_context import JobContext
 from pinledger.client.jobs import DequeuedJob
@@ -157,6 +158,9 @@ class Worker:
             stop=self.stop,
             stop_now=self.stop_now,
         )
+        # Traces out of the box: the OTEL_* variables set up the SDK unless the
+        # application installed its own tracer provider (pinledger/otel.py).
+        otel.setup(service_name="pinledger-worker")
         for thread in self._threads():
             thread.start()
         log.info(
@@ -178,6 +182,7 @@ class Worker:
                     self._threads_exit.set()
                     self._changed.notify_all()
                 restore()
+                otel.flush()  # the last jobs' spans, before the process may exit
         log.info("%s: stopped: %s", self.name, self.counters.summary())
 
     def _threads(self) -> list[threading.Thread]:

@@ -1,12 +1,9 @@
 """OpenTelemetry for the server: tracer setup from the standard OTEL_* variables, RPC
 spans, and the trace context a job carries from its enqueue to every later action.
 
-Off by default. `setup()` installs an SDK tracer provider exporting OTLP/HTTP only when
-asked to (`OTEL_TRACES_EXPORTER=otlp`, or an `OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`
-with OTEL_TRACES_EXPORTER unset); the exporter reads the rest of its OTEL_* variables
-(headers, timeout, compression) itself. With no SDK provider installed, `active()` is
-false and the server skips every span, attribute dict and header: tracing costs one
-isinstance check per RPC.
+Off by default: the SDK is set up from the OTEL_* variables by pinledger/otel.py. With no
+SDK provider installed, `active()` is false and the server skips every span, attribute
+dict and header: tracing costs one isinstance check per RPC.
 
 Trace context of a job (W3C `traceparent`):
 
@@ -24,19 +21,16 @@ Trace context of a job (W3C `traceparent`):
 from __future__ import annotations
 
 import logging
-import os
 import re
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from pinledger.otel import active
 
 log = logging.getLogger(__name__)
 
@@ -45,79 +39,6 @@ TRACER_NAME = "pinledger.server"
 MAX_LINKS = 128
 
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
-_TRUE = ("true", "1", "yes")
-
-
-class _Installed:
-    """The SDK provider `setup` installed (one per process, by OpenTelemetry's rules)."""
-
-    lock = threading.Lock()
-    provider: TracerProvider | None = None
-
-
-def wants_export(env: Mapping[str, str]) -> bool:
-    """Whether the OTEL_* variables ask for trace export (off unless they do)."""
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() in _TRUE:
-        return False
-    exporters = {e.strip().lower() for e in env.get("OTEL_TRACES_EXPORTER", "").split(",")}
-    exporters.discard("")
-    if exporters:
-        return bool(exporters & {"otlp", "console"})
-    return bool(
-        env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    )
-
-
-def setup(env: Mapping[str, str] | None = None) -> bool:
-    """Install the SDK tracer provider when the environment asks for export; True when
-    tracing is on. Idempotent; a provider someone else installed (tests) is kept."""
-    env = os.environ if env is None else env
-    if not wants_export(env):
-        return active()
-    with _Installed.lock:
-        if _Installed.provider is not None or active():
-            return True
-        name = env.get("OTEL_SERVICE_NAME") or "pinledger"
-        protocol = env.get(
-            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
-        )
-        if protocol and protocol != "http/protobuf":
-            log.warning("OTLP protocol %r is not supported; exporting http/protobuf", protocol)
-        provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
-        exporters = {e.strip().lower() for e in env.get("OTEL_TRACES_EXPORTER", "otlp").split(",")}
-        chosen: list[SpanExporter] = []
-        if "console" in exporters:
-            chosen.append(ConsoleSpanExporter())
-        if "otlp" in exporters or not exporters - {""}:
-            chosen.append(otlp_exporter())
-        for exporter in chosen:
-            provider.add_span_processor(BatchSpanProcessor(exporter))
-        trace.set_tracer_provider(provider)
-        _Installed.provider = provider
-        log.info("OpenTelemetry traces on: service.name=%s, exporters %s", name, sorted(exporters))
-        return True
-
-
-def otlp_exporter() -> OTLPSpanExporter:
-    """An OTLP/HTTP (protobuf) span exporter configured by the OTEL_EXPORTER_OTLP_*
-    variables (default endpoint http://localhost:4318/v1/traces)."""
-    return OTLPSpanExporter()
-
-
-def shutdown() -> None:
-    """Flush and stop the provider `setup` installed (server shutdown)."""
-    with _Installed.lock:
-        provider, _Installed.provider = _Installed.provider, None
-    if provider is not None:
-        provider.shutdown()
-
-
-def active() -> bool:
-    """Whether an SDK (recording) tracer provider is installed: without one every span
-    would be a no-op, so callers skip building them."""
-    return not isinstance(
-        trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
-    )
 
 
 def tracer() -> trace.Tracer:
@@ -195,6 +116,21 @@ def start_rpc(method: str, args: tuple[Any, ...]) -> RpcSpan | None:
     span = tracer().start_span(f"pinlater/{method}", context=ctx, kind=SpanKind.SERVER)
     token = otel_context.attach(trace.set_span_in_context(span))
     return RpcSpan(span, token)
+
+
+# The calls a worker makes in a loop: an empty answer is a poll, not an event.
+_POLLS = frozenset({"pinlater/dequeueJobs", "pinlater/dequeueOwned"})
+
+
+def worth_keeping(span: ReadableSpan) -> bool:
+    """Whether a finished span is worth exporting: every span but an empty poll that
+    started its own trace (a worker polling an idle queue would fill a viewer's search
+    with them; `pinledger_rpc_total{method="dequeueJobs"}` counts them). A poll inside
+    a caller's trace is kept: the caller asked for it."""
+    if span.name not in _POLLS or span.parent is not None:
+        return True
+    jobs_out = (span.attributes or {}).get("pinledger.jobs_out")
+    return bool(jobs_out) or span.status.status_code is StatusCode.ERROR
 
 
 def end_rpc(rpc: RpcSpan, method: str, args: tuple[Any, ...], result: Any, code: str) -> None:

@@ -32,6 +32,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from pinledger import otel
 from pinledger.ledger.state import JobState
 from pinledger.projections.actions import Tag, action_of
 from pinledger.projections.history import Attempt, JobHistory, Outcome, Step
@@ -225,7 +226,7 @@ def export(history: JobHistory, exporter: SpanExporter | None = None) -> list[Re
     """Send the job's trace in one OTLP request; returns the spans sent."""
     env = os.environ
     spans = build_spans(history, env.get("OTEL_SERVICE_NAME") or "pinledger")
-    sender = exporter if exporter is not None else telemetry.otlp_exporter()
+    sender = exporter if exporter is not None else otel.otlp_exporter()
     try:
         result = sender.export(spans)
     finally:

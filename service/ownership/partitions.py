@@ -34,6 +34,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pinledger import otel
 from pinledger.ledger.events import Enqueued
 from pinledger.ledger.log import (
     GroupReader,
@@ -47,7 +48,6 @@ from pinledger.ledger.log import (
 from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.projections.projector import CatalogProjector, PartitionProjector, Transition
 from pinledger.projections.store import FencedError, LedgerStore, PartitionGoneError
-from pinledger.service.observability import telemetry
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.ready_buffer import DEFAULT_WINDOW, ReadyBuffer
@@ -293,7 +293,7 @@ class Partitions:
             owned = self.owned.get(key)
             if owned is None:
                 return
-            if telemetry.active():
+            if otel.active():
                 apply_spans(queue, partition, transitions, owned.traceparents)
             traceparents = owned.traceparents
             with self.lock:  # dequeues read them under the lock

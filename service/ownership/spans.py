@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from pinledger import otel
 from pinledger.ledger.events import Checkpointed, Deleted, Failed, Retried, Succeeded
 from pinledger.projections.projector import Transition
 from pinledger.service.observability import telemetry
@@ -27,7 +28,7 @@ def job_span(
     """A span around an append on jobs, when tracing is on: yields its traceparent (for
     the appended records), or None when tracing is off (`traceparents` is then never
     read). The span ends when the block does, whether the append failed or not."""
-    if not telemetry.active():
+    if not otel.active():
         yield None
         return
     span = telemetry.start_job_span(name, traceparents, attributes, root=root)

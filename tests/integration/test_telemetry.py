@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
 import subprocess
+import sys
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -24,6 +27,7 @@ from opentelemetry.trace import SpanContext, SpanKind
 from thriftpy2.utils import deserialize, serialize
 
 from pinledger.client.client import PinLaterClient
+from pinledger.client.examples.enqueue_jobs import thumbnail_jobs
 from pinledger.client.jobs import Ack, DequeuedJob, Job, JobState
 from pinledger.client.tracing import job_span
 from pinledger.idl import pinlater
@@ -435,3 +439,61 @@ def test_a_server_exports_its_spans_over_otlp_when_asked(
     (answer,) = answers
     (traceparent,) = answer.jobTraceparents.values()  # type: ignore[attr-defined]
     assert traceparent.split("-")[1:3] == [span.trace_id.hex(), span.span_id.hex()]
+
+
+def test_the_example_worker_traces_out_of_the_box(
+    inproc: Server, receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    """The standard OTEL_* variables alone (no code) make the example worker export a
+    `process <queue>` span per run, named for its service, as a child of the job's
+    enqueue, with the job's descriptor."""
+    queue = f"q_{uuid.uuid4().hex[:10]}"
+    with PinLaterClient(f"127.0.0.1:{inproc.config.port}") as client:
+        client.create_queue(queue)
+        descriptors = client.enqueue(queue, thumbnail_jobs(3, delayed_s=0))
+    log = (tmp_path / "worker.log").open("wb")
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pinledger.client.examples.thumbnail_worker",
+            "--servers",
+            f"127.0.0.1:{inproc.config.port}",
+            "--queue",
+            queue,
+        ],
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        },
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+
+        def processed() -> list[ProtoSpan]:
+            runs = [
+                span
+                for service, span in _received_spans(receiver)
+                if service == "pinledger-worker" and span.name == f"process {queue}"
+            ]
+            return runs if _message_ids(runs) >= set(descriptors) else []
+
+        runs = wait_for(processed, timeout=60)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=60)
+        log.close()
+    assert _message_ids(runs) == set(descriptors)
+    assert all(span.parent_span_id for span in runs)  # children of their enqueue's context
+
+
+def _message_ids(spans: list[ProtoSpan]) -> set[str]:
+    return {
+        a.value.string_value
+        for span in spans
+        for a in span.attributes
+        if a.key == "messaging.message.id"
+    }

@@ -24,6 +24,9 @@ TOP = ("ledger", "projections", "service", "client")
 ALLOWED: dict[str, set[str]] = {
     "__main__": {"service.cli"},
     "idl": set(),
+    # The OpenTelemetry SDK set up from the OTEL_* variables, for the server and the
+    # client library alike.
+    "otel": set(),
     "ledger": set(),
     "ledger.clock": set(),
     "ledger.kafka": {"ledger", "ledger.clock"},
@@ -44,14 +47,22 @@ ALLOWED: dict[str, set[str]] = {
     # The one place a store adapter is chosen, by the DSN's scheme.
     "projections.factory": {"projections", "projections.pg", "projections.mysql"},
     # The client library shares the wire (idl) and the pure core, nothing else.
-    "client": {"idl", "ledger", "ledger.clock"},
+    "client": {"idl", "otel", "ledger", "ledger.clock"},
     # Service rooms use the ports (ledger, projections), never an adapter: only the
     # server, which assembles them, names the Kafka and Postgres adapters.
-    "service": {"idl", "ledger", "ledger.clock", "projections"},
-    "service.observability": {"service", "ledger", "ledger.clock", "projections", "idl"},
+    "service": {"idl", "otel", "ledger", "ledger.clock", "projections"},
+    "service.observability": {
+        "service",
+        "ledger",
+        "ledger.clock",
+        "projections",
+        "idl",
+        "otel",
+    },
     "service.ownership": {
         "service",
         "service.observability",
+        "otel",
         "ledger",
         "ledger.clock",
         "projections",
@@ -103,6 +114,7 @@ ALLOWED: dict[str, set[str]] = {
         "service.ownership",
         "service.observability",
         "idl",
+        "otel",
         "ledger",
         "ledger.clock",
         "ledger.kafka",
@@ -131,7 +143,7 @@ def _module_name(path: Path) -> str:
 
 
 def _sources() -> list[Path]:
-    found = [ROOT / "pinledger" / "idl.py", ROOT / "pinledger" / "__main__.py"]
+    found = [ROOT / "pinledger" / name for name in ("idl.py", "otel.py", "__main__.py")]
     for top in TOP:
         found.extend(sorted((ROOT / top).rglob("*.py")))
     return found

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from opentelemetry.trace import SpanContext, TraceFlags
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
 
+from pinledger import otel
 from pinledger.idl import pinlater
 from pinledger.service.api import dequeue, requests
 from pinledger.service.observability import telemetry
@@ -27,12 +31,12 @@ TP = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
     ],
 )
 def test_export_is_off_unless_the_environment_asks(env: dict[str, str], wanted: bool) -> None:
-    assert telemetry.wants_export(env) is wanted
+    assert otel.wants_export(env) is wanted
 
 
 def test_setup_without_export_installs_nothing() -> None:
-    before = telemetry.active()
-    assert telemetry.setup({}) is before
+    before = otel.active()
+    assert otel.setup({}) is before
 
 
 def test_traceparents_round_trip() -> None:
@@ -159,3 +163,38 @@ def test_forwarded_dequeues_keep_the_peers_trace_contexts() -> None:
     merged = dequeue.forward(_Owner(), _Peers(), response, caller, request)
     assert set(merged.jobs) == {own, "q:s1:p1:1", "q:s2:p1:1"}
     assert merged.jobTraceparents == {own: TP.replace("b", "c"), "q:s1:p1:1": TP}
+
+
+def test_empty_polls_that_start_their_own_trace_are_not_exported() -> None:
+    exported = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(
+        otel.Keeping(SimpleSpanProcessor(exported), telemetry.worth_keeping)
+    )
+    tracer = provider.get_tracer("test")
+
+    def call(name: str, jobs_out: int, failed: bool = False) -> None:
+        span = tracer.start_span(name)
+        span.set_attribute("pinledger.jobs_out", jobs_out)
+        if failed:
+            span.set_status(Status(StatusCode.ERROR, "SHARD_CONNECTION_FAILED"))
+        span.end()
+
+    call("pinlater/dequeueJobs", 0)  # an idle queue's poll: not exported
+    call("pinlater/dequeueOwned", 0)  # nor a peer's forwarded one
+    call("pinlater/dequeueJobs", 3)
+    call("pinlater/dequeueJobs", 0, failed=True)  # a failure is worth seeing
+    call("pinlater/enqueueJobs", 0)
+    with tracer.start_as_current_span("the caller's own"):
+        call("pinlater/dequeueJobs", 0)  # inside a caller's trace: it asked for it
+    provider.shutdown()
+    assert [
+        (span.name, (span.attributes or {}).get("pinledger.jobs_out"))
+        for span in exported.get_finished_spans()
+    ] == [
+        ("pinlater/dequeueJobs", 3),
+        ("pinlater/dequeueJobs", 0),
+        ("pinlater/enqueueJobs", 0),
+        ("pinlater/dequeueJobs", 0),
+        ("the caller's own", None),
+    ]

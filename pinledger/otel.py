@@ -1,0 +1,141 @@
+"""OpenTelemetry's SDK set up from the standard OTEL_* variables, for every process of
+pinledger that makes spans: a server (service/observability/telemetry.py), a Worker and
+the tools. Shared by the server and the client library as the IDL is (pinledger/idl.py),
+so both read the variables alike.
+
+Off by default. `setup()` installs an SDK tracer provider exporting OTLP/HTTP only when
+asked to (`OTEL_TRACES_EXPORTER=otlp` or `console`, or an
+`OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT` with OTEL_TRACES_EXPORTER unset); the exporter
+reads the rest of its OTEL_* variables (headers, timeout, compression) itself, and the
+provider its sampler (OTEL_TRACES_SAMPLER: parent-based by default, so a trace that
+was not sampled where it started costs no span here either). With no SDK provider
+installed, `active()` is false and callers skip every span.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+
+log = logging.getLogger(__name__)
+
+_TRUE = ("true", "1", "yes")
+
+
+class _Installed:
+    """The SDK provider `setup` installed (one per process, by OpenTelemetry's rules)."""
+
+    lock = threading.Lock()
+    provider: TracerProvider | None = None
+
+
+def wants_export(env: Mapping[str, str]) -> bool:
+    """Whether the OTEL_* variables ask for trace export (off unless they do)."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() in _TRUE:
+        return False
+    exporters = {e.strip().lower() for e in env.get("OTEL_TRACES_EXPORTER", "").split(",")}
+    exporters.discard("")
+    if exporters:
+        return bool(exporters & {"otlp", "console"})
+    return bool(
+        env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
+
+
+class Keeping(SpanProcessor):
+    """Passes on to `inner` only the finished spans `keep` says are worth exporting
+    (a server's empty polls are not: service/observability/telemetry.py)."""
+
+    def __init__(self, inner: SpanProcessor, keep: Callable[[ReadableSpan], bool]) -> None:
+        self._inner = inner
+        self._keep = keep
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        self._inner.on_start(span, parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self._keep(span):
+            self._inner.on_end(span)
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._inner.force_flush(timeout_millis)
+
+
+def setup(
+    env: Mapping[str, str] | None = None,
+    service_name: str = "pinledger",
+    keep: Callable[[ReadableSpan], bool] | None = None,
+) -> bool:
+    """Install the SDK tracer provider when the environment asks for export; True when
+    tracing is on. Idempotent; a provider someone else installed (the application, a
+    test) is kept. `service_name`: when OTEL_SERVICE_NAME does not say; `keep`: which
+    finished spans are exported (all without it)."""
+    env = os.environ if env is None else env
+    if not wants_export(env):
+        return active()
+    with _Installed.lock:
+        if _Installed.provider is not None or active():
+            return True
+        name = env.get("OTEL_SERVICE_NAME") or service_name
+        protocol = env.get(
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
+        )
+        if protocol and protocol != "http/protobuf":
+            log.warning("OTLP protocol %r is not supported; exporting http/protobuf", protocol)
+        provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
+        exporters = {e.strip().lower() for e in env.get("OTEL_TRACES_EXPORTER", "otlp").split(",")}
+        chosen: list[SpanExporter] = []
+        if "console" in exporters:
+            chosen.append(ConsoleSpanExporter())
+        if "otlp" in exporters or not exporters - {""}:
+            chosen.append(otlp_exporter())
+        for exporter in chosen:
+            batch: SpanProcessor = BatchSpanProcessor(exporter)
+            provider.add_span_processor(batch if keep is None else Keeping(batch, keep))
+        trace.set_tracer_provider(provider)
+        _Installed.provider = provider
+        log.info("OpenTelemetry traces on: service.name=%s, exporters %s", name, sorted(exporters))
+        return True
+
+
+def otlp_exporter() -> OTLPSpanExporter:
+    """An OTLP/HTTP (protobuf) span exporter configured by the OTEL_EXPORTER_OTLP_*
+    variables (default endpoint http://localhost:4318/v1/traces)."""
+    return OTLPSpanExporter()
+
+
+def flush(timeout_ms: int = 5000) -> None:
+    """Send the spans still batched by the provider `setup` installed (a worker that
+    stops, in a process that may go on)."""
+    with _Installed.lock:
+        provider = _Installed.provider
+    if provider is not None:
+        provider.force_flush(timeout_ms)
+
+
+def shutdown() -> None:
+    """Flush and stop the provider `setup` installed (server shutdown)."""
+    with _Installed.lock:
+        provider, _Installed.provider = _Installed.provider, None
+    if provider is not None:
+        provider.shutdown()
+
+
+def active() -> bool:
+    """Whether an SDK (recording) tracer provider is installed: without one every span
+    would be a no-op, so callers skip building them."""
+    return not isinstance(
+        trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
+    )
