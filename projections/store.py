@@ -237,6 +237,17 @@ class EventBucket(NamedTuple):
     events: int
 
 
+class QueueTally(NamedTuple):
+    """One queue's jobs at a glance (the dashboard's overview), each count stopping at
+    the `cap` it was read with: a count equal to the cap means "at least that many"."""
+
+    pending_due: int
+    pending_future: int
+    running: int
+    succeeded: int
+    failed: int
+
+
 class TableDiff(NamedTuple):
     """Rows of a table only in one schema, only in the other: counts, then samples."""
 
@@ -462,6 +473,13 @@ class ReadStore(Protocol):
         """How many applied events of each of `types` (codec tags) the timeline holds for
         the queue in [since, until), per bucket of `bucket_ms` (aligned on `since`), by
         bucket then type; empty buckets left out."""
+        ...
+
+    def queue_tally(self, queue: str, now: int, priorities: int, cap: int) -> QueueTally:
+        """The queue's PENDING jobs due at `now` and not yet due (priorities
+        1..`priorities`), and its IN_PROGRESS, SUCCEEDED and FAILED jobs, each count
+        stopping at `cap`: a few index ranges (one per state, PENDING's one per priority)
+        of at most `cap` entries each, however many jobs the queue holds."""
         ...
 
 

@@ -282,6 +282,35 @@ WHERE queue = %(queue)s AND type IN %(types)s AND at >= %(since)s AND at < %(unt
 GROUP BY 1, 2
 ORDER BY 1, 2;
 
+-- name: queue_tally
+-- The dashboard's overview, as Postgres counts it: IN over the priorities makes one
+-- range of jobs_by_state per priority with run_after as its bound. The index is forced:
+-- MariaDB may otherwise walk the queue's primary key with a filter, every job of the
+-- queue when fewer than the cap match.
+SELECT
+    (SELECT count(*) FROM (
+        SELECT 1 FROM jobs FORCE INDEX (jobs_by_state)
+        WHERE queue = %(queue)s AND state = 0 AND priority IN %(priority_list)s
+          AND run_after <= %(now)s
+        LIMIT %(cap)s) AS due),
+    (SELECT count(*) FROM (
+        SELECT 1 FROM jobs FORCE INDEX (jobs_by_state)
+        WHERE queue = %(queue)s AND state = 0 AND priority IN %(priority_list)s
+          AND run_after > %(now)s
+        LIMIT %(cap)s) AS future),
+    (SELECT count(*) FROM (
+        SELECT 1 FROM jobs FORCE INDEX (jobs_by_state)
+        WHERE queue = %(queue)s AND state = 1
+        LIMIT %(cap)s) AS running),
+    (SELECT count(*) FROM (
+        SELECT 1 FROM jobs FORCE INDEX (jobs_by_state)
+        WHERE queue = %(queue)s AND state = 2
+        LIMIT %(cap)s) AS succeeded),
+    (SELECT count(*) FROM (
+        SELECT 1 FROM jobs FORCE INDEX (jobs_by_state)
+        WHERE queue = %(queue)s AND state = 3
+        LIMIT %(cap)s) AS failed);
+
 -- name: day_partitions
 -- The partitions of job_events with their upper bounds, in order: day partitions
 -- (job_events_pYYYYMMDD, [bound - 1 day, bound)) and gaps (job_events_gYYYYMMDD, up to

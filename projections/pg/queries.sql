@@ -374,6 +374,40 @@ WHERE queue = %(queue)s AND type = ANY(%(types)s) AND at >= %(since)s AND at < %
 GROUP BY 1, 2
 ORDER BY 1, 2;
 
+-- name: queue_tally
+-- The dashboard's overview: one queue's jobs by state, each count stopping at the cap
+-- (a LIMIT inside each count), so a queue of millions costs a few short ranges of the
+-- jobs_by_state index, in its order: PENDING split at now, one range per priority
+-- (LATERAL, as oldest_due), the other states one range each.
+SELECT
+    (SELECT least(coalesce(sum(per.n), 0), %(cap)s)
+     FROM generate_series(1, %(priorities)s) AS p(priority)
+     CROSS JOIN LATERAL (
+         SELECT count(*) AS n FROM (
+             SELECT 1 FROM jobs
+             WHERE queue = %(queue)s AND state = 0 AND priority = p.priority
+               AND run_after <= %(now)s
+             ORDER BY run_after
+             LIMIT %(cap)s) AS due) AS per),
+    (SELECT least(coalesce(sum(per.n), 0), %(cap)s)
+     FROM generate_series(1, %(priorities)s) AS p(priority)
+     CROSS JOIN LATERAL (
+         SELECT count(*) AS n FROM (
+             SELECT 1 FROM jobs
+             WHERE queue = %(queue)s AND state = 0 AND priority = p.priority
+               AND run_after > %(now)s
+             ORDER BY run_after
+             LIMIT %(cap)s) AS future) AS per),
+    (SELECT count(*) FROM (
+        SELECT 1 FROM jobs WHERE queue = %(queue)s AND state = 1
+        ORDER BY priority, run_after LIMIT %(cap)s) AS running),
+    (SELECT count(*) FROM (
+        SELECT 1 FROM jobs WHERE queue = %(queue)s AND state = 2
+        ORDER BY priority, run_after LIMIT %(cap)s) AS succeeded),
+    (SELECT count(*) FROM (
+        SELECT 1 FROM jobs WHERE queue = %(queue)s AND state = 3
+        ORDER BY priority, run_after LIMIT %(cap)s) AS failed);
+
 -- name: stream_jobs
 -- The verify's live side (projections/verify.py): a partition's jobs in a range of local
 -- ids, by local id (the primary key's order: no sort), read through a server-side

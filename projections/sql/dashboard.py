@@ -1,5 +1,5 @@
-"""Reads for the dashboard (service/dashboard): the job finder, the oldest due job and
-the event rates; each bounded and on an index."""
+"""Reads for the dashboard (service/dashboard): the job finder, the oldest due job, the
+event rates and the overview's capped counts; each bounded and on an index."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pinledger.projections.row_mapping import looked_up
 from pinledger.projections.sql.base import SqlBase
 from pinledger.projections.sql.reads import after_key
-from pinledger.projections.store import EventBucket, JobRow, JobSearch, ScanKey
+from pinledger.projections.store import EventBucket, JobRow, JobSearch, QueueTally, ScanKey
 
 
 class SqlDashboardReads(SqlBase):
@@ -42,3 +42,14 @@ class SqlDashboardReads(SqlBase):
         }
         found = self._all("counting events by time", "event_buckets", params)
         return [EventBucket(int(start), str(kind), int(n)) for start, kind, n in found]
+
+    def queue_tally(self, queue: str, now: int, priorities: int, cap: int) -> QueueTally:
+        params = {
+            "queue": queue,
+            "now": now,
+            "priorities": priorities,  # Postgres: a LATERAL range per priority
+            "priority_list": list(range(1, priorities + 1)),  # MariaDB: IN (...)
+            "cap": cap,
+        }
+        (row,) = self._all("counting a queue's jobs", "queue_tally", params)
+        return QueueTally(*(int(n) for n in row))

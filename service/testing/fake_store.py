@@ -31,6 +31,7 @@ from pinledger.projections.store import (
     JobSearch,
     PartitionBatch,
     QueueRow,
+    QueueTally,
     ScanKey,
     StateCount,
     StoreError,
@@ -523,6 +524,29 @@ class FakeStore:
             return [EventBucket(start, kind, n) for (start, kind), n in sorted(counts.items())]
 
         return self._run("counting events by time", run)
+
+    def queue_tally(self, queue: str, now: int, priorities: int, cap: int) -> QueueTally:
+        def run() -> QueueTally:
+            counts = Counter(
+                (job.state, job.state is JobState.PENDING and job.run_after > now)
+                for k, (job, _) in self._jobs.items()
+                if k[0] == queue
+                and (job.state is not JobState.PENDING or 1 <= job.priority <= priorities)
+            )
+            return QueueTally(
+                *(
+                    min(counts[key], cap)
+                    for key in [
+                        (JobState.PENDING, False),
+                        (JobState.PENDING, True),
+                        (JobState.IN_PROGRESS, False),
+                        (JobState.SUCCEEDED, False),
+                        (JobState.FAILED, False),
+                    ]
+                )
+            )
+
+        return self._run("counting a queue's jobs", run)
 
     # -- the verify's streams ---------------------------------------------------------------
 

@@ -1,20 +1,24 @@
-"""The dashboard's Store reads (find_jobs, oldest_due, event_buckets), on the real
-Postgres adapter and on the FakeStore alike."""
+"""The dashboard's Store reads (find_jobs, oldest_due, event_buckets, queue_tally), on the
+real Postgres and MariaDB adapters and on the FakeStore alike."""
 
 from __future__ import annotations
 
 import pytest
 
+from pinledger.ledger.events import Claimed, Enqueued, Failed, Succeeded
+from pinledger.ledger.log import queue_topic
 from pinledger.ledger.state import JobState
+from pinledger.projections.projector import PartitionProjector
 from pinledger.projections.store import (
     EventBucket,
     InvalidRegexError,
     JobSearch,
     LedgerStore,
+    QueueTally,
     ScanKey,
 )
 from tests.contract.store_fixtures import store
-from tests.contract.test_store_contract import T0, _mail
+from tests.contract.test_store_contract import PREFIX, T0, WORKER, FakeLog, _create_queues, _mail
 
 __all__ = ["store"]  # the fixture, used by name
 
@@ -70,3 +74,32 @@ def test_events_are_counted_per_type_and_bucket(store: LedgerStore) -> None:
     assert buckets == [EventBucket(T0, "enq", 6), EventBucket(T0 + 15, "ok", 1)]
     assert store.event_buckets("mail", ["enq"], T0 + 1, T0 + 60, 15) == []
     assert store.event_buckets("mail", ["clm"], T0, T0 + 60, 60) == [EventBucket(T0, "clm", 1)]
+
+
+def _tally_queue(store: LedgerStore) -> None:
+    """Queue "tally", one partition: jobs 0 and 1 due (priorities 1 and 2), job 2 due a
+    minute after T0 (priority 3), jobs 3 and 6 running, job 4 succeeded, job 5 failed
+    for good."""
+    _create_queues(store, ("tally", 1))
+    log = FakeLog(queue_topic(PREFIX, "tally"))
+    jobs = [(1, T0 - 5), (2, T0), (3, T0 + 60_000), (1, T0), (1, T0), (2, T0), (1, T0)]
+    log.append(
+        T0,
+        WORKER,
+        *(Enqueued(body=b"x", priority=p, run_after=r, attempts_allowed=1) for p, r in jobs),
+    )
+    log.append(T0 + 10, WORKER, *(Claimed(i, "c1") for i in (3, 4, 5, 6)))
+    log.append(T0 + 20, WORKER, Succeeded(4), Failed(5))
+    PartitionProjector(store, "tally", log.topic, 0).apply(log.records)
+
+
+def test_the_tally_counts_a_queues_jobs_by_state_up_to_the_cap(store: LedgerStore) -> None:
+    _tally_queue(store)
+    assert store.queue_tally("tally", T0 + 30, 3, 100) == QueueTally(2, 1, 2, 1, 1)
+    # Each count stops at the cap.
+    assert store.queue_tally("tally", T0 + 30, 3, 1) == QueueTally(1, 1, 1, 1, 1)
+    # Pending jobs of priority 1 only; the other states whatever their priority.
+    assert store.queue_tally("tally", T0 + 30, 1, 100) == QueueTally(1, 0, 2, 1, 1)
+    # Before anything was due, every pending job waits.
+    assert store.queue_tally("tally", T0 - 10, 3, 100) == QueueTally(0, 3, 2, 1, 1)
+    assert store.queue_tally("other", T0 + 30, 3, 100) == QueueTally(0, 0, 0, 0, 0)
