@@ -7,5 +7,6 @@ every action is an event in the ledger with the dashboard user as its actor.
 
 Pure parts, each unit-tested: `paging` (keyset page tokens), `auth` (sessions and CSRF
 tokens), `timeline` (a job's history as bars and marks on a time axis), `failures`
-(failed jobs grouped by the first line of their last error).
+(failed jobs grouped by the first line of their last error, in a queue or across
+queues), `overview` (the first page's rates, ages, capped counts and totals).
 """

@@ -1,6 +1,7 @@
 """The dashboard's routes: what each path shows, who may act, and how errors read.
 
-GET  /queues, /queue?name=Q, /jobs?queue=..., /job?d=D, /failures?queue=Q, /asof
+GET  /queues (the overview), /queue?name=Q, /jobs?queue=..., /job?d=D,
+     /failures[?queue=Q] (all queues without one), /asof
 POST /login, /logout, /failures/confirm, /failures/act (the last three need a session
      and its CSRF token)
 """
@@ -18,7 +19,7 @@ from pinledger.ledger.descriptor import DescriptorError
 from pinledger.projections.store import InvalidRegexError, StoreError
 from pinledger.service.api.errors import ProjectionBehindError
 from pinledger.service.api.requests import idl_default
-from pinledger.service.dashboard import failures_page, jobs, queues
+from pinledger.service.dashboard import failures_page, jobs, overview, queues
 from pinledger.service.dashboard.auth import COOKIE, SESSION_TTL_MS, TooManyLoginsError
 from pinledger.service.dashboard.backend import Backend
 from pinledger.service.dashboard.paging import PageTokenError
@@ -103,7 +104,7 @@ class Dashboard:
     # -- read-only pages ------------------------------------------------------------------
 
     def _queues(self, request: WebRequest, user: str | None) -> WebResponse:
-        content = queues.queue_list(self.backend)
+        content = overview.overview(self.backend)
         return page(
             "Queues",
             content,

@@ -1,6 +1,7 @@
-"""The failures: FAILED jobs grouped by the first line of their last error, and the
-bulk retry and delete of a selection or of everything matching a filter (after login,
-with a confirmation that says how many jobs it touches)."""
+"""The failures: FAILED jobs grouped by the first line of their last error, in one queue
+or across all queues, and, in one queue, the bulk retry and delete of a selection or of
+everything matching a filter (after login, with a confirmation that says how many jobs
+it touches)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,18 @@ from pinledger.service.api.core import load_queue
 from pinledger.service.api.requests import Caller
 from pinledger.service.dashboard import paging
 from pinledger.service.dashboard.backend import Backend
-from pinledger.service.dashboard.failures import error_key, group_failures
+from pinledger.service.dashboard.failures import error_key, group_across_queues, group_failures
 from pinledger.service.dashboard.render import esc, table, url, when
 
 # The newest failed jobs a page groups, and the most one action touches.
 GROUPED = 1000
 MAX_ACTION = 10_000
 _READ = 1000
+# Across all queues: the first queues by name, each giving an equal share of GROUPED
+# (at least PER_QUEUE_MIN): at most max(GROUPED, PER_QUEUE_MIN * ALL_QUEUES) rows.
+ALL_QUEUES = 200
+PER_QUEUE_MIN = 10
+SHOWN = 20  # jobs listed per group
 
 
 def matching(
@@ -48,7 +54,7 @@ def _descriptor(queue: str, row: JobRow) -> str:
 def overview(backend: Backend, queue_name: str, priority: str, user: str | None, csrf: str) -> str:
     api = backend.api
     queues = [q.name for q in api.store.queues()]
-    options = "".join(
+    options = '<option value="">all queues</option>' + "".join(
         f"<option{' selected' if q == queue_name else ''}>{esc(q)}</option>" for q in queues
     )
     form = (
@@ -58,11 +64,11 @@ def overview(backend: Backend, queue_name: str, priority: str, user: str | None,
         f'<input name="priority" size="3" value="{esc(priority)}"></label>'
         "<button>Show</button></form>"
     )
+    p = int(priority) if priority else None
     if not queue_name:
-        return form
+        return form + across_queues(backend, queues, p)
     queue = load_queue(api, queue_name)
     settle(api, queue)
-    p = int(priority) if priority else None
     rows = api.store.find_jobs(JobSearch(queue.name, JobState.FAILED, p), None, GROUPED)
     groups = group_failures(rows)
     note = (
@@ -78,7 +84,7 @@ def overview(backend: Backend, queue_name: str, priority: str, user: str | None,
     parts = [form, note]
     for index, group in enumerate(groups):
         jobs = []
-        for row in group.jobs[:20]:
+        for row in group.jobs[:SHOWN]:
             d = _descriptor(queue.name, row)
             box = f'<input type="checkbox" name="job" value="{esc(d)}"> ' if user else ""
             jobs.append(
@@ -87,7 +93,9 @@ def overview(backend: Backend, queue_name: str, priority: str, user: str | None,
                     esc(when(row.job.updated_at)),
                 ]
             )
-        more = f'<p class="muted">and {group.count - 20:,} more</p>' if group.count > 20 else ""
+        more = (
+            f'<p class="muted">and {group.count - SHOWN:,} more</p>' if group.count > SHOWN else ""
+        )
         actions = ""
         if user:
             actions = (
@@ -109,6 +117,60 @@ def overview(backend: Backend, queue_name: str, priority: str, user: str | None,
             + more
             + actions
             + "</form>"
+        )
+    if not groups:
+        parts.append('<p class="muted">No failed jobs.</p>')
+    return "".join(parts)
+
+
+def across_queues(backend: Backend, queues: list[str], priority: int | None) -> str:
+    """The newest failed jobs of every queue (a bounded share of each), grouped by error
+    alone: one error failing jobs in several queues is one group, with its count in each
+    queue. Read-only: the actions are on each queue's own page, linked from the group."""
+    store = backend.api.store
+    shown = queues[:ALL_QUEUES]
+    share = max(GROUPED // max(len(shown), 1), PER_QUEUE_MIN)
+    rows = {q: store.find_jobs(JobSearch(q, JobState.FAILED, priority), None, share) for q in shown}
+    read = sum(len(r) for r in rows.values())
+    full = [q for q, r in rows.items() if len(r) == share]
+    groups = group_across_queues(rows)
+    scope = (
+        f"the first {len(shown)} of {len(queues)} queues"
+        if len(queues) > ALL_QUEUES
+        else "all queues"
+    )
+    capped = f"; {len(full)} queues may have more" if full else ""
+    parts = [
+        f'<p class="muted all-queues" data-jobs="{read}">The newest {read:,} failed jobs of '
+        f"{scope} (at most {share:,} per queue{capped}), grouped by the first line of their "
+        "last error. Open a queue to retry or delete its failed jobs.</p>"
+    ]
+    for index, group in enumerate(groups):
+        spread = ", ".join(
+            f'<a href="{esc(url("/failures", queue=q))}" data-queue="{esc(q)}">{esc(q)}</a> '
+            f'<span class="count">{n:,}</span>'
+            for q, n in group.queues()
+        )
+        jobs = [
+            [
+                esc(q),
+                f'<a href="{esc(url("/job", d=_descriptor(q, row)))}">'
+                f"<code>{esc(_descriptor(q, row))}</code></a>",
+                esc(when(row.job.updated_at)),
+            ]
+            for q, row in group.jobs[:SHOWN]
+        ]
+        more = (
+            f'<p class="muted">and {group.count - SHOWN:,} more</p>' if group.count > SHOWN else ""
+        )
+        parts.append(
+            f'<div class="card group across" data-group="{index}">'
+            f'<h2><span class="count">{group.count:,}</span> jobs: '
+            f"<code>{esc(group.error)}</code></h2>"
+            f'<p class="queues">in {spread}</p>'
+            + table(["queue", "job", "failed at (UTC)"], jobs, "failed")
+            + more
+            + "</div>"
         )
     if not groups:
         parts.append('<p class="muted">No failed jobs.</p>')

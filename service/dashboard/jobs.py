@@ -183,9 +183,11 @@ def life(backend: Backend, text: str) -> str:
     return "".join(parts)
 
 
-def _facts(backend: Backend, history: JobHistory, body: bytes | None) -> str:
-
-    job = history.job
+def trace_cell(history: JobHistory, template: str) -> str:
+    """The job's trace id (the first trace context among its steps, the enqueue's when
+    it carried one), a link into the trace viewer when `template`
+    (PINLEDGER_TRACE_URL_TEMPLATE) is set, its `{trace_id}` replaced; "-" when no step
+    carried a trace context."""
     trace_id = next(
         (
             s.traceparent.split("-")[1]
@@ -194,12 +196,18 @@ def _facts(backend: Backend, history: JobHistory, body: bytes | None) -> str:
         ),
         None,
     )
-    trace = "-"
-    if trace_id:
-        trace = f"<code>{esc(trace_id)}</code>"
-        if backend.trace_url_template:
-            link = backend.trace_url_template.replace("{trace_id}", trace_id)
-            trace = f'<a class="trace" href="{esc(link)}">{trace}</a>'
+    if not trace_id:
+        return "-"
+    trace = f"<code>{esc(trace_id)}</code>"
+    if template:
+        link = template.replace("{trace_id}", trace_id)
+        trace = f'<a class="trace" href="{esc(link)}">{trace}</a>'
+    return trace
+
+
+def _facts(backend: Backend, history: JobHistory, body: bytes | None) -> str:
+    job = history.job
+    trace = trace_cell(history, backend.trace_url_template)
     rows = [
         ["state", esc(job.state.name if job else "gone (deleted or collected)")],
         ["priority", esc(job.priority if job else "-")],

@@ -1,4 +1,4 @@
-"""The queues: a list, one queue's counts, rates, oldest due job, rate limit, paused
+"""The queues: one queue's counts, rates, oldest due job, rate limit, paused
 and draining partitions and owners, and a queue as it was at a past moment."""
 
 from __future__ import annotations
@@ -10,45 +10,13 @@ from pinledger.projections.store import QueueRow
 from pinledger.service.api.barrier import settle
 from pinledger.service.api.core import load_queue
 from pinledger.service.dashboard.backend import Backend
+from pinledger.service.dashboard.overview import rate_limit_text
 from pinledger.service.dashboard.render import duration, esc, table, url, when
 from pinledger.service.dashboard.svg import sparkline
 
 RATE_WINDOW_MS = 3600_000
 RATE_BUCKET_MS = 60_000
-MAX_QUEUES_LISTED = 500
 MEMBER_PREFIX = "pinledger@"  # members of the owners' group are named after servers
-
-
-def queue_list(backend: Backend) -> str:
-    api = backend.api
-    config = api.queue_config()
-    rows = []
-    queues = api.store.queues()
-    for queue in queues[:MAX_QUEUES_LISTED]:
-        rows.append(
-            [
-                f'<a href="{esc(url("/queue", name=queue.name))}">{esc(queue.name)}</a>',
-                str(queue.partitions),
-                esc(when(queue.created_at)),
-                esc(_rate(config.settings(queue.name).max_jobs_per_second)),
-            ]
-        )
-    if not rows:
-        return '<p class="muted">No queues yet.</p>'
-    more = (
-        f'<p class="muted">The first {MAX_QUEUES_LISTED} of {len(queues)} queues.</p>'
-        if len(queues) > MAX_QUEUES_LISTED
-        else ""
-    )
-    return table(["queue", "partitions", "created (UTC)", "rate limit"], rows, "queues") + more
-
-
-def _rate(limit: float | None) -> str:
-    if limit is None:
-        return "unlimited"
-    if limit == 0:
-        return "paused (0 jobs/s)"
-    return f"{limit:g} jobs/s"
 
 
 def queue_detail(backend: Backend, name: str) -> str:
@@ -81,7 +49,8 @@ def _summary(backend: Backend, queue: QueueRow, now: int) -> str:
         ("enqueued, last hour", f"{sum(series['enq']):,}", sparkline(series["enq"], label="enq")),
         ("succeeded, last hour", f"{sum(series['ok']):,}", sparkline(series["ok"], label="ok")),
         ("oldest due job waiting", esc(age), ""),
-        ("rate limit", esc(_rate(settings.max_jobs_per_second)), ""),
+        ("rate limit", esc(rate_limit_text(settings.max_jobs_per_second)), ""),
+        ("created (UTC)", esc(when(queue.created_at)), ""),
     ]
     return (
         '<div class="grid">'

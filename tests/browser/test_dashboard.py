@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -97,6 +98,65 @@ def test_the_queue_page_shows_counts_after_jobs_ran(
     ]
 
 
+def _overview_cells(browser: webdriver.Chrome, queue: str) -> dict[str, str]:
+    row = browser.find_element(By.CSS_SELECTOR, f'table.overview tr[data-queue="{queue}"]')
+    cells = row.find_elements(By.CSS_SELECTOR, "td")
+    return {str(c.get_attribute("data-col")): str(c.text) for c in cells}
+
+
+def _number(text: str) -> int:
+    return int(text.rstrip("+").replace(",", ""))
+
+
+def test_the_overview_shows_every_queue_at_a_glance(
+    server: ServerProcess, browser: webdriver.Chrome, client: Any
+) -> None:
+    busy, quiet = _queue(client), _queue(client)
+    # busy: 6 jobs; 3 run (2 succeed, 1 fails for good), 2 more wait for an hour.
+    _enqueue(client, busy, [f"job {i}".encode() for i in range(6)])
+    ran = list(dequeue_until(client, busy, 3, limit=1))
+    _ack(client, busy, ran[:2], ran[2:], status="attempt 1 failed: boom; no attempts left\n")
+    later = int(time.time() * 1000) + 3600_000
+    jobs = [pinlater.PinLaterJob(body=b"later", runAfterTimestampMillis=later) for _ in range(2)]
+    client.enqueueJobs(context(), pinlater.PinLaterEnqueueRequest(busy, jobs))
+    _enqueue(client, quiet, [b"a", b"b", b"c"])
+    wait_for(lambda: _count(client, busy, pinlater.PinLaterJobState.FAILED) == 1)
+    wait_for(lambda: _count(client, quiet, pinlater.PinLaterJobState.PENDING) == 3)
+    # One more runs now (its claim times out after 2 s: the page is read before that).
+    dequeue_until(client, busy, 1, limit=1)
+
+    def shown() -> dict[str, str]:
+        browser.get(_page(server, "/queues"))
+        cells = _overview_cells(browser, busy)
+        return cells if cells["running"] == "1" else {}
+
+    cells = wait_for(shown, timeout=1.5, pause=0.05)
+    assert {k: cells[k] for k in ("pending", "later", "running", "failed", "succeeded")} == {
+        "pending": "2",
+        "later": "2",
+        "running": "1",
+        "failed": "1",
+        "succeeded": "2",
+    }
+    # Per minute over the last 5 minutes: 8 enqueued, 2 succeeded, 1 failed attempt.
+    assert (cells["enqueued"], cells["completed"], cells["failing"]) == ("1.6", "0.4", "0.2")
+    assert re.fullmatch(r"[0-9.]+ (ms|s)", cells["oldest"]), cells["oldest"]
+    assert cells["limit"] == "unlimited"
+    other = _overview_cells(browser, quiet)
+    assert (other["pending"], other["running"], other["enqueued"]) == ("3", "0", "0.6")
+    assert re.fullmatch(r"[0-9.]+ (ms|s)", other["oldest"]), other["oldest"]
+    # The totals row adds every queue of the server (other tests' queues too).
+    total = {
+        str(c.get_attribute("data-col")): str(c.text)
+        for c in browser.find_elements(By.CSS_SELECTOR, "table.overview tr.total td")
+    }
+    assert _number(total["pending"]) >= 5 and _number(total["later"]) >= 2
+    # Each queue links to its page.
+    browser.find_element(By.CSS_SELECTOR, f'table.overview tr[data-queue="{quiet}"] th a').click()
+    wait_for(lambda: browser.title.startswith(f"Queue {quiet}"))
+    assert _cell(browser, '[data-total="PENDING"]') == "3"
+
+
 def test_finding_a_job_by_body_regex(
     server: ServerProcess, browser: webdriver.Chrome, client: Any
 ) -> None:
@@ -180,6 +240,42 @@ def test_bulk_retry_needs_a_login(
     (one, *_) = got
     history = client.getJobHistory(context(), pinlater.PinLaterJobHistoryRequest(jobDescriptor=one))
     assert any(step.source == DASHBOARD_SOURCE for step in history.steps)
+
+
+def test_failures_group_across_all_queues(
+    server: ServerProcess, browser: webdriver.Chrome, client: Any
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    shared = f"attempt 1 failed: ValueError: shared {tag}; no attempts left\n"
+    first, second = _queue(client), _queue(client)
+    _enqueue(client, first, [b"a", b"b", b"c"])
+    got = list(dequeue_until(client, first, 3, limit=1))
+    _ack(client, first, [], got[:2], status=shared)
+    _ack(client, first, [], got[2:], status=f"attempt 1 failed: KeyError: {tag}\n")
+    _enqueue(client, second, [b"d"])
+    _ack(client, second, [], list(dequeue_until(client, second, 1, limit=1)), status=shared)
+    wait_for(lambda: _count(client, first, pinlater.PinLaterJobState.FAILED) == 3)
+    wait_for(lambda: _count(client, second, pinlater.PinLaterJobState.FAILED) == 1)
+    # Without a queue chosen, the page groups every queue's failures.
+    browser.get(_page(server, "/failures"))
+    groups = {
+        g.find_element(By.CSS_SELECTOR, "h2 code").text: g
+        for g in browser.find_elements(By.CSS_SELECTOR, "div.group.across")
+    }
+    group = groups[f"ValueError: shared {tag}"]
+    assert group.find_element(By.CSS_SELECTOR, "h2 .count").text == "3"
+    spread = [
+        (a.get_attribute("data-queue"), a.find_element(By.XPATH, "following-sibling::span").text)
+        for a in group.find_elements(By.CSS_SELECTOR, "p.queues a")
+    ]
+    assert spread == [(first, "2"), (second, "1")]
+    assert len(group.find_elements(By.CSS_SELECTOR, "table.failed tbody tr")) == 3
+    assert groups[f"KeyError: {tag}"].find_element(By.CSS_SELECTOR, "h2 .count").text == "1"
+    # A queue's link opens its own failures, where the actions are.
+    group.find_element(By.CSS_SELECTOR, f'p.queues a[data-queue="{first}"]').click()
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "form.group"))
+    counts = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "form.group h2 .count")]
+    assert counts == ["2", "1"]
 
 
 def test_a_queue_of_100k_jobs_pages_within_the_read_limits(

@@ -1,5 +1,6 @@
 """The dashboard's pure parts: the timeline's geometry, failures grouped by their last
-error, sessions and CSRF tokens, keyset page tokens; the standalone dashboard's owner."""
+error (in one queue and across queues), the overview's rates, ages, counts and totals,
+sessions and CSRF tokens, keyset page tokens; the standalone dashboard's owner."""
 
 from __future__ import annotations
 
@@ -12,11 +13,16 @@ from pinledger.ledger.events import Actor, Succeeded
 from pinledger.ledger.state import Job, JobState
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.history import build_history
-from pinledger.projections.store import JobRow, ScanKey, StoreError
-from pinledger.service.dashboard import paging, timeline
+from pinledger.projections.store import JobRow, QueueTally, ScanKey, StoreError
+from pinledger.service.dashboard import jobs, overview, paging, timeline
 from pinledger.service.dashboard.auth import Sessions
 from pinledger.service.dashboard.backend import NoOwner
-from pinledger.service.dashboard.failures import NO_ERROR, error_key, group_failures
+from pinledger.service.dashboard.failures import (
+    NO_ERROR,
+    error_key,
+    group_across_queues,
+    group_failures,
+)
 from pinledger.service.password import AdminPassword, hash_password, hash_password_scrypt
 from pinledger.service.testing.clock import FakeClock
 from pinledger.service.testing.fake_log import FakeLog
@@ -77,11 +83,24 @@ def test_a_job_never_claimed_is_one_bar_waiting_until_now() -> None:
     ]
 
 
+def test_the_job_page_links_its_trace_id_into_the_configured_viewer() -> None:
+    history = build_history(D, rows_for(STORY))
+    template = "https://jaeger.example/trace/{trace_id}?uiFind=x&y=1"
+    assert jobs.trace_cell(history, template) == (
+        '<a class="trace" href="https://jaeger.example/trace/' + "a" * 32 + '?uiFind=x&amp;y=1">'
+        "<code>" + "a" * 32 + "</code></a>"
+    )
+    # No template: the id alone; no trace context on any step: nothing to show.
+    assert jobs.trace_cell(history, "") == "<code>" + "a" * 32 + "</code>"
+    untraced = build_history(D, [r._replace(traceparent=None) for r in rows_for(STORY)])
+    assert jobs.trace_cell(untraced, template) == "-"
+
+
 # -- failures -------------------------------------------------------------------------
 
 
-def _failed(local_id: int, status: str, partition: int = 0) -> JobRow:
-    job = Job(local_id, 1, JobState.FAILED, b"", 3, 0, status, T0, T0, T0)
+def _failed(local_id: int, status: str, partition: int = 0, at: int = T0) -> JobRow:
+    job = Job(local_id, 1, JobState.FAILED, b"", 3, 0, status, T0, T0, at)
     return JobRow(partition, job)
 
 
@@ -114,6 +133,99 @@ def test_failures_group_by_error_largest_first() -> None:
         ("OSError: disk full", 1),
     ]
     assert [r.job.local_id for r in groups[0].jobs] == [1, 2]
+
+
+def test_failures_across_queues_group_by_error_alone_with_a_count_per_queue() -> None:
+    corrupt = "attempt 1 failed: ValueError: corrupt image; no attempts left\n"
+    rows = {
+        "images": [_failed(1, corrupt, at=T0 + 1), _failed(2, "disk full\n", at=T0 + 5)],
+        "thumbs": [_failed(7, corrupt, at=T0 + 3), _failed(8, corrupt, 1, at=T0 + 2)],
+        "empty": [],
+    }
+    groups = group_across_queues(rows)
+    assert [(g.error, g.count) for g in groups] == [
+        ("ValueError: corrupt image", 3),
+        ("disk full", 1),
+    ]
+    assert groups[0].queues() == [("thumbs", 2), ("images", 1)]
+    # The last failed first, whichever queue it is in.
+    assert [(q, r.job.local_id) for q, r in groups[0].jobs] == [
+        ("thumbs", 7),
+        ("thumbs", 8),
+        ("images", 1),
+    ]
+    assert group_across_queues({}) == []
+
+
+# -- the overview ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("events", "window_ms", "shown"),
+    [
+        (0, 300_000, "0"),
+        (1, 300_000, "0.2"),
+        (12, 300_000, "2.4"),
+        (50, 300_000, "10"),
+        (6001, 300_000, "1,200"),
+        (3, 60_000, "3.0"),
+    ],
+)
+def test_rates_are_per_minute_over_the_window(events: int, window_ms: int, shown: str) -> None:
+    assert overview.per_minute(events, window_ms) == shown
+
+
+def test_a_count_at_its_cap_is_a_lower_bound_and_an_age_is_since_due() -> None:
+    assert overview.count_text(1234, capped=False) == "1,234"
+    assert overview.count_text(10_000, capped=True) == "10,000+"
+    assert overview.age_text(T0 + 90_000, T0) == "90.0 s"
+    assert overview.age_text(T0 + 3 * 3600_000, T0) == "3.0 h"
+    assert overview.age_text(T0, None) == "-"
+    assert overview.rate_limit_text(None) == "unlimited"
+    assert overview.rate_limit_text(0) == "paused (0 jobs/s)"
+    assert overview.rate_limit_text(2.5) == "2.5 jobs/s"
+
+
+def _line(name: str, tally: QueueTally, oldest: int | None = None) -> overview.QueueLine:
+    return overview.QueueLine(name, tally, 10, 5, 1, oldest, None)
+
+
+def test_the_totals_add_up_and_a_capped_queue_makes_its_column_a_lower_bound() -> None:
+    cap = overview.COUNT_CAP
+    lines = [
+        _line("a", QueueTally(3, 1, 2, cap, 0), oldest=T0 + 50),
+        _line("b", QueueTally(4, 0, 1, 7, 2), oldest=T0),
+        _line("c", QueueTally(0, 0, 0, 0, 0)),
+    ]
+    counts, total = overview.totals(lines)
+    assert counts == [(7, False), (1, False), (3, False), (cap + 7, True), (2, False)]
+    assert (total.enqueued, total.succeeded, total.failed) == (30, 15, 3)
+    assert total.oldest_due == T0
+    assert overview.totals([])[0] == [(0, False)] * 5
+
+
+def test_the_overview_table_links_each_queue_and_ends_with_the_totals() -> None:
+    lines = [
+        _line("mail", QueueTally(3, 1, 2, 40, 1), oldest=T0),
+        _line("img&x", QueueTally(0, 0, 0, 0, 0)),
+    ]
+    html = overview.render(lines, T0 + 120_000)
+    assert '<tr data-queue="mail"><th scope="row"><a href="/queue?name=mail">mail</a>' in html
+    assert 'href="/queue?name=img%26x">img&amp;x</a>' in html
+    assert (
+        '<td class="num" data-col="pending"><a href="/jobs?queue=mail&amp;state=PENDING">3' in html
+    )
+    assert 'data-col="oldest">2.0 min</td>' in html
+    assert 'data-col="enqueued">2.0</td>' in html
+    total = html[html.index("<tfoot>") :]
+    assert 'data-col="succeeded">40</td>' in total and 'data-col="failed">1</td>' in total
+    assert "The first" not in html
+    assert "The first 2 queues of 7." in overview.render(lines, T0, more=5)
+
+
+def test_the_overview_without_queues_says_how_to_create_one() -> None:
+    html = overview.render([], T0)
+    assert "No queues yet" in html and "createQueue" in html and "<table" not in html
 
 
 # -- sessions and CSRF ----------------------------------------------------------------
