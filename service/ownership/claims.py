@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from pinledger.ledger.commands import decide_claims
+from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.log import LogError
 from pinledger.ledger.state import Job
@@ -24,7 +25,7 @@ from pinledger.ledger.writer import LedgerWriter, Traced
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.partitions import Owned, Partitions
 from pinledger.service.ownership.ready_buffer import take
-from pinledger.service.ownership.spans import job_span
+from pinledger.service.ownership.spans import job_span, naming
 
 
 class Claimed(NamedTuple):
@@ -118,7 +119,17 @@ class Claims:
         with job_span(
             f"pinledger claim {queue}",
             contexts,
-            {"pinledger.queue": queue, "pinledger.claim": claim, "pinledger.jobs": len(taken)},
+            lambda: {
+                "pinledger.queue": queue,
+                "pinledger.claim": claim,
+                "pinledger.jobs": len(taken),
+                **naming(
+                    [
+                        JobDescriptor(queue, parts[index].partition, job.priority, job.local_id)
+                        for index, job in taken
+                    ]
+                ),
+            },
         ) as traceparent:
             sets: list[Traced] = [(appends, traceparent)]
             if alongside is not None:

@@ -23,7 +23,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanContext, SpanKind
+from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 from thriftpy2.utils import deserialize, serialize
 
 from pinledger.client.client import PinLaterClient
@@ -213,6 +213,8 @@ def test_a_jobs_life_is_traced_and_linked_to_its_enqueue(
             assert _links_to(claim, enqueue)
             assert any(_child_of(claim, call) for call in dequeue_calls)
         assert sum((c.attributes or {})["pinledger.jobs"] for c in claims) == 2  # type: ignore[misc]
+        # ... naming the jobs it claimed, searchable in a viewer.
+        assert sorted(d for c in claims for d in _descriptors(c)) == sorted([ok, fails])
 
         # The worker's job span continues the enqueue's trace; the handler's own span
         # nests inside it.
@@ -246,6 +248,8 @@ def _acks_and_timeout(
     assert _links_to(applied, enqueue)
     assert (applied.attributes or {})["pinledger.succeeded.applied"] == 1
     assert (applied.attributes or {})["pinledger.failed.applied"] == 1
+    assert sorted(_descriptors(applied)) == sorted([ok, fails])
+    assert applied.status.status_code is not StatusCode.ERROR  # the failure is retried
 
     # A second ack of the finished job: rejected by the ledger, and said so.
     client.ack(queue, succeeded=[ok])
@@ -260,6 +264,13 @@ def _acks_and_timeout(
     assert again.traceparent == enqueue_tp
     timeout = _wait_span(spans, "pinledger timeout", lambda s: _links_to(s, enqueue))
     assert timeout.parent is None
+    assert (timeout.attributes or {})["pinledger.queue"] == queue
+    assert (timeout.attributes or {})["messaging.message.id"] == fails
+
+
+def _descriptors(span: ReadableSpan) -> list[str]:
+    """The jobs a span of the owner says it acted on."""
+    return [str(d) for d in (span.attributes or {}).get("pinledger.descriptors", ())]  # type: ignore[union-attr]
 
 
 def _ledger_metrics(server: Server, queue: str) -> None:
@@ -497,3 +508,20 @@ def _message_ids(spans: list[ProtoSpan]) -> set[str]:
         for a in span.attributes
         if a.key == "messaging.message.id"
     }
+
+
+def test_a_failure_that_ends_a_job_is_an_error_on_the_servers_side(
+    inproc: Server, spans: InMemorySpanExporter
+) -> None:
+    queue = f"q_{uuid.uuid4().hex[:10]}"
+    with PinLaterClient(f"127.0.0.1:{inproc.config.port}") as client:
+        client.create_queue(queue)
+        (doomed,) = client.enqueue(queue, [Job(b"doomed", attempts_allowed=1)])
+        _dequeue(client, queue, 1)
+        spans.clear()
+        client.ack(queue, failed=[Ack(doomed, retry_delay_ms=0)])
+        (ack_call,) = _named(spans, "pinlater/ackDequeuedJobs")
+        applied = _wait_span(spans, f"pinledger apply {queue}", lambda s: _child_of(s, ack_call))
+    assert applied.status.status_code is StatusCode.ERROR
+    assert doomed in (applied.status.description or "")
+    assert (applied.attributes or {})["messaging.message.id"] == doomed

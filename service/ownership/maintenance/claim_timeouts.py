@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from pinledger.ledger.commands import decide_timeouts
+from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import HeldJob, ProjectorStore
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.partitions import Owned, Partitions
-from pinledger.service.ownership.spans import job_span
+from pinledger.service.ownership.spans import job_span, naming
 
 # At most this many claims are timed out per partition per run.
 TIMEOUT_LIMIT = 5000
@@ -97,7 +99,7 @@ class ClaimTimeouts:
         with job_span(
             "pinledger timeout",
             (h.traceparent for _, held in batches for h in held),
-            {"pinledger.jobs": sum(len(held) for _, held in batches)},
+            lambda: _timeout_attributes(batches),
             root=True,
         ) as traceparent:
             try:
@@ -113,3 +115,17 @@ class ClaimTimeouts:
             self.metrics.count("pinledger_jobs_total", len(events), queue=queue, action="timeout")
             count += len(events)
         return count
+
+
+def _timeout_attributes(batches: Sequence[tuple[Owned, Sequence[HeldJob]]]) -> dict[str, Any]:
+    """Which queues and jobs a timeout span covers."""
+    queues = sorted({owned.queue for owned, _ in batches})
+    jobs = [
+        JobDescriptor(owned.queue, owned.partition, h.job.priority, h.job.local_id)
+        for owned, held in batches
+        for h in held
+    ]
+    attributes: dict[str, Any] = {"pinledger.jobs": len(jobs), "pinledger.queues": queues}
+    if len(queues) == 1:
+        attributes["pinledger.queue"] = queues[0]
+    return {**attributes, **naming(jobs)}
