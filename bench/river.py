@@ -14,12 +14,10 @@ benchmark goes on without River, saying why in its setup table.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import uuid
 from dataclasses import dataclass
@@ -30,14 +28,13 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from bench import cpu
+from bench import cpu, gotool
 
 VERSION = "v0.47.0"
 MODULE = "github.com/riverqueue/river/cmd/river"
 # River's client, its Postgres driver and bench settings in `river bench` (cmd/river/
 # riverbench/river_bench.go at VERSION): shown in the setup rows.
 WORKERS = 2_000
-BUILD_TIMEOUT_S = 1_200
 RUN_TIMEOUT_S = 900
 
 SUMMARY = re.compile(
@@ -52,8 +49,7 @@ class RiverUnavailableError(Exception):
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pinledger-bench" / f"river-{VERSION}"
+    return gotool.cache_root() / "pinledger-bench" / f"river-{VERSION}"
 
 
 def unavailable() -> str | None:
@@ -70,63 +66,14 @@ NO_GO = (
 )
 
 
-def _go(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(
-            args,
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise RiverUnavailableError(f"`{' '.join(args)}` took over {BUILD_TIMEOUT_S} s") from exc
-
-
-def _tail(run: subprocess.CompletedProcess[str]) -> str:
-    return " | ".join((run.stderr or run.stdout).strip().splitlines()[-3:])
-
-
 def prepare() -> Path:
-    """The `river` binary at VERSION, built on first use. `go install MODULE@VERSION`
-    first; if that fails (a proxy that serves the version but not the module's version
-    list fails its deprecation check), the same module is built from a scratch module
-    that requires it, which resolves the same dependency versions from its go.mod."""
-    target = cache_dir() / "river"
-    if target.is_file():
-        return target
-    go = shutil.which("go")
-    if go is None:
-        raise RiverUnavailableError(NO_GO)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    print(
-        f"building River's command {MODULE}@{VERSION} with Go, once (cached in "
-        f"{target.parent}); this can take a few minutes",
-        file=sys.stderr,
-        flush=True,
-    )
-    env = {**os.environ, "GOBIN": str(target.parent)}
-    installed = _go([go, "install", f"{MODULE}@{VERSION}"], target.parent, env)
-    if installed.returncode == 0 and target.is_file():
-        return target
-    with tempfile.TemporaryDirectory(prefix="pinledger-bench-river-") as scratch:
-        steps = [
-            [go, "mod", "init", "pinledger.bench/river"],
-            [go, "get", f"{MODULE}@{VERSION}"],
-            [go, "build", "-o", str(target), MODULE],
-        ]
-        for step in steps:
-            run = _go(step, Path(scratch), env)
-            if run.returncode != 0:
-                raise RiverUnavailableError(
-                    f"`go install {MODULE}@{VERSION}` failed ({_tail(installed)}); "
-                    f"so did `{' '.join(step[1:3])}` ({_tail(run)})"
-                )
-    if not target.is_file():
-        raise RiverUnavailableError(f"`go build` of {MODULE}@{VERSION} left no {target}")
-    return target
+    """The `river` binary at VERSION, built on first use (bench/gotool.py)."""
+    try:
+        return gotool.built(MODULE, VERSION, cache_dir() / "river")
+    except gotool.GoToolError as exc:
+        raise RiverUnavailableError(
+            NO_GO if str(exc) == gotool.NO_GO else f"building River: {exc}"
+        ) from exc
 
 
 def database_url(dsn: str, schema: str) -> str:
@@ -190,7 +137,7 @@ class River:
             check=False,
         )
         if run.returncode != 0:
-            raise RiverUnavailableError(f"river migrate-up failed: {_tail(run)}")
+            raise RiverUnavailableError(f"river migrate-up failed: {gotool.tail(run)}")
 
     def close(self) -> None:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
