@@ -30,6 +30,9 @@ from pinledger.service.observability.metrics import Metrics
 log = logging.getLogger(__name__)
 
 UP = "pinledger_dependency_up"
+# How much of a dependency's error /ready shows: room for a store's or Kafka's refusal
+# line whole (what failed, why, what to check, the driver's words), bounded.
+ERROR_CHARS = 600
 LAG = "pinledger_loop_lag_seconds"
 
 
@@ -85,7 +88,7 @@ class HealthMonitor:
             try:
                 probe()
             except Exception as exc:
-                results[name] = f"down: {type(exc).__name__}: {str(exc)[:300]}"
+                results[name] = f"down: {type(exc).__name__}: {str(exc)[:ERROR_CHARS]}"
             else:
                 results[name] = "ok"
             self._metrics.set_gauge(UP, 1.0 if results[name] == "ok" else 0.0, dependency=name)
