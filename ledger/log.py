@@ -204,6 +204,46 @@ class KafkaSecurity:
     def uses_sasl(self) -> bool:
         return self.protocol.startswith("SASL_")
 
+    def options(self, names: SecurityNames) -> dict[str, object]:
+        """These settings in a Kafka library's own words (`names`): what applies to the
+        protocol, and no file that is not set."""
+        found: dict[str, object] = {names.protocol: names.protocol_value(self.protocol)}
+        if self.uses_sasl:
+            found[names.mechanism] = self.sasl_mechanism
+            found[names.username] = self.sasl_username
+            found[names.password] = self.sasl_password
+        if self.uses_ssl:
+            found[names.check_hostname] = names.check_hostname_value(self.ssl_check_hostname)
+            for key, value in (
+                (names.cafile, self.ssl_cafile),
+                (names.certfile, self.ssl_certfile),
+                (names.keyfile, self.ssl_keyfile),
+            ):
+                if value:
+                    found[key] = value
+        return found
+
+
+def _same(value: object) -> object:
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityNames:
+    """What a Kafka library calls each security setting, and how it writes the two whose
+    values differ between libraries: each adapter holds one (KafkaSecurity.options)."""
+
+    protocol: str
+    mechanism: str
+    username: str
+    password: str
+    check_hostname: str
+    cafile: str
+    certfile: str
+    keyfile: str
+    protocol_value: Callable[[str], object] = _same
+    check_hostname_value: Callable[[bool], object] = _same
+
 
 @dataclass(frozen=True, slots=True)
 class TopicState:

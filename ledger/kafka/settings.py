@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pinledger.ledger.log import KafkaSecurity, TopicPolicy
+from pinledger.ledger.log import KafkaSecurity, SecurityNames, TopicPolicy
 
 # Enough for the largest job body (commands.Limits) plus the envelope around it.
 MAX_RECORD_BYTES = 4 * 1024 * 1024
@@ -47,22 +47,19 @@ class KafkaSettings:
         }
 
 
+# kafka-python's names of the security settings.
+KAFKA_PYTHON = SecurityNames(
+    protocol="security_protocol",
+    mechanism="sasl_mechanism",
+    username="sasl_plain_username",
+    password="sasl_plain_password",
+    check_hostname="ssl_check_hostname",
+    cafile="ssl_cafile",
+    certfile="ssl_certfile",
+    keyfile="ssl_keyfile",
+)
+
+
 def security_options(security: KafkaSecurity) -> dict[str, object]:
     """kafka-python's settings for this security."""
-    found: dict[str, object] = {"security_protocol": security.protocol}
-    if security.uses_sasl:
-        found.update(
-            sasl_mechanism=security.sasl_mechanism,
-            sasl_plain_username=security.sasl_username,
-            sasl_plain_password=security.sasl_password,
-        )
-    if security.uses_ssl:
-        found["ssl_check_hostname"] = security.ssl_check_hostname
-        for key, value in (
-            ("ssl_cafile", security.ssl_cafile),
-            ("ssl_certfile", security.ssl_certfile),
-            ("ssl_keyfile", security.ssl_keyfile),
-        ):
-            if value:
-                found[key] = value
-    return found
+    return security.options(KAFKA_PYTHON)

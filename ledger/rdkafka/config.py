@@ -8,7 +8,7 @@ from typing import Any
 
 from pinledger.ledger.kafka.reader import FETCH_MAX_BYTES, MAX_PARTITION_FETCH_BYTES
 from pinledger.ledger.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
-from pinledger.ledger.log import KafkaSecurity
+from pinledger.ledger.log import SecurityNames
 
 # librdkafka's own log lines, through Python's logging: they are handed over by the
 # client's poll (the producer's poll thread, a reader's poll).
@@ -27,33 +27,24 @@ def connection(settings: KafkaSettings) -> dict[str, Any]:
         # librdkafka leaves Nagle on; kafka-python sets TCP_NODELAY. With linger 0 an
         # append is one small request, which Nagle would hold behind an unacknowledged one.
         "socket.nagle.disable": True,
-        **_security(settings.security),
+        **settings.security.options(LIBRDKAFKA),
     }
 
 
-def _security(security: KafkaSecurity) -> dict[str, Any]:
-    """librdkafka's settings for this security."""
-    found: dict[str, Any] = {"security.protocol": security.protocol.lower()}
-    if security.uses_sasl:
-        found.update(
-            {
-                "sasl.mechanism": security.sasl_mechanism,
-                "sasl.username": security.sasl_username,
-                "sasl.password": security.sasl_password,
-            }
-        )
-    if security.uses_ssl:
-        found["ssl.endpoint.identification.algorithm"] = (
-            "https" if security.ssl_check_hostname else "none"
-        )
-        for key, value in (
-            ("ssl.ca.location", security.ssl_cafile),
-            ("ssl.certificate.location", security.ssl_certfile),
-            ("ssl.key.location", security.ssl_keyfile),
-        ):
-            if value:
-                found[key] = value
-    return found
+# librdkafka's names of the security settings: the protocol in lower case, the hostname
+# check as its endpoint identification algorithm.
+LIBRDKAFKA = SecurityNames(
+    protocol="security.protocol",
+    mechanism="sasl.mechanism",
+    username="sasl.username",
+    password="sasl.password",
+    check_hostname="ssl.endpoint.identification.algorithm",
+    cafile="ssl.ca.location",
+    certfile="ssl.certificate.location",
+    keyfile="ssl.key.location",
+    protocol_value=str.lower,
+    check_hostname_value=lambda check: "https" if check else "none",
+)
 
 
 def producer(settings: KafkaSettings) -> dict[str, Any]:
