@@ -10,6 +10,7 @@ import ssl
 from dataclasses import dataclass
 
 from pinledger.client.errors import ClientError
+from pinledger.tlsconnect import connecting_context
 
 
 class TlsSettingsError(ClientError, ValueError):
@@ -36,14 +37,9 @@ class Tls:
             if path and not os.access(path, os.R_OK):
                 raise TlsSettingsError(f"TLS {what} file {path}: missing or not readable")
         try:
-            context = ssl.create_default_context(cafile=self.cafile or None)
-            context.minimum_version = ssl.TLSVersion.TLSv1_2
-            context.check_hostname = self.check_hostname
-            if self.certfile:
-                context.load_cert_chain(self.certfile, self.keyfile)
+            return connecting_context(self.cafile, self.certfile, self.keyfile, self.check_hostname)
         except (ssl.SSLError, OSError) as exc:
             raise TlsSettingsError(
                 f"cannot load the TLS files ({self.cafile or 'system CAs'}, "
                 f"{self.certfile or 'no client certificate'}): {exc}"
             ) from None
-        return context

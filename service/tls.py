@@ -14,6 +14,7 @@ import socket
 import ssl
 
 from pinledger.service.config import Config, ConfigError
+from pinledger.tlsconnect import connecting_context
 
 HANDSHAKE_TIMEOUT_S = 10.0
 
@@ -100,16 +101,14 @@ def peer_context(config: Config) -> ssl.SSLContext | None:
     if not config.tls_certfile:
         return None
     try:
-        context = ssl.create_default_context(cafile=config.tls_cafile or None)
-        context.load_cert_chain(config.tls_certfile, config.tls_keyfile or None)
+        return connecting_context(
+            config.tls_cafile, config.tls_certfile, config.tls_keyfile, config.tls_check_hostname
+        )
     except (ssl.SSLError, OSError) as exc:
         raise ConfigError(
             f"PINLEDGER_TLS_CAFILE={config.tls_cafile or '(the system CAs)'} or the "
             f"server's certificate cannot be used to reach the other servers: {ssl_reason(exc)}"
         ) from None
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.check_hostname = config.tls_check_hostname
-    return context
 
 
 def handshake(sock: socket.socket, context: ssl.SSLContext) -> ssl.SSLSocket:

@@ -27,6 +27,9 @@ ALLOWED: dict[str, set[str]] = {
     # The OpenTelemetry SDK set up from the OTEL_* variables, for the server and the
     # client library alike.
     "otel": set(),
+    # The TLS context of a connection to a server's Thrift port, for the client library
+    # and a server forwarding to another alike.
+    "tlsconnect": set(),
     "ledger": set(),
     "ledger.clock": set(),
     "ledger.kafka": {"ledger", "ledger.clock"},
@@ -47,10 +50,10 @@ ALLOWED: dict[str, set[str]] = {
     # The one place a store adapter is chosen, by the DSN's scheme.
     "projections.factory": {"projections", "projections.pg", "projections.mysql"},
     # The client library shares the wire (idl) and the pure core, nothing else.
-    "client": {"idl", "otel", "ledger", "ledger.clock"},
+    "client": {"idl", "otel", "tlsconnect", "ledger", "ledger.clock"},
     # Service rooms use the ports (ledger, projections), never an adapter: only the
     # server, which assembles them, names the Kafka and Postgres adapters.
-    "service": {"idl", "otel", "ledger", "ledger.clock", "projections"},
+    "service": {"idl", "otel", "tlsconnect", "ledger", "ledger.clock", "projections"},
     "service.observability": {
         "service",
         "ledger",
@@ -143,7 +146,9 @@ def _module_name(path: Path) -> str:
 
 
 def _sources() -> list[Path]:
-    found = [ROOT / "pinledger" / name for name in ("idl.py", "otel.py", "__main__.py")]
+    found = [
+        ROOT / "pinledger" / name for name in ("idl.py", "otel.py", "tlsconnect.py", "__main__.py")
+    ]
     for top in TOP:
         found.extend(sorted((ROOT / top).rglob("*.py")))
     return found
