@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from bench import gotool
-from pinledger.service.testing.servers import free_port
+from pinledger.service.testing.servers import free_port, stop_process
 
 VERSION = "v1.76.0"
 MODULE = "github.com/jaegertracing/jaeger/cmd/jaeger"
@@ -133,12 +133,7 @@ def running(log_dir: Path) -> Iterator[Jaeger]:
                 time.sleep(0.2)
         yield jaeger
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def spans_of(trace: dict[str, Any]) -> list[dict[str, Any]]:

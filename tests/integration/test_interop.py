@@ -158,6 +158,12 @@ def test_java_client(server: Server, tmp_path: Path) -> None:
 
 
 def test_python_client(server: Server, tmp_path: Path) -> None:
+    run_python_client(server, tmp_path, "the Python client")
+
+
+def run_python_client(server: Server, tmp_path: Path, what: str, *tls: str) -> None:
+    """The Apache Thrift Python client's round trip against `server`, over TLS when
+    `tls` gives its CA (and a client certificate and key): every job as expected."""
     if importlib.util.find_spec("thrift") is None:
         pytest.fail(
             "the Apache Thrift Python library (`import thrift`) is not installed: "
@@ -174,8 +180,9 @@ def test_python_client(server: Server, tmp_path: Path) -> None:
             server.host,
             str(server.port),
             queue,
+            *tls,
         ],
-        "the Python client",
+        what,
         CLIENT_TIMEOUT_S,
         server,
     )

@@ -12,7 +12,6 @@ import gc
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,6 @@ from pinledger.idl import pinlater
 from pinledger.ledger.adapters import CLIENTS, LIBRDKAFKA, KafkaClientLog, open_log
 from pinledger.ledger.kafka.settings import KafkaSettings
 from pinledger.ledger.log import Append, KafkaSecurity, LogError, Position
-from pinledger.projections.pg.store import Store
 from pinledger.service.testing.servers import (
     ServerProcess,
     context,
@@ -32,7 +30,6 @@ from pinledger.service.testing.servers import (
 )
 from tests.integration.conftest import server_settings
 from tests.integration.secure_stack import STACK_LIMIT_S, sasl_password, secure_up
-from tests.settings import stack_settings
 
 pytestmark = pytest.mark.integration
 
@@ -154,13 +151,6 @@ def test_refusals_say_what_to_check_and_never_the_password(secure: dict[str, str
 
 def _pinledger(*args: str, **settings: str) -> subprocess.CompletedProcess[str]:
     return run_pinledger(*args, timeout=STACK_LIMIT_S, **settings)
-
-
-@pytest.fixture
-def names() -> Iterator[tuple[str, str]]:
-    tag = uuid.uuid4().hex[:10]
-    yield f"sec{tag}.", f"sec_{tag}"
-    Store(stack_settings().pg_dsn, f"sec_{tag}").drop()
 
 
 def test_a_server_serves_with_its_ledger_on_a_sasl_ssl_kafka(

@@ -37,6 +37,7 @@ from pinledger.service.testing.servers import (
     dequeue_until,
     free_port,
     running,
+    stop_process,
     wait_for,
 )
 from tests.integration.conftest import Names, server_settings
@@ -428,13 +429,7 @@ def serve_with(names: Names, log: Path, **settings: str) -> tuple[int | None, st
         wait_for(settled, 60, pause=0.2)
         code = proc.poll()
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc)
     return code, log.read_text(errors="replace")
 
 

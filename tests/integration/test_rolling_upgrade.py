@@ -14,8 +14,6 @@ import re
 import sys
 import time
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,18 +41,6 @@ QUEUE = "upgrade"
 DRAIN_LIMIT_S = 120
 FOLLOW_LIMIT_S = 30
 SETTINGS = {"PINLEDGER_CLAIM_TIMEOUT_S": "5", "PINLEDGER_PARTITIONS": "4"}
-
-
-@pytest.fixture
-def names(kafka: KafkaLog, config: Config) -> Iterator[tuple[str, str]]:
-    tag = uuid.uuid4().hex[:10]
-    prefix, schema = f"up{tag}.", f"up_{tag}"
-    yield prefix, schema
-    for topic in kafka.topics():
-        if topic.startswith(prefix):
-            kafka.delete_topic(topic)
-    Store(config.pg_dsn, schema).drop()
-    Store(config.pg_dsn, f"{schema}_replay").drop()
 
 
 def _server(names: tuple[str, str], release: Path | None, cwd: Path) -> ServerProcess:
@@ -106,7 +92,7 @@ def _replays_identically(config: Config, kafka: KafkaLog, names: tuple[str, str]
         assert report.identical, report.diffs
     finally:
         live.close()
-        scratch.close()
+        scratch.drop()
 
 
 def _upgrade_format(prefix: str, *args: str) -> tuple[int, str]:

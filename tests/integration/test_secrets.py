@@ -13,14 +13,11 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pinledger.idl import pinlater
-from pinledger.projections.pg.store import Store
 from pinledger.service.password import hash_password_scrypt
 from pinledger.service.testing.servers import (
     ServerProcess,
@@ -31,19 +28,11 @@ from pinledger.service.testing.servers import (
 from tests.integration.conftest import server_settings
 from tests.integration.otlp_receiver import OtlpReceiver
 from tests.integration.secure_stack import STACK_LIMIT_S, sasl_password, secure_up
-from tests.settings import stack_settings
 
 pytestmark = pytest.mark.integration
 
 ADMIN_PASSWORD = "Adm1n-known-secret"
 METRICS_TOKEN = "metrics-known-T0ken"
-
-
-@pytest.fixture
-def names() -> Iterator[tuple[str, str]]:
-    tag = uuid.uuid4().hex[:10]
-    yield f"secret{tag}.", f"secret_{tag}"
-    Store(stack_settings().pg_dsn, f"secret_{tag}").drop()
 
 
 def _http(

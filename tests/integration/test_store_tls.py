@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import urllib.error
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -61,12 +59,6 @@ def _changed(dsn: str, password: str | None = None, **query: str) -> str:
             query="&".join(f"{k}={v}" for k, v in query.items()) if query else url.query,
         )
     )
-
-
-@pytest.fixture
-def names() -> Iterator[tuple[str, str]]:
-    tag = uuid.uuid4().hex[:10]
-    yield f"tls{tag}.", f"tls_{tag}"
 
 
 @pytest.mark.parametrize("store", STORES)

@@ -22,7 +22,6 @@ import http.client
 import re
 import socket
 import ssl
-import sys
 import threading
 import urllib.parse
 import uuid
@@ -35,11 +34,11 @@ from pinledger.client import ClientError, Job, JobContext, PinLaterClient, Tls, 
 from pinledger.client.jobs import JobState
 from pinledger.ledger.kafka import KafkaLog
 from pinledger.projections.pg.store import Store
-from pinledger.service.testing.servers import ServerProcess, run_pinledger, wait_for
+from pinledger.service.testing.servers import ServerProcess, run_pinledger, running, wait_for
 from pinledger.service.tls import HANDSHAKE_TIMEOUT_S
 from tests.integration.conftest import ADMIN_PASSWORD, server_settings
 from tests.integration.secure_stack import secure_up
-from tests.integration.test_interop import INTEROP, _check_jobs, _generate, _queue, _run
+from tests.integration.test_interop import run_python_client
 from tests.settings import stack_settings
 
 pytestmark = pytest.mark.integration
@@ -75,12 +74,9 @@ def pair(
     logs = tmp_path_factory.mktemp("tls")
     servers = [ServerProcess(prefix=prefix, schema=schema, settings=settings) for _ in range(2)]
     try:
-        for server in servers:
-            server.start(logs)
-        yield servers
+        with running(servers, logs):
+            yield servers
     finally:
-        for server in servers:
-            server.stop()
         for topic in kafka.topics():
             if topic.startswith(prefix):
                 kafka.delete_topic(topic)
@@ -215,25 +211,14 @@ def test_a_plaintext_client_is_closed_at_once(pair: list[ServerProcess]) -> None
 def test_the_apache_thrift_tls_client_interoperates(
     pair: list[ServerProcess], tls_dir: Path, tmp_path: Path
 ) -> None:
-    gen = _generate("py", tmp_path / "gen-py")
-    queue = _queue("python")
-    stdout = _run(
-        [
-            sys.executable,
-            str(INTEROP / "py_client.py"),
-            str(gen),
-            "127.0.0.1",
-            str(pair[0].port),
-            queue,
-            str(tls_dir / "ca.pem"),
-            str(tls_dir / "client.pem"),
-            str(tls_dir / "client.key"),
-        ],
-        "the Apache Thrift TLS client",
-        120,
+    run_python_client(
         pair[0],
+        tmp_path,
+        "the Apache Thrift TLS client",
+        str(tls_dir / "ca.pem"),
+        str(tls_dir / "client.pem"),
+        str(tls_dir / "client.key"),
     )
-    _check_jobs(stdout, queue, "python")
 
 
 def test_a_tls_client_on_a_plaintext_port_is_told_so(server: ServerProcess, tls_dir: Path) -> None:
