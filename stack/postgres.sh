@@ -152,18 +152,23 @@ pg_wait_dsn() {
     done
 }
 
-pg_fail() {
-    local ver=$1 msg=$2 log
-    log=$(pg_log_file "$ver")
-    printf '[stack] ERROR: %s\n' "$msg" >&2
+pg_fail() {  # ver message
+    pg_cluster_fail "$PG_CLUSTER" "$PG_PORT" "" "$@"
+}
+
+# A cluster that did not come up: its log's last lines and what to do.
+pg_cluster_fail() {  # cluster port label ver message
+    local cluster=$1 port=$2 label=$3 ver=$4 log
+    log=$(pg_log_file "$ver" "$cluster")
+    printf '[stack] ERROR: %s%s\n' "$label" "$5" >&2
     if [[ -n $log ]]; then
         printf '[stack] last lines of %s:\n' "$log" >&2
         as_root tail -n 30 "$log" >&2 || true
     fi
     cat >&2 <<EOF
 [stack] What to do: read the log above; 'pg_lsclusters' shows the cluster state.
-[stack]   Port $PG_PORT taken by another server?  ss -ltnp | grep $PG_PORT
-[stack]   Start over (DELETES the dev database): pg_dropcluster --stop $ver $PG_CLUSTER
+[stack]   Port $port taken by another server?  ss -ltnp | grep $port
+[stack]   Start over (DELETES its databases): pg_dropcluster --stop $ver $cluster
 EOF
     exit 1
 }

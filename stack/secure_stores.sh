@@ -101,20 +101,8 @@ SQL
     done
 }
 
-secure_pg_fail() {
-    local ver=$1 log
-    log=$(pg_log_file "$ver" "$SECURE_PG_CLUSTER")
-    printf '[stack] ERROR: the secure PostgreSQL: %s\n' "$2" >&2
-    if [[ -n $log ]]; then
-        printf '[stack] last lines of %s:\n' "$log" >&2
-        as_root tail -n 30 "$log" >&2 || true
-    fi
-    cat >&2 <<EOF
-[stack] What to do: read the log above; 'pg_lsclusters' shows the cluster state.
-[stack]   Port $SECURE_PG_PORT taken by another server?  ss -ltnp | grep $SECURE_PG_PORT
-[stack]   Start over: pg_dropcluster --stop $ver $SECURE_PG_CLUSTER
-EOF
-    exit 1
+secure_pg_fail() {  # ver message
+    pg_cluster_fail "$SECURE_PG_CLUSTER" "$SECURE_PG_PORT" "the secure PostgreSQL: " "$@"
 }
 
 secure_pg_running() {
