@@ -39,7 +39,8 @@ class DequeuedJob:
     body: bytes
     attempts_allowed: int
     attempts_remaining: int
-    # W3C traceparent of the enqueue call, when the server recorded one.
+    # W3C traceparent of the attempt this dequeue started, in the job's own trace, when
+    # its enqueue was traced.
     traceparent: str | None = None
 
     @property

@@ -1,5 +1,6 @@
-"""Trace context for workers: run a job's handler inside a span that continues the trace
-of the enqueue call, so the user's own spans nest inside the job.
+"""Trace context for workers: run a job's handler inside a span that continues the job's
+own trace, inside the attempt the dequeue started (the server hands the attempt's
+context with the job), so the user's own spans nest inside the attempt.
 
 Uses only the OpenTelemetry API: with no SDK configured the tracer is a no-op and this
 costs a dict lookup per job.
@@ -21,8 +22,8 @@ _tracer = trace.get_tracer("pinledger.worker")
 
 @contextmanager
 def job_span(queue: str, job: DequeuedJob) -> Iterator[trace.Span]:
-    """A consumer span named `process <queue>` whose parent is the enqueue's context
-    (when the job carries one)."""
+    """A consumer span named `process <queue>` whose parent is the attempt's context
+    (when the job carries one: its enqueue was traced)."""
     parent = _PROPAGATOR.extract({"traceparent": job.traceparent}) if job.traceparent else None
     with _tracer.start_as_current_span(
         f"process {queue}",
@@ -30,6 +31,7 @@ def job_span(queue: str, job: DequeuedJob) -> Iterator[trace.Span]:
         kind=trace.SpanKind.CONSUMER,
         attributes={
             "messaging.system": "pinledger",
+            "messaging.operation.type": "process",
             "messaging.destination.name": queue,
             "messaging.message.id": job.descriptor,
             "pinledger.attempt": job.attempt,

@@ -50,6 +50,8 @@ a file, as container platforms mount secrets: PINLEDGER_<NAME>_FILE.
 | READ_WAIT_S                       | 5 (how long a read waits for read-your-writes)        |
 | APPEND_TIMEOUT_S                  | 15 (longest wait for Kafka to take an append)         |
 | READY_WINDOW                      | 3000 (ready jobs held in memory per owned partition)  |
+| TRACE_QUEUE                       | 10000 (traced jobs whose ended attempts wait to be    |
+|                                   | exported; beyond, their live spans are dropped)       |
 | QUEUE_CONFIG                      | none: no rate limits, no draining partitions          |
 | ADMIN_PASSWORD_HASH (or _FILE)    | none: the admin password's scrypt hash (`pinledger    |
 |                                   | hash-password`); deleteQueue and the dashboard's      |
@@ -159,6 +161,7 @@ class Config:
     # Ready jobs (with bodies) an owner holds per partition, all priorities together;
     # the rest wait in Postgres (docs/decisions/0014-ready-window.md).
     ready_window: int = 3000
+    trace_queue: int = 10_000
     queue_config: str = ""
     # The admin password's stored form (service/password.py): scrypt, from `pinledger
     # hash-password`; or PinLater's SHA-256 of password + salt, still accepted.
@@ -351,6 +354,7 @@ _AT_LEAST_ONE = frozenset(
         "history_scan_records",
         "append_timeout_s",
         "ready_window",
+        "trace_queue",
         "processes",
     }
 )

@@ -14,7 +14,7 @@ from pinledger.projections.store import QueueRow
 from pinledger.service.api import convert
 from pinledger.service.api.core import Api, load_queue
 from pinledger.service.api.requests import Caller, EnqueueRequest
-from pinledger.service.observability import telemetry
+from pinledger.service.observability import job_trace, telemetry
 
 # Why a queue's new jobs go to one partition for a moment (Config.enqueue_sticky_ms,
 # 5 ms): calls to one partition in flight together share records
@@ -71,13 +71,12 @@ def enqueue_jobs(
     if not events:
         return convert.enqueue_response([])
     partition = chooser.next(api, queue)
+    traceparent = telemetry.current_traceparent()
     descriptors = api.writer.enqueue(
-        queue.name,
-        partition,
-        events,
-        now,
-        api.actor(caller),
-        telemetry.current_traceparent(),
+        queue.name, partition, events, now, api.actor(caller), traceparent
     )
+    if traceparent is not None:
+        # Each job is a trace of its own, linked to this call's (job_trace.py).
+        job_trace.create_spans(queue.name, descriptors, now, traceparent)
     api.metrics.count("pinledger_jobs_total", len(events), queue=queue.name, action="enqueue")
     return convert.enqueue_response(descriptors)

@@ -14,6 +14,7 @@ from pinledger.service.api.core import check_job, load_queue
 from pinledger.service.dashboard import paging, svg, timeline
 from pinledger.service.dashboard.backend import Backend
 from pinledger.service.dashboard.render import body_text, duration, esc, table, url, when
+from pinledger.service.observability import trace_export
 
 PAGE_SIZE = 50
 
@@ -184,20 +185,12 @@ def life(backend: Backend, text: str) -> str:
 
 
 def trace_cell(history: JobHistory, template: str) -> str:
-    """The job's trace id (the first trace context among its steps, the enqueue's when
-    it carried one), a link into the trace viewer when `template`
-    (PINLEDGER_TRACE_URL_TEMPLATE) is set, its `{trace_id}` replaced; "-" when no step
-    carried a trace context."""
-    trace_id = next(
-        (
-            s.traceparent.split("-")[1]
-            for s in history.steps
-            if s.traceparent and s.traceparent.count("-") >= 3
-        ),
-        None,
-    )
-    if not trace_id:
+    """The job's own trace id (job_trace.py), a link into the trace viewer when
+    `template` (PINLEDGER_TRACE_URL_TEMPLATE) is set, its `{trace_id}` replaced; "-"
+    when the enqueue was not traced (the job has no live trace)."""
+    if trace_export.enqueue_traceparent(history) is None:
         return "-"
+    trace_id = f"{trace_export.trace_id_for(history):032x}"
     trace = f"<code>{esc(trace_id)}</code>"
     if template:
         link = template.replace("{trace_id}", trace_id)

@@ -1,24 +1,29 @@
-"""A finished job's history as an OpenTelemetry trace (`pinledger trace <d> --otlp`).
+"""A job's life as an OpenTelemetry trace: the spans the owner exports live as its
+attempts and the job end (service/observability/live_traces.py), and all of them at
+once for `pinledger trace <d> --otlp`. Both build them here, from the job's history,
+so they are the same spans with the same ids: exporting again changes nothing a
+viewer shows (docs/decisions/0028-a-trace-per-job.md).
 
-One root span for the job's life (enqueue to its last step), a child span per attempt
-(claim to its end), and a span event for each step, applied or rejected, on the span
-it happened in: an attempt's own steps on the attempt, the rest (the enqueue, operator
-retries, a stale ack arriving after its attempt ended, garbage collection) on the root.
-Times are the ledger's, not the export's.
+Each job is a trace of its own (job_trace.py derives the ids):
 
-Ids are deterministic, so exporting twice gives the same trace (a viewer shows it once):
+- `job <descriptor>`, the root: enqueue to the job's last step, with its final state
+  and, when it failed for good, an error with the last failure's message; it links to
+  the enqueue call (the call that brought a batch of jobs is a trace of its own);
+- `attempt N` under it, claim to ack or timeout: the time queued and the retry delay
+  after it as attributes, an error with the worker's message (or the timeout) when the
+  attempt failed; the worker's `process` span hangs inside it (the dequeue answer
+  handed the worker this span's context);
+- each step, applied or rejected, an event on the span it happened in: an attempt's
+  own steps on the attempt, the rest (the enqueue, operator retries, a stale ack after
+  its attempt ended, garbage collection) on the job's span.
 
-- with the enqueue's traceparent (tracing was on at enqueue), the export joins that
-  trace: the root span is a child of the enqueue's RPC span;
-- without one, the trace id is derived from the job descriptor.
-
-Span ids are derived from the trace id, the descriptor and the span's role. Attempt
-spans link to the claim's span of the live trace when the claim record carried one.
+Times are the ledger's milliseconds: a span starts at the millisecond its first step
+was stamped with and ends at the end of the millisecond of its last, so that what
+happened inside it (the worker's processing, measured in microseconds) stays inside.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -36,7 +41,7 @@ from pinledger import otel
 from pinledger.ledger.state import JobState
 from pinledger.projections.actions import Tag, action_of
 from pinledger.projections.history import Attempt, JobHistory, Outcome, Step
-from pinledger.service.observability import telemetry
+from pinledger.service.observability import job_trace, telemetry
 
 # The action names of steps (projections/actions.py names them from the event types).
 ENQUEUED = action_of(Tag.ENQUEUED)
@@ -50,11 +55,6 @@ class ExportError(RuntimeError):
     """The OTLP endpoint did not take the trace."""
 
 
-def _hash64(*parts: str) -> int:
-    digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
-    return int.from_bytes(digest[:8], "big") or 1
-
-
 def enqueue_traceparent(history: JobHistory) -> str | None:
     for step in history.steps:
         if step.action == ENQUEUED and step.applied and step.traceparent:
@@ -63,12 +63,13 @@ def enqueue_traceparent(history: JobHistory) -> str | None:
 
 
 def trace_id_for(history: JobHistory) -> int:
-    """The enqueue's trace id, or one derived from the descriptor."""
-    parent = telemetry.parse_traceparent(enqueue_traceparent(history))
-    if parent is not None:
-        return parent.trace_id
-    digest = hashlib.sha256(f"pinledger job {history.descriptor}".encode()).digest()
-    return int.from_bytes(digest[:16], "big") or 1
+    """The job's trace id (job_trace.py)."""
+    return job_trace.trace_id(enqueue_traceparent(history), history.descriptor)
+
+
+def end_of(ms: int) -> int:
+    """The last nanosecond of a ledger millisecond."""
+    return (ms + 1) * _MS - 1
 
 
 class _PlannedIds(IdGenerator):
@@ -118,8 +119,22 @@ def _step_attributes(step: Step) -> dict[str, Any]:
     return attrs
 
 
-def _attempt_attributes(attempt: Attempt) -> dict[str, Any]:
+def _job_attributes(history: JobHistory) -> dict[str, Any]:
+    """The OpenTelemetry messaging conventions' names, and pinledger's."""
+    return {
+        "messaging.system": "pinledger",
+        "messaging.destination.name": history.queue,
+        "messaging.destination.partition.id": str(history.partition),
+        "messaging.message.id": history.descriptor,
+        "pinledger.descriptor": history.descriptor,
+        "pinledger.queue": history.queue,
+        "pinledger.partition": history.partition,
+    }
+
+
+def _attempt_attributes(history: JobHistory, attempt: Attempt) -> dict[str, Any]:
     attrs: dict[str, Any] = {
+        **_job_attributes(history),
         "pinledger.attempt": attempt.number,
         "pinledger.claim": attempt.claim,
         "pinledger.outcome": attempt.outcome.value,
@@ -145,10 +160,28 @@ def _placement(history: JobHistory, last_at: int) -> dict[int, list[Step]]:
     return placed
 
 
+def failure_message(history: JobHistory, attempt: Attempt) -> str:
+    """Why an attempt failed, as its span's error says: the worker's message (what its
+    failure ack appended to the custom status), else the outcome."""
+    for step in history.steps:
+        if (
+            step.applied
+            and step.offset == attempt.end_offset
+            and step.attempt == attempt.number
+            and step.status_change is not None
+            and step.status_change.text
+        ):
+            return f"{attempt.outcome.value}: {step.status_change.text}"
+    if attempt.outcome is Outcome.TIMED_OUT:
+        return f"timed out: no ack within the claim timeout ({attempt.timeout_lost_ms} ms lost)"
+    return attempt.outcome.value
+
+
 def build_spans(history: JobHistory, service_name: str = "pinledger") -> list[ReadableSpan]:
-    """The job's trace: the root span first, then one span per attempt."""
+    """The job's trace: the job's span first, then one span per attempt."""
     if not history.steps:
         raise ValueError(f"job {history.descriptor} has no history in the ledger")
+    enqueue = telemetry.parse_traceparent(enqueue_traceparent(history))
     trace_id = trace_id_for(history)
     ids = _PlannedIds(trace_id)
     collect = _Collect()
@@ -165,20 +198,17 @@ def build_spans(history: JobHistory, service_name: str = "pinledger") -> list[Re
     last_at = max(step.at for step in history.steps)
     placed = _placement(history, last_at)
 
-    parent = telemetry.parse_traceparent(enqueue_traceparent(history))
-    ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent else None
     job = history.job
     final = "REMOVED" if job is None else job.state.name
-    ids.span_ids.append(_hash64(f"{trace_id:032x}", history.descriptor, "job"))
+    ids.span_ids.append(job_trace.job_span_id(trace_id, history.descriptor))
     root = tracer.start_span(
-        f"job {history.queue}",
-        context=ctx if ctx is not None else trace.set_span_in_context(trace.INVALID_SPAN),
-        kind=SpanKind.CONSUMER,
+        f"job {history.descriptor}",
+        context=trace.set_span_in_context(trace.INVALID_SPAN),
+        kind=SpanKind.INTERNAL,
         start_time=first_at * _MS,
+        links=[Link(enqueue)] if enqueue is not None else None,
         attributes={
-            "pinledger.descriptor": history.descriptor,
-            "pinledger.queue": history.queue,
-            "pinledger.partition": history.partition,
+            **_job_attributes(history),
             "pinledger.final_state": final,
             "pinledger.attempts": len(history.attempts),
             "pinledger.steps": len(history.steps),
@@ -189,25 +219,25 @@ def build_spans(history: JobHistory, service_name: str = "pinledger") -> list[Re
     root_ctx = trace.set_span_in_context(root)
     claims = {s.attempt: s.traceparent for s in history.steps if s.action == CLAIMED}
     for attempt in history.attempts:
-        ids.span_ids.append(
-            _hash64(f"{trace_id:032x}", history.descriptor, f"attempt {attempt.number}")
-        )
+        ids.span_ids.append(job_trace.attempt_span_id(trace_id, history.descriptor, attempt.claim))
         span = tracer.start_span(
             f"attempt {attempt.number}",
             context=root_ctx,
             kind=SpanKind.INTERNAL,
             start_time=attempt.claimed_at * _MS,
-            attributes=_attempt_attributes(attempt),
+            attributes=_attempt_attributes(history, attempt),
             links=[Link(c) for c in [telemetry.parse_traceparent(claims.get(attempt.number))] if c],
         )
         for step in placed.get(attempt.number, []):
             span.add_event(step.action, _step_attributes(step), timestamp=step.at * _MS)
         if attempt.outcome in _FAILED_OUTCOMES:
-            span.set_status(Status(StatusCode.ERROR, attempt.outcome.value))
-        span.end(end_time=(attempt.ended_at or last_at) * _MS)
+            span.set_status(Status(StatusCode.ERROR, failure_message(history, attempt)))
+        span.end(end_time=end_of(attempt.ended_at or last_at))
     if job is not None and job.state == JobState.FAILED:
-        root.set_status(Status(StatusCode.ERROR, "the job failed"))
-    root.end(end_time=last_at * _MS)
+        failed = [a for a in history.attempts if a.outcome in _FAILED_OUTCOMES]
+        reason = failure_message(history, failed[-1]) if failed else "failed"
+        root.set_status(Status(StatusCode.ERROR, f"the job failed for good; last {reason}"))
+    root.end(end_time=end_of(last_at))
     provider.shutdown()
     # The root ends last but goes first: the life of the job, then its attempts.
     return collect.spans[-1:] + collect.spans[:-1]

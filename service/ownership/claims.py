@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from pinledger.ledger.commands import decide_claims
@@ -22,6 +22,7 @@ from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.log import LogError
 from pinledger.ledger.state import Job
 from pinledger.ledger.writer import LedgerWriter, Traced
+from pinledger.service.observability import job_trace
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.partitions import Owned, Partitions
 from pinledger.service.ownership.ready_buffer import take
@@ -29,8 +30,9 @@ from pinledger.service.ownership.spans import job_span, naming
 
 
 class Claimed(NamedTuple):
-    """A job handed to a dequeue, with the partition it lives in (a named tuple: one per
-    job dequeued)."""
+    """A job handed to a dequeue, with the partition it lives in and the trace context
+    its worker continues: the attempt's (job_trace.py), or the job's for a dry run; None
+    when its enqueue was not traced (a named tuple: one per job dequeued)."""
 
     partition: int
     job: Job
@@ -78,7 +80,14 @@ class Claims:
                 (
                     job.priority,
                     job.run_after,
-                    Claimed(o.partition, job, o.traceparents.get(job.local_id)),
+                    Claimed(
+                        o.partition,
+                        job,
+                        job_trace.job_traceparent(
+                            o.traceparents.get(job.local_id),
+                            str(JobDescriptor(queue, o.partition, job.priority, job.local_id)),
+                        ),
+                    ),
                 )
                 for o in self._serving(queue, coverage)
                 for job in o.buffer.due(now, limit)
@@ -115,20 +124,30 @@ class Claims:
             (queue, parts[index].partition, decide_claims(jobs, claim, now, limit))
             for index, jobs in by_part.items()
         ]
-        # A child of the dequeue's RPC span, linking to each job's enqueue.
+        named: list[JobDescriptor] = []
+
+        def descriptors() -> list[JobDescriptor]:
+            # Only for traces: a dequeue with tracing off never builds them.
+            if not named:
+                named.extend(
+                    JobDescriptor(queue, parts[index].partition, job.priority, job.local_id)
+                    for index, job in taken
+                )
+            return named
+
+        def jobs_traces() -> Iterator[str | None]:
+            for tp, d in zip(contexts, descriptors(), strict=True):
+                yield job_trace.job_traceparent(tp, str(d))
+
+        # A child of the dequeue's RPC span, linking to each job's trace.
         with job_span(
             f"pinledger claim {queue}",
-            contexts,
+            jobs_traces(),
             lambda: {
                 "pinledger.queue": queue,
                 "pinledger.claim": claim,
                 "pinledger.jobs": len(taken),
-                **naming(
-                    [
-                        JobDescriptor(queue, parts[index].partition, job.priority, job.local_id)
-                        for index, job in taken
-                    ]
-                ),
+                **naming(descriptors()),
             },
         ) as traceparent:
             sets: list[Traced] = [(appends, traceparent)]
@@ -146,7 +165,15 @@ class Claims:
             [max(0, now - job.run_after) / 1000 for _, job in taken],
             queue=queue,
         )
+        # Each worker gets the context of the attempt its claim starts (in the job's
+        # own trace), so that its processing nests in the attempt.
         return [
-            Claimed(parts[index].partition, job, context)
-            for (index, job), context in zip(taken, contexts, strict=True)
+            Claimed(
+                parts[index].partition,
+                job,
+                None
+                if tp is None
+                else job_trace.attempt_traceparent(tp, str(descriptors()[i]), claim),
+            )
+            for i, ((index, job), tp) in enumerate(zip(taken, contexts, strict=True))
         ]

@@ -67,6 +67,7 @@ from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.claims import Claimed, Claims
 from pinledger.service.ownership.ledger_format import ClusterFormat
+from pinledger.service.ownership.live_traces import LiveTraces
 from pinledger.service.ownership.loop import OwnerLoop
 from pinledger.service.ownership.maintenance.claim_timeouts import ClaimTimeouts
 from pinledger.service.ownership.maintenance.garbage_collection import Collector
@@ -108,6 +109,7 @@ class Owner:
         self._stop = threading.Event()
         rejoin = threading.Event()
         self.subscription = Subscription(config.topic_prefix, writer, self.clock)
+        self.live_traces = LiveTraces(store, metrics, config.trace_queue, self._stop)
         self.partitions = Partitions(
             config.topic_prefix,
             config.max_priority,
@@ -117,6 +119,7 @@ class Owner:
             LedgerMetrics(metrics),
             on_catalog_change,
             window=config.ready_window,
+            live_traces=self.live_traces,
         )
         self.claims = Claims(
             config.server_id, self.clock.now_ms(), self.partitions, writer, metrics
@@ -174,12 +177,15 @@ class Owner:
         self.loop.start(self._reader)
         self._members_thread.thread.start()
         self._retention_thread.thread.start()
+        self.live_traces.thread.start()
 
     def stop(self) -> None:
         self._stop.set()
         self.loop.thread.join(timeout=10)
         self._members_thread.thread.join(timeout=5)
         self._retention_thread.thread.join(timeout=5)
+        self.live_traces.thread.join(timeout=5)
+        self.live_traces.drain()  # the spans of the last acks this server applied
         if self._reader is not None:
             self._reader.close()  # leaves the group: the others take over at once
 

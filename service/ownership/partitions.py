@@ -50,8 +50,9 @@ from pinledger.projections.projector import CatalogProjector, PartitionProjector
 from pinledger.projections.store import FencedError, LedgerStore, PartitionGoneError
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.live_traces import LiveTraces
 from pinledger.service.ownership.ready_buffer import DEFAULT_WINDOW, ReadyBuffer
-from pinledger.service.ownership.spans import apply_spans
+from pinledger.service.ownership.spans import rejected_spans
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +115,11 @@ class Partitions:
         ledger_metrics: LedgerMetrics,
         on_catalog_change: Callable[[], None],
         window: int = DEFAULT_WINDOW,
+        live_traces: LiveTraces | None = None,
     ) -> None:
         self.prefix = prefix
+        # Exports the attempts and jobs that end, while tracing is on.
+        self.live_traces = live_traces
         # Ready jobs held per partition, all priorities (PINLEDGER_READY_WINDOW).
         self.window = window
         self.max_priority = max_priority
@@ -294,7 +298,9 @@ class Partitions:
             if owned is None:
                 return
             if otel.active():
-                apply_spans(queue, partition, transitions, owned.traceparents)
+                rejected_spans(queue, partition, transitions, owned.traceparents)
+                if self.live_traces is not None:
+                    self.live_traces.observe(queue, partition, transitions, owned.traceparents)
             traceparents = owned.traceparents
             with self.lock:  # dequeues read them under the lock
                 for t in transitions:

@@ -1,6 +1,7 @@
 """Trace spans of the owner's actions on jobs: the claims and timeouts it appends, and
-the acks, checkpoints, retries and deletes its projection applied. Each links to the
-enqueue context of the jobs it acted on (the owner keeps those in memory)."""
+the acks, checkpoints, retries and deletes the ledger rejected. Each links to the
+traces of the jobs it acted on (job_trace.py; the owner keeps their enqueue contexts in
+memory)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from opentelemetry.trace import Status, StatusCode
-
 from pinledger import otel
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import Checkpointed, Deleted, Failed, Retried, Succeeded
-from pinledger.ledger.state import JobState
 from pinledger.projections.projector import Transition
-from pinledger.service.observability import telemetry
+from pinledger.service.observability import job_trace, telemetry
 
-# Events whose application gets a span linking to the jobs' enqueues (claims and
-# timeouts have theirs where the owner appends them).
+# Events whose rejection gets a span linking to the jobs (claims and timeouts have
+# theirs where the owner appends them).
 _APPLY_SPAN_EVENTS = (Succeeded, Failed, Checkpointed, Retried, Deleted)
 
 
@@ -55,58 +53,40 @@ def job_span(
         span.end()
 
 
-def apply_spans(
+def rejected_spans(
     queue: str, partition: int, transitions: Sequence[Transition], traceparents: dict[int, str]
 ) -> None:
-    """One span per record's trace context for the acks, checkpoints, retries and
-    deletes a batch applied: a child of the call that appended them (when it was
-    traced), linking to each job's enqueue context, with counts of applied and
-    rejected events."""
+    """A root span for the acks, checkpoints, retries and deletes the ledger rejected in
+    a batch (a stale ack from a worker whose claim timed out, an ack of a finished job),
+    one per call that appended them: it links to that call and to each job's trace, and
+    says how many of each were rejected and why. What was applied is drawn on the jobs'
+    own traces (live_traces.py); a root span, since the owner applies an event after the
+    call that appended it has ended, outside its time."""
     groups: dict[str | None, list[Transition]] = {}
     for t in transitions:
-        if isinstance(t.event, _APPLY_SPAN_EVENTS):
+        if not t.verdict.applied and isinstance(t.event, _APPLY_SPAN_EVENTS):
             groups.setdefault(t.traceparent, []).append(t)
-    for parent, group in groups.items():
+    for call, group in groups.items():
         attributes: dict[str, Any] = {
             "pinledger.queue": queue,
             "pinledger.partition": partition,
+            "pinledger.reason": group[0].verdict.reason,
         }
         for t in group:
-            name = f"pinledger.{type(t.event).__name__.lower()}." + (
-                "applied" if t.verdict.applied else "rejected"
-            )
+            name = f"pinledger.{type(t.event).__name__.lower()}.rejected"
             attributes[name] = int(attributes.get(name, 0)) + 1
-        attributes.update(naming([_descriptor(queue, partition, t) for t in group]))
-        span = telemetry.start_job_span(
-            f"pinledger apply {queue}",
-            (traceparents.get(t.local_id) for t in group),
-            attributes,
-            parent=parent,
-            root=True,
-        )
-        ended = [t for t in group if _failed_for_good(t)]
-        if ended:
-            # A failure that ends a job is an error on the server's side too.
-            span.set_status(
-                Status(
-                    StatusCode.ERROR,
-                    f"{len(ended)} job(s) failed for good, the first "
-                    f"{_descriptor(queue, partition, ended[0])}",
-                )
-            )
-        span.end()
+        jobs = [_descriptor(queue, partition, t) for t in group]
+        attributes.update(naming(jobs))
+        contexts = [call] + [
+            job_trace.job_traceparent(traceparents.get(t.local_id), str(d))
+            for t, d in zip(group, jobs, strict=True)
+        ]
+        telemetry.start_job_span(
+            f"pinledger rejected {queue}", contexts, attributes, root=True
+        ).end()
 
 
 def _descriptor(queue: str, partition: int, t: Transition) -> JobDescriptor:
     job = t.after or t.before
     priority = job.priority if job is not None else 0
     return JobDescriptor(queue, partition, priority, t.local_id)
-
-
-def _failed_for_good(t: Transition) -> bool:
-    return (
-        isinstance(t.event, Failed)
-        and t.verdict.applied
-        and t.after is not None
-        and t.after.state is JobState.FAILED
-    )

@@ -17,6 +17,7 @@ from pinledger.projections.store import JobRow, QueueTally, ScanKey, StoreError
 from pinledger.service.dashboard import jobs, overview, paging, timeline
 from pinledger.service.dashboard.auth import Sessions
 from pinledger.service.dashboard.backend import NoOwner
+from pinledger.service.observability import job_trace, trace_export
 from pinledger.service.dashboard.failures import (
     NO_ERROR,
     error_key,
@@ -85,13 +86,16 @@ def test_a_job_never_claimed_is_one_bar_waiting_until_now() -> None:
 
 def test_the_job_page_links_its_trace_id_into_the_configured_viewer() -> None:
     history = build_history(D, rows_for(STORY))
+    # The job's own trace (each job is one), derived from its enqueue's.
+    own = f"{job_trace.trace_id(trace_export.enqueue_traceparent(history), str(D)):032x}"
+    assert own != "a" * 32  # not the enqueue call's trace
     template = "https://jaeger.example/trace/{trace_id}?uiFind=x&y=1"
     assert jobs.trace_cell(history, template) == (
-        '<a class="trace" href="https://jaeger.example/trace/' + "a" * 32 + '?uiFind=x&amp;y=1">'
-        "<code>" + "a" * 32 + "</code></a>"
+        f'<a class="trace" href="https://jaeger.example/trace/{own}?uiFind=x&amp;y=1">'
+        f"<code>{own}</code></a>"
     )
-    # No template: the id alone; no trace context on any step: nothing to show.
-    assert jobs.trace_cell(history, "") == "<code>" + "a" * 32 + "</code>"
+    # No template: the id alone; no trace context on the enqueue: nothing to show.
+    assert jobs.trace_cell(history, "") == f"<code>{own}</code>"
     untraced = build_history(D, [r._replace(traceparent=None) for r in rows_for(STORY)])
     assert jobs.trace_cell(untraced, template) == "-"
 

@@ -12,15 +12,18 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanContext, StatusCode
 
 from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.ledger.events import Claimed, Failed
 from pinledger.projections.history import build_history
+from pinledger.service.observability import job_trace, telemetry
 from pinledger.service.observability.trace_export import (
     ExportError,
     build_spans,
+    enqueue_traceparent,
     export,
     summary,
     trace_id_for,
 )
-from tests.unit.test_history import STORY, T0, D, rows_for
+from tests.unit.test_history import LOCAL_ID, STORY, T0, D, rows_for
 
 MS = 1_000_000
 
@@ -40,7 +43,8 @@ def _spans(traced: bool = True, descriptor: JobDescriptor = D) -> list[ReadableS
 
 def test_one_root_for_the_life_and_one_child_per_attempt() -> None:
     root, *attempts = _spans()
-    assert root.name == "job mail"
+    assert root.name == "job mail:s0:p1:5000"
+    assert root.parent is None
     assert [a.name for a in attempts] == ["attempt 1", "attempt 2", "attempt 3"]
     for attempt in attempts:
         assert attempt.parent is not None
@@ -57,7 +61,7 @@ def test_one_root_for_the_life_and_one_child_per_attempt() -> None:
 def test_every_step_is_an_event_on_the_span_it_happened_in() -> None:
     assert summary(_spans()) == [
         # The stale ack of the timed-out worker came after its attempt ended.
-        ("job mail", ["Enqueued", "Succeeded"]),
+        ("job mail:s0:p1:5000", ["Enqueued", "Succeeded"]),
         ("attempt 1", ["Claimed", "Failed"]),
         ("attempt 2", ["Claimed", "TimedOut"]),
         ("attempt 3", ["Claimed", "Succeeded"]),
@@ -71,22 +75,77 @@ def test_every_step_is_an_event_on_the_span_it_happened_in() -> None:
     assert "claimed by 'worker:host-3'" in str(stale["pinledger.reason"])
 
 
-def test_spans_carry_the_ledgers_times() -> None:
+def test_spans_carry_the_ledgers_times_to_the_end_of_their_last_millisecond() -> None:
+    """A span starts at the millisecond its first step was stamped with and ends at the
+    end of the millisecond of its last: the worker's processing, timed in microseconds
+    and acked within that millisecond, stays inside its attempt."""
     root, first, second, third = _spans()
-    assert (root.start_time, root.end_time) == (T0 * MS, (T0 + 6000) * MS)
-    assert (first.start_time, first.end_time) == ((T0 + 150) * MS, (T0 + 400) * MS)
-    assert (second.start_time, second.end_time) == ((T0 + 1500) * MS, (T0 + 5500) * MS)
-    assert second.status.status_code == StatusCode.ERROR
-    assert third.status.status_code != StatusCode.ERROR
+    assert (root.start_time, root.end_time) == (T0 * MS, (T0 + 6001) * MS - 1)
+    assert (first.start_time, first.end_time) == ((T0 + 150) * MS, (T0 + 401) * MS - 1)
+    assert (second.start_time, second.end_time) == ((T0 + 1500) * MS, (T0 + 5501) * MS - 1)
     assert (first.attributes or {})["pinledger.retry_delay_ms"] == 1000
+    assert (first.attributes or {})["pinledger.queued_ms"] == 50
     assert (second.attributes or {})["pinledger.timeout_lost_ms"] == 4000
+    for span in (first, second, third):
+        assert root.start_time <= span.start_time <= span.end_time <= root.end_time
 
 
-def test_the_export_joins_the_enqueues_trace() -> None:
-    root, *_ = _spans()
-    assert _ctx(root).trace_id == int("a" * 32, 16)
-    assert root.parent is not None
-    assert root.parent.span_id == int("b" * 16, 16)
+def test_failed_attempts_are_errors_that_say_why() -> None:
+    root, first, second, third = _spans()
+    assert first.status.status_code == StatusCode.ERROR
+    assert first.status.description == "failed: boom"  # the worker's message
+    assert second.status.status_code == StatusCode.ERROR
+    assert str(second.status.description).startswith("timed out")
+    assert third.status.status_code != StatusCode.ERROR
+    assert root.status.status_code != StatusCode.ERROR  # it succeeded in the end
+
+
+def test_a_job_that_failed_for_good_is_an_error_with_the_last_failure() -> None:
+    story = [
+        *STORY[:5],
+        (T0 + 5600, "w", Claimed(LOCAL_ID, "c3")),
+        (T0 + 5700, "w", Failed(LOCAL_ID, 0, "corrupt")),
+    ]
+    root, *attempts = build_spans(build_history(D, rows_for(story)))
+    assert [a.status.status_code for a in attempts] == [StatusCode.ERROR] * 3
+    assert root.status.status_code == StatusCode.ERROR
+    assert root.status.description == "the job failed for good; last failed: corrupt"
+    assert (root.attributes or {})["pinledger.final_state"] == "FAILED"
+
+
+def test_spans_follow_the_messaging_conventions() -> None:
+    for span in _spans():
+        attributes = span.attributes or {}
+        assert attributes["messaging.system"] == "pinledger"
+        assert attributes["messaging.destination.name"] == "mail"
+        assert attributes["messaging.message.id"] == "mail:s0:p1:5000"
+        assert attributes["pinledger.descriptor"] == "mail:s0:p1:5000"
+
+
+def test_each_job_is_a_trace_of_its_own_linked_to_its_enqueue_call() -> None:
+    root, *attempts = _spans()
+    enqueue = SpanContext(int("a" * 32, 16), int("b" * 16, 16), is_remote=True)
+    assert _ctx(root).trace_id not in (0, enqueue.trace_id)
+    assert [(link.context.trace_id, link.context.span_id) for link in root.links] == [
+        (enqueue.trace_id, enqueue.span_id)
+    ]
+    other = _spans(descriptor=dataclasses.replace(D, local_id=D.local_id + 1))
+    assert _ctx(other[0]).trace_id != _ctx(root).trace_id  # same call, another trace
+
+
+def test_ids_are_what_the_server_handed_out_live() -> None:
+    """The job's span and each attempt's have the ids the server derived when it
+    claimed: the worker's processing nests in the attempt the export draws."""
+    history = build_history(D, rows_for(STORY))
+    root, *attempts = build_spans(history)
+    enqueue_tp = enqueue_traceparent(history)
+    assert telemetry.format_traceparent(_ctx(root)) == job_trace.job_traceparent(
+        enqueue_tp, str(D)
+    )
+    for attempt, claim in zip(attempts, ["c1", "c2", "c3"], strict=True):
+        assert telemetry.format_traceparent(_ctx(attempt)) == job_trace.attempt_traceparent(
+            enqueue_tp, str(D), claim
+        )
 
 
 def test_without_a_traceparent_ids_come_from_the_descriptor() -> None:

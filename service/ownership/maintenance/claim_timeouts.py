@@ -24,6 +24,7 @@ from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import HeldJob, ProjectorStore
+from pinledger.service.observability import job_trace
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.partitions import Owned, Partitions
 from pinledger.service.ownership.spans import job_span, naming
@@ -98,7 +99,14 @@ class ClaimTimeouts:
             return 0
         with job_span(
             "pinledger timeout",
-            (h.traceparent for _, held in batches for h in held),
+            (
+                job_trace.job_traceparent(
+                    h.traceparent,
+                    str(JobDescriptor(o.queue, o.partition, h.job.priority, h.job.local_id)),
+                )
+                for o, held in batches
+                for h in held
+            ),
             lambda: _timeout_attributes(batches),
             root=True,
         ) as traceparent:
