@@ -33,7 +33,7 @@ from pinledger.client.tracing import job_span
 from pinledger.idl import pinlater
 from pinledger.projections.pg.store import Store
 from pinledger.service.config import Config
-from pinledger.service.observability import telemetry
+from pinledger.service.observability import job_trace, telemetry
 from pinledger.service.server import Server
 from pinledger.service.testing.servers import (
     ROOT,
@@ -115,7 +115,12 @@ def test_a_new_owner_hands_out_the_trace_context_of_jobs_enqueued_before_it(
     finally:
         successor.stop()
     assert job.descriptor == descriptor
-    assert job.traceparent == telemetry.format_traceparent(_ctx(enqueue))
+    # The successor hands out a context in the job's own trace, as the first owner would.
+    handed = telemetry.parse_traceparent(job.traceparent)
+    assert handed is not None
+    assert handed.trace_id == job_trace.trace_id(
+        telemetry.format_traceparent(_ctx(enqueue)), descriptor
+    )
 
 
 def _named(spans: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
@@ -199,35 +204,71 @@ def test_a_jobs_life_is_traced_and_linked_to_its_enqueue(
         assert attrs["pinledger.error_code"] == "ok"
         enqueue_tp = telemetry.format_traceparent(_ctx(enqueue))
 
-        # The worker gets each job's enqueue context with the job.
+        # Each job is a trace of its own: its `create` span hangs under the job's span
+        # (exported when the job ends) and links to the call.
+        creates = _named(spans, f"create {queue}")
+        assert sorted(_message_id(c) for c in creates) == sorted([ok, fails])
+        for create in creates:
+            job_ctx = _parsed(job_trace.job_traceparent(enqueue_tp, _message_id(create)))
+            assert create.kind == SpanKind.PRODUCER
+            assert _ctx(create).trace_id == job_ctx.trace_id != _ctx(enqueue).trace_id
+            assert create.parent is not None and create.parent.span_id == job_ctx.span_id
+            assert _links_to(create, enqueue)
+
+        # The worker gets, with each job, the context of the attempt its claim started.
         dequeued = _dequeue(client, queue, 2)
         jobs = {job.descriptor: job for job in dequeued}
         assert set(jobs) == {ok, fails}
-        assert {job.traceparent for job in jobs.values()} == {enqueue_tp}
+        for d, job in jobs.items():
+            assert _parsed(job.traceparent).trace_id == job_trace.trace_id(enqueue_tp, d)
 
-        # The claim: a child of the dequeue call, linking to the enqueue.
+        # The claim: a child of the dequeue call, linking to each job's trace.
         dequeue_calls = _named(spans, "pinlater/dequeueJobs")
         claims = _named(spans, f"pinledger claim {queue}")
         assert claims
         for claim in claims:
-            assert _links_to(claim, enqueue)
+            for d in _descriptors(claim):
+                assert _links_to_context(claim, job_trace.job_traceparent(enqueue_tp, d))
             assert any(_child_of(claim, call) for call in dequeue_calls)
         assert sum((c.attributes or {})["pinledger.jobs"] for c in claims) == 2  # type: ignore[misc]
         # ... naming the jobs it claimed, searchable in a viewer.
         assert sorted(d for c in claims for d in _descriptors(c)) == sorted([ok, fails])
 
-        # The worker's job span continues the enqueue's trace; the handler's own span
-        # nests inside it.
+        # The worker's span nests in the attempt; the handler's own span inside it.
         user_tracer = trace.get_tracer("tests.user")
         with job_span(queue, jobs[ok]), user_tracer.start_as_current_span("resize thumbnail"):
             pass
         (processed,) = _named(spans, f"process {queue}")
         (user_span,) = _named(spans, "resize thumbnail")
-        assert _child_of(processed, enqueue)
+        assert processed.parent is not None
+        assert processed.parent.span_id == _parsed(jobs[ok].traceparent).span_id
         assert _child_of(user_span, processed)
 
-        _acks_and_timeout(client, spans, queue, enqueue, ok, fails)
+        _acks_and_timeout(client, spans, queue, enqueue, processed, ok, fails)
     _ledger_metrics(server, queue)
+
+
+def _message_id_or(span: ReadableSpan) -> str | None:
+    value = (span.attributes or {}).get("messaging.message.id")
+    return None if value is None else str(value)
+
+
+def _parsed(traceparent: str | None) -> SpanContext:
+    ctx = telemetry.parse_traceparent(traceparent)
+    assert ctx is not None, traceparent
+    return ctx
+
+
+def _message_id(span: ReadableSpan) -> str:
+    return str((span.attributes or {})["messaging.message.id"])
+
+
+def _links_to_context(span: ReadableSpan, traceparent: str | None) -> bool:
+    want = _parsed(traceparent)
+    return any(
+        link.context.trace_id == want.trace_id and link.context.span_id == want.span_id
+        for link in span.links
+    )
 
 
 def _acks_and_timeout(
@@ -235,37 +276,60 @@ def _acks_and_timeout(
     spans: InMemorySpanExporter,
     queue: str,
     enqueue: ReadableSpan,
+    processed: ReadableSpan,
     ok: str,
     fails: str,
 ) -> None:
     enqueue_tp = telemetry.format_traceparent(_ctx(enqueue))
-    # Acks: applied by the owner in a span that is a child of the ack call and
-    # links to the enqueue.
-    client.ack(queue, succeeded=[ok], failed=[Ack(fails, retry_delay_ms=0)])
+    # Acks: as the owner applies them, each job's attempt goes out live, in the job's
+    # trace, under the job's span; the worker's span is inside the attempt.
+    client.ack(queue, succeeded=[ok], failed=[Ack(fails, "no luck", retry_delay_ms=0)])
     (ack_call,) = _named(spans, "pinlater/ackDequeuedJobs")
     assert (ack_call.attributes or {})["pinledger.jobs_in"] == 2
-    applied = _wait_span(spans, f"pinledger apply {queue}", lambda s: _child_of(s, ack_call))
-    assert _links_to(applied, enqueue)
-    assert (applied.attributes or {})["pinledger.succeeded.applied"] == 1
-    assert (applied.attributes or {})["pinledger.failed.applied"] == 1
-    assert sorted(_descriptors(applied)) == sorted([ok, fails])
-    assert applied.status.status_code is not StatusCode.ERROR  # the failure is retried
+    ran = _wait_span(spans, "attempt 1", lambda s: _message_id(s) == ok)
+    assert processed.parent is not None and _ctx(ran).span_id == processed.parent.span_id
+    assert ran.start_time is not None and processed.start_time is not None
+    assert ran.end_time is not None and processed.end_time is not None
+    assert ran.start_time <= processed.start_time <= processed.end_time <= ran.end_time
+    failed = _wait_span(spans, "attempt 1", lambda s: _message_id(s) == fails)
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.status.description == "failed: no luck"
+    # The job that succeeded ends: its span, the root of its trace, links to the call.
+    life = _wait_span(spans, f"job {ok}", lambda s: True)
+    assert life.parent is None
+    assert _ctx(life).trace_id == _ctx(ran).trace_id
+    assert ran.parent is not None and ran.parent.span_id == _ctx(life).span_id
+    assert _links_to(life, enqueue)
+    assert (life.attributes or {})["pinledger.final_state"] == "SUCCEEDED"
+    assert life.status.status_code is not StatusCode.ERROR
 
-    # A second ack of the finished job: rejected by the ledger, and said so.
+    # A second ack of the finished job: rejected by the ledger, and said so in a
+    # root span linking to the ack call, naming the job (the owner no longer holds a
+    # finished job's context, so it links to the job's trace only while it lives).
     client.ack(queue, succeeded=[ok])
     ack_calls = _named(spans, "pinlater/ackDequeuedJobs")
-    stale = _wait_span(spans, f"pinledger apply {queue}", lambda s: _child_of(s, ack_calls[-1]))
+    stale = _wait_span(spans, f"pinledger rejected {queue}", lambda s: _links_to(s, ack_calls[-1]))
+    assert stale.parent is None
     assert (stale.attributes or {})["pinledger.succeeded.rejected"] == 1
+    assert _descriptors(stale) == [ok]
 
     # The failed job comes back; its claim runs out (claim timeout 2 s): the
-    # timeout span links to the enqueue too.
+    # timeout span links to the job's trace, and the attempt is an error there.
     (again,) = _dequeue(client, queue, 1)
     assert again.descriptor == fails
-    assert again.traceparent == enqueue_tp
-    timeout = _wait_span(spans, "pinledger timeout", lambda s: _links_to(s, enqueue))
+    assert _parsed(again.traceparent).trace_id == job_trace.trace_id(enqueue_tp, fails)
+    timeout = _wait_span(
+        spans,
+        "pinledger timeout",
+        lambda s: _links_to_context(s, job_trace.job_traceparent(enqueue_tp, fails)),
+    )
     assert timeout.parent is None
     assert (timeout.attributes or {})["pinledger.queue"] == queue
     assert (timeout.attributes or {})["messaging.message.id"] == fails
+    lost = _wait_span(spans, "attempt 2", lambda s: _message_id(s) == fails)
+    assert lost.status.status_code is StatusCode.ERROR
+    assert str(lost.status.description).startswith("timed out")
+    assert _ctx(lost).span_id == _parsed(again.traceparent).span_id
 
 
 def _descriptors(span: ReadableSpan) -> list[str]:
@@ -355,18 +419,29 @@ def test_trace_otlp_delivers_the_jobs_life_intact(
     assert service["service.name"] == "pinledger-test"
     received = [span for scope in resource_spans.scope_spans for span in scope.spans]
     by_name = {span.name: span for span in received}
-    assert sorted(by_name) == ["attempt 1", "attempt 2", f"job {queue}"]
-    root = by_name[f"job {queue}"]
+    assert sorted(by_name) == ["attempt 1", "attempt 2", f"job {descriptor}"]
+    root = by_name[f"job {descriptor}"]
 
-    # The trace joins the enqueue's: the job's life hangs under the enqueue call.
-    assert root.trace_id.hex() == f"{_ctx(enqueue).trace_id:032x}"
-    assert root.parent_span_id.hex() == f"{_ctx(enqueue).span_id:016x}"
+    # The job's own trace, the one the server drew live: the job's span is its root,
+    # linking to the enqueue call.
+    enqueue_tp = telemetry.format_traceparent(_ctx(enqueue))
+    assert root.trace_id.hex() == f"{job_trace.trace_id(enqueue_tp, descriptor):032x}"
+    assert not root.parent_span_id
+    (link,) = root.links
+    assert (link.trace_id.hex(), link.span_id.hex()) == (
+        f"{_ctx(enqueue).trace_id:032x}",
+        f"{_ctx(enqueue).span_id:016x}",
+    )
     for number in (1, 2):
         attempt = by_name[f"attempt {number}"]
         assert attempt.trace_id == root.trace_id
         assert attempt.parent_span_id == root.span_id
+    # From the millisecond of its first step to the end of the millisecond of its last.
     assert root.start_time_unix_nano == steps[0]["at"] * 1_000_000
-    assert root.end_time_unix_nano == steps[-1]["at"] * 1_000_000
+    assert root.end_time_unix_nano == (steps[-1]["at"] + 1) * 1_000_000 - 1
+    # ... and the same spans as the server sent live when the job ended.
+    live = {_ctx(s).span_id for s in spans.get_finished_spans() if _message_id_or(s) == descriptor}
+    assert {int.from_bytes(span.span_id, "big") for span in received} <= live
 
     # Each step is an event, in order, on the span it happened in.
     assert [e.name for e in root.events] == ["Enqueued"]
@@ -448,8 +523,10 @@ def test_a_server_exports_its_spans_over_otlp_when_asked(
         Store(config.pg_dsn, schema).drop()
     assert service == "pinledger-otlp-test"
     (answer,) = answers
-    (traceparent,) = answer.jobTraceparents.values()  # type: ignore[attr-defined]
-    assert traceparent.split("-")[1:3] == [span.trace_id.hex(), span.span_id.hex()]
+    ((descriptor, traceparent),) = answer.jobTraceparents.items()  # type: ignore[attr-defined]
+    # The job's own trace, derived from the enqueue call's context.
+    enqueue_tp = f"00-{span.trace_id.hex()}-{span.span_id.hex()}-01"
+    assert traceparent.split("-")[1] == f"{job_trace.trace_id(enqueue_tp, descriptor):032x}"
 
 
 def test_the_example_worker_traces_out_of_the_box(
@@ -498,7 +575,7 @@ def test_the_example_worker_traces_out_of_the_box(
         worker.wait(timeout=60)
         log.close()
     assert _message_ids(runs) == set(descriptors)
-    assert all(span.parent_span_id for span in runs)  # children of their enqueue's context
+    assert all(span.parent_span_id for span in runs)  # children of their attempts
 
 
 def _message_ids(spans: list[ProtoSpan]) -> set[str]:
@@ -518,10 +595,9 @@ def test_a_failure_that_ends_a_job_is_an_error_on_the_servers_side(
         client.create_queue(queue)
         (doomed,) = client.enqueue(queue, [Job(b"doomed", attempts_allowed=1)])
         _dequeue(client, queue, 1)
-        spans.clear()
-        client.ack(queue, failed=[Ack(doomed, retry_delay_ms=0)])
-        (ack_call,) = _named(spans, "pinlater/ackDequeuedJobs")
-        applied = _wait_span(spans, f"pinledger apply {queue}", lambda s: _child_of(s, ack_call))
-    assert applied.status.status_code is StatusCode.ERROR
-    assert doomed in (applied.status.description or "")
-    assert (applied.attributes or {})["messaging.message.id"] == doomed
+        client.ack(queue, failed=[Ack(doomed, "corrupt image", retry_delay_ms=0)])
+        life = _wait_span(spans, f"job {doomed}", lambda s: True)
+    assert life.status.status_code is StatusCode.ERROR
+    assert life.status.description == "the job failed for good; last failed: corrupt image"
+    assert (life.attributes or {})["messaging.message.id"] == doomed
+    assert (life.attributes or {})["pinledger.final_state"] == "FAILED"

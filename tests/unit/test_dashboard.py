@@ -17,13 +17,13 @@ from pinledger.projections.store import JobRow, QueueTally, ScanKey, StoreError
 from pinledger.service.dashboard import jobs, overview, paging, timeline
 from pinledger.service.dashboard.auth import Sessions
 from pinledger.service.dashboard.backend import NoOwner
-from pinledger.service.observability import job_trace, trace_export
 from pinledger.service.dashboard.failures import (
     NO_ERROR,
     error_key,
     group_across_queues,
     group_failures,
 )
+from pinledger.service.observability import job_trace, trace_export
 from pinledger.service.password import AdminPassword, hash_password, hash_password_scrypt
 from pinledger.service.testing.clock import FakeClock
 from pinledger.service.testing.fake_log import FakeLog

@@ -87,7 +87,8 @@ def test_spans_carry_the_ledgers_times_to_the_end_of_their_last_millisecond() ->
     assert (first.attributes or {})["pinledger.queued_ms"] == 50
     assert (second.attributes or {})["pinledger.timeout_lost_ms"] == 4000
     for span in (first, second, third):
-        assert root.start_time <= span.start_time <= span.end_time <= root.end_time
+        assert span.start_time is not None and span.end_time is not None
+        assert (root.start_time or 0) <= span.start_time <= span.end_time <= (root.end_time or 0)
 
 
 def test_failed_attempts_are_errors_that_say_why() -> None:
@@ -123,7 +124,7 @@ def test_spans_follow_the_messaging_conventions() -> None:
 
 
 def test_each_job_is_a_trace_of_its_own_linked_to_its_enqueue_call() -> None:
-    root, *attempts = _spans()
+    root, *_ = _spans()
     enqueue = SpanContext(int("a" * 32, 16), int("b" * 16, 16), is_remote=True)
     assert _ctx(root).trace_id not in (0, enqueue.trace_id)
     assert [(link.context.trace_id, link.context.span_id) for link in root.links] == [
@@ -139,9 +140,7 @@ def test_ids_are_what_the_server_handed_out_live() -> None:
     history = build_history(D, rows_for(STORY))
     root, *attempts = build_spans(history)
     enqueue_tp = enqueue_traceparent(history)
-    assert telemetry.format_traceparent(_ctx(root)) == job_trace.job_traceparent(
-        enqueue_tp, str(D)
-    )
+    assert telemetry.format_traceparent(_ctx(root)) == job_trace.job_traceparent(enqueue_tp, str(D))
     for attempt, claim in zip(attempts, ["c1", "c2", "c3"], strict=True):
         assert telemetry.format_traceparent(_ctx(attempt)) == job_trace.attempt_traceparent(
             enqueue_tp, str(D), claim
