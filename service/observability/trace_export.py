@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.id_generator import IdGenerator
@@ -187,7 +187,10 @@ def build_spans(history: JobHistory, service_name: str = "pinledger") -> list[Re
     collect = _Collect()
     provider = TracerProvider(
         sampler=ALWAYS_ON,
-        resource=Resource.create({SERVICE_NAME: service_name}),
+        # One instance for every span drawn from the ledger, whoever draws it: the SDK
+        # would give each build a random service.instance.id, and a viewer would show
+        # the live spans and a later export of them as two copies.
+        resource=Resource.create({SERVICE_NAME: service_name, SERVICE_INSTANCE_ID: "ledger"}),
         id_generator=ids,
         # A job heartbeating for days has many events; a viewer should see them all.
         span_limits=SpanLimits(max_events=100_000),

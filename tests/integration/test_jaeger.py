@@ -1,17 +1,18 @@
 """pinledger's traces in a real viewer (issue 26, part 4): Jaeger, built from the Go
 module proxy at a pinned version and run on loopback (tests/integration/jaeger.py), gets
 the spans of a server and of the example worker, both set up by the standard OTEL_*
-variables alone, while jobs succeed, fail and are retried, and fail for good; then
-`pinledger trace --otlp` exports a finished job's life. What Jaeger's API answers is
-what its UI shows:
+variables alone, while jobs fail and are retried, fail for good, and time out; then
+`pinledger trace --otlp` exports a finished job's life again. What Jaeger's API answers
+is what its UI shows:
 
 - both services are there: the worker traces out of the box;
-- a job's worker runs are found by its descriptor, one `process` span per attempt, in
-  the trace of the job's enqueue, as children of the enqueue call;
-- the server's span that applied the failure ending a job is an error naming it;
-- no empty poll is a trace of its own;
-- the exported life hangs together: attempts are children of the job's span, the
-  failed attempt is an error.
+- searching a job's descriptor finds one trace, the job's own, drawn live: the job's
+  span at its root (an error when the job failed for good), its `create` span, one
+  `attempt N` span per claim (errors saying why: the worker's message, or the
+  timeout), and the worker's `process` span inside its attempt;
+- no span starts before its parent or ends after it, and Jaeger warns of nothing;
+- exporting the finished job again changes nothing Jaeger shows;
+- no empty poll is a trace of its own.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,15 +73,23 @@ def test_a_jobs_life_in_jaeger(jaeger: jg.Jaeger, names: tuple[str, str], tmp_pa
         prefix=prefix,
         schema=schema,
         settings=server_settings(
-            OTEL_EXPORTER_OTLP_ENDPOINT=jaeger.endpoint, OTEL_SERVICE_NAME="pinledger", **OTEL_FAST
+            OTEL_EXPORTER_OTLP_ENDPOINT=jaeger.endpoint,
+            OTEL_SERVICE_NAME="pinledger",
+            PINLEDGER_CLAIM_TIMEOUT_S="2",
+            **OTEL_FAST,
         ),
     )
     queue = f"jg_{uuid.uuid4().hex[:8]}"
+    jobs = thumbnail_jobs(JOBS, delayed_s=0)
     server.start(tmp_path)
     try:
         with PinLaterClient(f"127.0.0.1:{server.port}") as client:
             client.create_queue(queue)
-            descriptors = client.enqueue(queue, thumbnail_jobs(JOBS, delayed_s=0))
+            # A job whose first claim times out: taken by a worker that never acks.
+            (late,) = client.enqueue(queue, jobs[:1])
+            wait_for(lambda: bool(client.dequeue(queue, 1)), timeout=30)
+            wait_for(lambda: client.lookup([late])[late].state.name == "PENDING", timeout=30)
+            descriptors = [late, *client.enqueue(queue, jobs[1:])]
             broken = descriptors[24]
             worker = _worker(server, queue, jaeger, tmp_path / "worker.log")
             try:
@@ -92,64 +102,123 @@ def test_a_jobs_life_in_jaeger(jaeger: jg.Jaeger, names: tuple[str, str], tmp_pa
             finally:
                 worker.send_signal(signal.SIGTERM)
                 worker.wait(timeout=60)
-        exported = run_pinledger(
-            "trace",
-            broken,
-            "--otlp",
-            "--server",
-            f"127.0.0.1:{server.port}",
-            OTEL_EXPORTER_OTLP_ENDPOINT=jaeger.endpoint,
-        )
-        assert exported.returncode == 0, exported.stderr
+        failed_for_good = _the_jobs_own_trace(jaeger, queue, broken, attempts=3)
+        _check_failed_for_good(failed_for_good)
+        _check_timed_out_then_done(_the_jobs_own_trace(jaeger, queue, late, attempts=2))
+        _exporting_again_changes_nothing(jaeger, server, broken, failed_for_good)
     finally:
-        server.stop()  # flushes the server's last spans
-
-    wait_for(lambda: {"pinledger", "pinledger-worker"} <= set(jaeger.services()), timeout=30)
-    _worker_runs_are_in_the_jobs_enqueue_trace(jaeger, queue, broken)
-    _the_failure_that_ended_it_is_an_error(jaeger, queue, broken)
+        server.stop()
+    assert {"pinledger", "pinledger-worker"} <= set(jaeger.services())
     _no_empty_poll_is_a_trace(jaeger)
-    _the_exported_life_hangs_together(jaeger, broken)
 
 
-def _worker_runs_are_in_the_jobs_enqueue_trace(jaeger: jg.Jaeger, queue: str, job: str) -> None:
-    def found() -> list[dict[str, Any]]:
-        traces = jaeger.traces("pinledger-worker", **{"messaging.message.id": job})
-        runs = [
-            s for t in traces for s in jg.spans_of(t) if jg.tag(s, "messaging.message.id") == job
-        ]
-        return traces if len(runs) >= 3 else []
+def _the_jobs_own_trace(jaeger: jg.Jaeger, queue: str, job: str, attempts: int) -> dict[str, Any]:
+    """The one trace a search for the job's descriptor finds, once complete (drawn
+    live: the server is still running), checked for its tree and times."""
 
-    (trace,) = wait_for(found, timeout=30)
+    def complete() -> list[dict[str, Any]]:
+        # A search by messaging.message.id also finds the dequeue calls that claimed
+        # the job (their claim spans name it); pinledger.descriptor only the job's own.
+        traces = jaeger.traces("pinledger", **{"pinledger.descriptor": job})
+        names = {s["operationName"] for t in traces for s in jg.spans_of(t)}
+        return traces if {f"job {job}", f"attempt {attempts}"} <= names else []
+
+    (trace,) = wait_for(complete, timeout=30)
+    assert isinstance(trace, dict)
     spans = jg.spans_of(trace)
-    # The batch's other jobs are in this trace too (one enqueue call: one trace).
-    runs = [
-        s
-        for s in spans
-        if s["operationName"] == f"process {queue}" and jg.tag(s, "messaging.message.id") == job
-    ]
-    assert sorted(jg.tag(s, "pinledger.attempt") for s in runs) == [1, 2, 3]
-    (enqueue,) = [s for s in spans if s["operationName"] == "pinlater/enqueueJobs"]
-    assert jg.service_of(trace, enqueue) == "pinledger"
-    assert all(jg.parent_of(s) == enqueue["spanID"] for s in runs)
+    by_id = {s["spanID"]: s for s in spans}
+    (life,) = [s for s in spans if jg.parent_of(s) is None]
+    assert life["operationName"] == f"job {job}"
+    assert jg.service_of(trace, life) == "pinledger"
+    assert jg.tag(life, "messaging.destination.name") == queue
+    assert jg.tag(life, "pinledger.descriptor") == job
+    (create,) = [s for s in spans if s["operationName"] == f"create {queue}"]
+    assert jg.parent_of(create) == life["spanID"]
+    tries = _attempts(trace)
+    assert [s["operationName"] for s in tries] == [f"attempt {n + 1}" for n in range(attempts)]
+    assert all(jg.parent_of(s) == life["spanID"] for s in tries)
+    assert all(jg.tag(s, "messaging.message.id") == job for s in spans)
+    # Every span within its parent's time; nothing Jaeger would warn about.
+    for span in spans:
+        assert not span.get("warnings"), (span["operationName"], span["warnings"])
+        parent = by_id.get(jg.parent_of(span) or "")
+        if parent is not None:
+            assert parent["startTime"] <= span["startTime"], span["operationName"]
+            end, parent_end = (s["startTime"] + s["duration"] for s in (span, parent))
+            assert end <= parent_end, span["operationName"]
+    return trace
 
 
-def _the_failure_that_ended_it_is_an_error(jaeger: jg.Jaeger, queue: str, job: str) -> None:
-    operation = f"pinledger apply {queue}"
+def _attempts(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    return sorted(
+        (s for s in jg.spans_of(trace) if s["operationName"].startswith("attempt ")),
+        key=lambda s: int(jg.tag(s, "pinledger.attempt")),
+    )
 
-    def errors() -> list[dict[str, Any]]:
-        found = jaeger.get("/api/traces", service="pinledger", operation=operation, limit="1000")
-        return [
-            s
-            for t in found.get("data") or []
-            for s in jg.spans_of(t)
-            if s["operationName"] == operation
-            and jg.tag(s, "otel.status_code") == "ERROR"
-            and job in str(jg.tag(s, "otel.status_description"))
-        ]
 
-    (applied,) = wait_for(errors, timeout=30)
-    assert jg.tag(applied, "error") is True
-    assert job in str(jg.tag(applied, "pinledger.descriptors"))
+def _runs(trace: dict[str, Any], queue: str) -> dict[str, dict[str, Any]]:
+    """The worker's `process` spans, by the attempt span they are in."""
+    runs = [s for s in jg.spans_of(trace) if s["operationName"] == f"process {queue}"]
+    assert all(jg.service_of(trace, s) == "pinledger-worker" for s in runs)
+    return {str(jg.parent_of(s)): s for s in runs}
+
+
+def _life(trace: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    (life,) = [s for s in jg.spans_of(trace) if jg.parent_of(s) is None]
+    return life, str(jg.tag(life, "messaging.destination.name"))
+
+
+def _check_failed_for_good(trace: dict[str, Any]) -> None:
+    """A corrupt image: three attempts, each failed with the worker's message and run
+    by the worker inside it; the job's span an error."""
+    life, queue = _life(trace)
+    runs = _runs(trace, queue)
+    for attempt in _attempts(trace):
+        assert jg.tag(attempt, "error") is True
+        assert "not a JPEG file" in str(jg.tag(attempt, "otel.status_description"))
+        run = runs[attempt["spanID"]]  # the worker's run is inside this attempt
+        assert jg.tag(run, "pinledger.attempt") == jg.tag(attempt, "pinledger.attempt")
+    assert jg.tag(life, "error") is True
+    assert jg.tag(life, "pinledger.final_state") == "FAILED"
+    assert "failed for good" in str(jg.tag(life, "otel.status_description"))
+
+
+def _check_timed_out_then_done(trace: dict[str, Any]) -> None:
+    """A claim that ran out (no worker span: that worker never acked), then a run that
+    succeeded."""
+    life, queue = _life(trace)
+    lost, done = _attempts(trace)
+    assert jg.tag(lost, "error") is True
+    assert str(jg.tag(lost, "otel.status_description")).startswith("timed out")
+    assert jg.tag(done, "error") is None
+    assert set(_runs(trace, queue)) == {done["spanID"]}
+    assert jg.tag(life, "error") is None
+    assert jg.tag(life, "pinledger.final_state") == "SUCCEEDED"
+
+
+def _exporting_again_changes_nothing(
+    jaeger: jg.Jaeger, server: ServerProcess, job: str, before: dict[str, Any]
+) -> None:
+    exported = run_pinledger(
+        "trace",
+        job,
+        "--otlp",
+        "--server",
+        f"127.0.0.1:{server.port}",
+        OTEL_EXPORTER_OTLP_ENDPOINT=jaeger.endpoint,
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert str(before["traceID"]) in exported.stdout  # the same trace
+
+    def shown(trace: dict[str, Any]) -> list[tuple[str, str, int, int]]:
+        return sorted(
+            (s["spanID"], s["operationName"], s["startTime"], s["duration"])
+            for s in jg.spans_of(trace)
+        )
+
+    time.sleep(1)  # what the export sent has arrived (Jaeger batches for 100 ms)
+    (after,) = jaeger.traces("pinledger", **{"pinledger.descriptor": job})
+    assert shown(after) == shown(before)
 
 
 def _no_empty_poll_is_a_trace(jaeger: jg.Jaeger) -> None:
@@ -164,19 +233,3 @@ def _no_empty_poll_is_a_trace(jaeger: jg.Jaeger) -> None:
     ]
     assert polls, "no dequeue reached Jaeger"
     assert all(int(jg.tag(s, "pinledger.jobs_out") or 0) > 0 for s in polls)
-
-
-def _the_exported_life_hangs_together(jaeger: jg.Jaeger, job: str) -> None:
-    def exported() -> list[dict[str, Any]]:
-        traces = jaeger.traces("pinledger", **{"pinledger.descriptor": job})
-        return [s for t in traces for s in jg.spans_of(t)]
-
-    spans = wait_for(exported, timeout=30)
-    (life,) = [s for s in spans if s["operationName"].startswith("job ")]
-    attempts = sorted(
-        (s for s in spans if s["operationName"].startswith("attempt ")),
-        key=lambda s: str(s["operationName"]),
-    )
-    assert [s["operationName"] for s in attempts] == ["attempt 1", "attempt 2", "attempt 3"]
-    assert all(jg.parent_of(s) == life["spanID"] for s in attempts)
-    assert jg.tag(attempts[-1], "error") is True

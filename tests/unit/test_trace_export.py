@@ -178,3 +178,13 @@ class _Refusing(SpanExporter):
 def test_an_endpoint_that_refuses_is_an_error() -> None:
     with pytest.raises(ExportError, match="did not take the trace"):
         export(build_history(D, rows_for(STORY)), _Refusing())
+
+
+def test_two_builds_are_the_same_spans_for_a_viewer() -> None:
+    """The live export and a later `--otlp` build the spans apart: everything a viewer
+    compares, the resource included, must be equal (it would show two copies)."""
+    first, again = _spans(), _spans()
+    assert [(s.resource.attributes, s.attributes, s.start_time, s.end_time) for s in first] == [
+        (s.resource.attributes, s.attributes, s.start_time, s.end_time) for s in again
+    ]
+    assert first[0].resource.attributes["service.instance.id"] == "ledger"
