@@ -78,9 +78,10 @@ struct PinLaterDequeueMetadata {
 struct PinLaterDequeueResponse {
   1: optional map<string, binary> jobs,
   2: optional map<string, PinLaterDequeueMetadata> jobMetadata,
-  // pinledger addition: the W3C traceparent of each job's enqueue call, for jobs that
-  // have one (tracing on when they were enqueued). Old clients skip the field
-  // (docs/decisions/0005-dequeue-traceparents.md).
+  // pinledger addition: for each job whose enqueue was traced, the W3C traceparent of
+  // the attempt this dequeue started, in the job's own trace (a worker's processing
+  // nests in it). Old clients skip the field (docs/decisions/0005-dequeue-traceparents.md,
+  // 0028-a-trace-per-job.md).
   3: optional map<string, string> jobTraceparents,
 }
 
