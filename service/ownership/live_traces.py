@@ -76,7 +76,12 @@ def ended(
         if not t.verdict.applied:
             continue
         before, after = t.before, t.after
-        finished = after is None or after.state in FINISHED
+        # The job's life ends: it reached SUCCEEDED or FAILED, or was deleted before
+        # that. Not the garbage collection of a finished job: its span went out at
+        # the end, and sending it again (with one more step) would show two versions.
+        finished = (after is None or after.state in FINISHED) and (
+            before is not None and before.state not in FINISHED
+        )
         end = classify(
             type(t.event),
             None if before is None else before.state,
@@ -178,12 +183,17 @@ class LiveTraces:
         d = item.descriptor
         try:
             history = build_history(d, self.store.job_events(d.queue, d.partition, d.local_id))
-            spans = spans_to_send(history, item, self.service_name) if history.steps else []
+            if not history.steps:  # its timeline rows are gone (retention)
+                self.metrics.count("pinledger_live_traces_total", outcome="no_history")
+                return 0
+            spans = spans_to_send(history, item, self.service_name)
         except Exception as exc:
             # The store may be down for a while: try this job again, as if unread.
             self._failures.warning(
-                "live trace of job %s not exported yet: %s: %s; trying again",
+                "live trace of job %s: reading its history failed (read %d of %d): %s: %s",
                 d,
+                item.reads + 1,
+                READS,
                 type(exc).__name__,
                 exc,
             )
@@ -196,8 +206,7 @@ class LiveTraces:
             with self._wake:
                 self._pending.append(again)
             return 0
-        if spans:
-            otel.send(spans)
+        otel.send(spans)
         self.metrics.count("pinledger_live_traces_total", outcome="exported")
         return 1
 

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from pinledger.ledger.events import Actor, JobEvent
+from pinledger.ledger.events import Actor, Claimed, Collected, Failed, JobEvent, Retried
 from pinledger.ledger.state import Job, Stamp, evolve
 from pinledger.projections.history import build_history
 from pinledger.projections.projector import Transition
@@ -54,6 +54,27 @@ def test_an_attempt_ends_with_a_failure_a_timeout_and_a_success() -> None:
     assert _ended(7) == []  # a stale ack, rejected: nothing ended
     (done,) = _ended(8)
     assert (done.claims, done.job) == (frozenset({"c3"}), True)
+
+
+def test_garbage_collection_and_an_operators_retry_end_nothing() -> None:
+    """A finished job's span went out at its end; collecting it later must not send a
+    second version. An operator's retry of a FAILED job starts no attempt either."""
+    story = [*STORY, (STORY[-1][0] + 1000, "pinledger:owner", Collected(LOCAL_ID))]
+    batch = transitions(story)[-1:]
+    assert batch[0].verdict.applied and batch[0].after is None
+    assert ended(D.queue, D.partition, batch, {LOCAL_ID: TRACED}, due=0.0) == []
+    doomed = [
+        *STORY[:5],
+        (STORY[4][0] + 100, "w", Claimed(LOCAL_ID, "c3")),
+        (STORY[4][0] + 200, "w", Failed(LOCAL_ID, 0, "corrupt")),
+        (STORY[4][0] + 300, "operator", Retried(LOCAL_ID, 1, STORY[4][0] + 300)),
+    ]
+    steps = transitions(doomed)
+    assert steps[-2].after is not None and steps[-2].after.state.name == "FAILED"
+    (failed,) = ended(D.queue, D.partition, steps[-2:-1], {LOCAL_ID: TRACED}, due=0.0)
+    assert failed.job  # it failed for good: its span goes out
+    assert steps[-1].verdict.applied and steps[-1].after is not None
+    assert ended(D.queue, D.partition, steps[-1:], {LOCAL_ID: TRACED}, due=0.0) == []
 
 
 def test_only_jobs_whose_enqueue_was_traced_and_sampled() -> None:
