@@ -35,6 +35,7 @@ from pinledger.ledger.events import (
     FormatRaised,
     QueueCreated,
     QueueDeleted,
+    QueueResized,
     Retried,
     Succeeded,
     TimedOut,
@@ -64,6 +65,7 @@ EVENT_TAGS: dict[type[Event], str] = {
     Collected: "gc",
     QueueCreated: "qnew",
     QueueDeleted: "qdel",
+    QueueResized: "qsize",
     FormatRaised: "fmt",
 }
 
@@ -150,7 +152,7 @@ def _encode_event(event: Event) -> dict[str, Any]:
             return {"t": EVENT_TAGS[Deleted], "j": event.local_id}
         case Collected():
             return {"t": EVENT_TAGS[Collected], "j": event.local_id}
-        case QueueCreated() | QueueDeleted() | FormatRaised():
+        case QueueCreated() | QueueDeleted() | QueueResized() | FormatRaised():
             return _encode_catalog_event(event)
 
 
@@ -160,6 +162,13 @@ def _encode_catalog_event(event: CatalogEvent) -> dict[str, Any]:
             return {"t": EVENT_TAGS[QueueCreated], "q": event.name, "n": event.partitions}
         case QueueDeleted():
             return {"t": EVENT_TAGS[QueueDeleted], "q": event.name}
+        case QueueResized():
+            return {
+                "t": EVENT_TAGS[QueueResized],
+                "q": event.name,
+                "n": event.partitions,
+                "why": event.reason,
+            }
         case FormatRaised():
             return {"t": EVENT_TAGS[FormatRaised], "f": event.format}
 
@@ -232,6 +241,9 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     "gc": lambda o: Collected(local_id=_field(o, "j", int)),
     "qnew": lambda o: QueueCreated(name=_field(o, "q", str), partitions=_field(o, "n", int)),
     "qdel": lambda o: QueueDeleted(name=_field(o, "q", str)),
+    "qsize": lambda o: QueueResized(
+        name=_field(o, "q", str), partitions=_field(o, "n", int), reason=_field(o, "why", str)
+    ),
     "fmt": lambda o: FormatRaised(format=_field(o, "f", int)),
 }
 

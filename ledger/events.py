@@ -132,6 +132,18 @@ class QueueDeleted:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueResized:
+    """The queue takes new jobs on partitions 0..partitions-1 from this record on
+    (ledger format 2 and later). Its topic has at least that many partitions already:
+    Kafka's partitions are added first. `reason` says who or what asked (an operator's
+    command, the queue config)."""
+
+    name: str
+    partitions: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class FormatRaised:
     """The cluster's ledger format, raised by `pinledger upgrade-format` (or recorded when
     a catalog is created): from this record on, servers write records of this format
@@ -152,7 +164,7 @@ JobEvent = (
     | Deleted
     | Collected
 )
-QueueEvent = QueueCreated | QueueDeleted
+QueueEvent = QueueCreated | QueueDeleted | QueueResized
 # What the catalog topic holds.
 CatalogEvent = QueueEvent | FormatRaised
 Event = JobEvent | CatalogEvent

@@ -5,7 +5,8 @@ as Kafka's `metadata.version` does for brokers).
 - Format 1: plain records, one envelope of codec version 1 each (ledger/codec.py), and
   the catalog's queue events. Every release reads it.
 - Format 2: also group records (several callers' envelopes in one record, decision
-  0020) and the catalog's `FormatRaised` records.
+  0020), the catalog's `FormatRaised` records, and its `QueueResized` records (a queue
+  grown live, decision 0030).
 
 Each server advertises the formats it reads in its membership of the owners' group
 (`advertisement`); the format the cluster writes is the last `FormatRaised` of the
@@ -26,12 +27,18 @@ from pinledger.ledger.events import Event, FormatRaised
 
 PLAIN = 1
 GROUPED = 2
+# Queue resizes came with group records, before any release wrote format 2.
+RESIZES = GROUPED
 # The formats this release reads, and the newest of them.
 READS: frozenset[int] = frozenset({PLAIN, GROUPED})
 LATEST = max(READS)
 
 # What a member advertises, in its group membership: "formats=1,2".
 _PREFIX = "formats="
+
+
+class FormatTooOldError(ValueError):
+    """What was asked needs a newer ledger format than the cluster writes."""
 
 
 def advertisement(reads: Iterable[int] = READS) -> str:

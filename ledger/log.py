@@ -293,6 +293,12 @@ class Log(Protocol):
         """Partitions of an existing topic, None when there is no such topic."""
         ...
 
+    def add_partitions(self, topic: str, total: int) -> bool:
+        """Give an existing topic `total` partitions, and wait until they can be written
+        to; False when it has that many already (idempotent: Kafka never removes a
+        partition). LogError when there is no such topic."""
+        ...
+
     def topics(self) -> set[str]:
         """Every topic of the cluster (for tools and tests: the server asks about its
         own topics only, through `existing`)."""

@@ -19,6 +19,7 @@ from pinledger.ledger.events import (
     FormatRaised,
     QueueCreated,
     QueueDeleted,
+    QueueResized,
 )
 from pinledger.ledger.group_commit import GroupCommit, Part
 from pinledger.ledger.log import Append, Log, catalog_topic, queue_topic
@@ -42,6 +43,7 @@ class LedgerWriter:
         # appends without following it (the dashboard's actions, an import) never
         # writes a record some live server could not read.
         self.group = GroupCommit(log, grouping=False)
+        self.cluster_format = formats.PLAIN
 
     def topic(self, queue: str) -> str:
         return queue_topic(self.prefix, queue)
@@ -50,6 +52,7 @@ class LedgerWriter:
         """Write what the cluster's ledger format allows (ledger/formats.py): group
         records from format 2 on."""
         self.group.grouping = cluster_format >= formats.GROUPED
+        self.cluster_format = cluster_format
 
     def ensure_catalog(self, at: int, actor: Actor) -> None:
         """Create the catalog topic when it is missing. A catalog created here starts at
@@ -75,6 +78,23 @@ class LedgerWriter:
             return False
         self._append_catalog(QueueCreated(name=name, partitions=partitions), at, actor)
         return True
+
+    def resize_queue(self, name: str, partitions: int, at: int, actor: Actor, reason: str) -> None:
+        """Give the queue's topic at least `partitions` partitions (Kafka's first, so
+        that no record ever names a partition the topic lacks), then record that the
+        queue takes jobs on that many. Only when the cluster's ledger format has queue
+        resizes (format 2): a server of an older release could not read the record."""
+        check_queue_name(name)
+        if partitions < 1:
+            raise ValueError(f"a queue needs at least one partition, got {partitions}")
+        if self.cluster_format < formats.RESIZES:
+            raise formats.FormatTooOldError(
+                f"resizing a queue needs ledger format {formats.RESIZES}; the cluster writes "
+                f"format {self.cluster_format}: run `pinledger upgrade-format` once every "
+                "server runs this release (README, Upgrading)"
+            )
+        self.log.add_partitions(self.topic(name), partitions)
+        self._append_catalog(QueueResized(name, partitions, reason), at, actor)
 
     def delete_queue(self, name: str, at: int, actor: Actor) -> None:
         """Record the deletion first, so projections drop the queue's rows, then delete

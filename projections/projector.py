@@ -22,6 +22,7 @@ from pinledger.ledger.events import (
     JobEvent,
     QueueCreated,
     QueueDeleted,
+    QueueResized,
 )
 from pinledger.ledger.log import Log, LogRecord, Position, Reader, catalog_topic, queue_topic
 from pinledger.ledger.state import FINISHED, Job, Stamp, Verdict, event_local_id, evolve
@@ -271,6 +272,7 @@ class CatalogProjector:
     def apply(self, records: Sequence[LogRecord]) -> bool:
         """Project catalog records; True when the set of queues changed."""
         created: list[tuple[QueueRow, list[str]]] = []
+        resized: list[tuple[QueueRow, list[str]]] = []
         deleted: list[tuple[str, str]] = []
         last = None
         for record in records:
@@ -285,15 +287,19 @@ class CatalogProjector:
                 if isinstance(event, QueueCreated):
                     row = QueueRow(event.name, event.partitions, envelope.at)
                     created.append((row, [queue_topic(self.prefix, event.name)]))
+                elif isinstance(event, QueueResized):
+                    row = QueueRow(event.name, event.partitions, envelope.at)
+                    resized.append((row, [queue_topic(self.prefix, event.name)]))
                 elif isinstance(event, QueueDeleted):
-                    # A deletion cancels an earlier creation in the same batch.
+                    # A deletion cancels an earlier creation or resize in the same batch.
                     created = [c for c in created if c[0].name != event.name]
+                    resized = [r for r in resized if r[0].name != event.name]
                     deleted.append((event.name, queue_topic(self.prefix, event.name)))
         if last is None:
             return False
-        self.store.commit_catalog(self.topic, self.next_offset, last + 1, created, deleted)
+        self.store.commit_catalog(self.topic, self.next_offset, last + 1, created, deleted, resized)
         self.next_offset = last + 1
-        return bool(created or deleted)
+        return bool(created or deleted or resized)
 
 
 @dataclass(frozen=True, slots=True)

@@ -345,10 +345,13 @@ class ProjectorStore(Protocol):
         next_offset: int,
         created: Sequence[tuple[QueueRow, Sequence[str]]],
         deleted: Sequence[tuple[str, str]],
+        resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
     ) -> None:
-        """Apply queue creations (row, partition topics to start at offset 0) and
-        deletions (queue name, its topic: its jobs, timeline and offsets go too) with
-        the catalog offset, by the same compare-and-set."""
+        """Apply queue creations (row, partition topics to start at offset 0),
+        deletions (queue name, its topic: its jobs, timeline and offsets go too) and
+        resizes (row with the new partition count, after deletions and creations: a
+        queue only grows here, its new partitions start at offset 0) with the catalog
+        offset, by the same compare-and-set."""
         ...
 
     def expired(

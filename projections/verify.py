@@ -22,8 +22,8 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 
 from pinledger.ledger import codec
-from pinledger.ledger.events import QueueCreated, QueueDeleted
 from pinledger.ledger.log import Log, LogRecord, Position, catalog_topic, queue_topic
+from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.prefetch import Prefetched
 from pinledger.projections.projector import Scope
 from pinledger.projections.replay import ReplayReport
@@ -188,8 +188,7 @@ def partition_tasks(live: ReadStore, prefix: str, scope: Scope) -> list[Partitio
 
 def verify_catalog(live: ReadStore, log: Log, prefix: str, scope: Scope, samples: int) -> TableDiff:
     """The queues the catalog's records before the live catalog offset create, against
-    the live `queues` table (as the catalog projector folds them: the first creation
-    of a name stands until its deletion)."""
+    the live `queues` table (as the catalog projector folds them: catalog.py)."""
     topic = catalog_topic(prefix)
     end = live.offsets([(topic, 0)]).get((topic, 0), 0)
     expected: dict[str, QueueRow] = {}
@@ -198,12 +197,7 @@ def verify_catalog(live: ReadStore, log: Log, prefix: str, scope: Scope, samples
         for record in records:
             envelope = codec.decode(record.value)
             for event in envelope.events:
-                if isinstance(event, QueueCreated):
-                    expected.setdefault(
-                        event.name, QueueRow(event.name, event.partitions, envelope.at)
-                    )
-                elif isinstance(event, QueueDeleted):
-                    expected.pop(event.name, None)
+                fold_queue_event(expected, event, envelope.at)
     diff = TableDiff("queues")
 
     def in_scope(row: QueueRow) -> bool:

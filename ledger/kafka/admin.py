@@ -13,8 +13,13 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from kafka import KafkaAdminClient, TopicPartition
-from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
-from kafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, OffsetSpec
+from kafka.errors import (
+    InvalidPartitionsError,
+    KafkaError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
 
 from pinledger.ledger.kafka import patches
 from pinledger.ledger.kafka.errors import log_error, translated
@@ -23,7 +28,7 @@ from pinledger.ledger.kafka.settings import KafkaSettings
 from pinledger.ledger.log import GroupMember, LogError, PartitionKey, TopicState
 
 # How long delete_topic waits for the topic to be gone.
-_DELETE_WAIT_S = 30.0
+_TOPIC_WAIT_S = 30.0
 
 
 class _NoConfiguration(logging.Filter):
@@ -80,6 +85,32 @@ class KafkaAdmin:
             raise log_error(exc, f"cannot create topic {topic}", self.bootstrap) from exc
         return True
 
+    def add_partitions(self, topic: str, total: int) -> bool:
+        current = self.partition_count(topic)
+        if current is None:
+            raise LogError(f"cannot add partitions to topic {topic}: there is no such topic")
+        if current >= total:
+            return False
+        try:
+            self._admin.create_partitions({topic: NewPartitions(total_count=total)})
+        except InvalidPartitionsError:
+            # Another server added them a moment ago (or more): nothing left to do.
+            if (self.partition_count(topic) or 0) >= total:
+                return False
+            raise
+        except KafkaError as exc:
+            raise log_error(
+                exc, f"cannot add partitions to topic {topic} (to {total})", self.bootstrap
+            ) from exc
+        # The controller answers before every broker's metadata lists the new
+        # partitions; an append to one before then would fail.
+        deadline = time.monotonic() + _TOPIC_WAIT_S
+        while (self.partition_count(topic) or 0) < total:
+            if time.monotonic() > deadline:
+                raise LogError(f"topic {topic} does not list its {total} partitions after 30 s")
+            time.sleep(0.05)
+        return True
+
     def delete_topic(self, topic: str) -> None:
         try:
             self._admin.delete_topics([topic])
@@ -89,7 +120,7 @@ class KafkaAdmin:
             raise log_error(exc, f"cannot delete topic {topic}", self.bootstrap) from exc
         # Deletion is asynchronous in Kafka; wait so that a queue created again under
         # the same name gets a fresh topic, not the one being deleted.
-        deadline = time.monotonic() + _DELETE_WAIT_S
+        deadline = time.monotonic() + _TOPIC_WAIT_S
         while self.existing([topic]):
             if time.monotonic() > deadline:
                 raise LogError(f"topic {topic} is still being deleted after 30 s")

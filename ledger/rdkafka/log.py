@@ -58,6 +58,9 @@ class RdkafkaLog:
     def partition_count(self, topic: str) -> int | None:
         return self._admin.partition_count(topic)
 
+    def add_partitions(self, topic: str, total: int) -> bool:
+        return self._admin.add_partitions(topic, total)
+
     def topics(self) -> set[str]:
         return self._admin.topics()
 

@@ -87,9 +87,11 @@ class SqlWrites(SqlDayPartitions):
         next_offset: int,
         created: Sequence[tuple[QueueRow, Sequence[str]]],
         deleted: Sequence[tuple[str, str]],
+        resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
     ) -> None:
-        """Apply queue creations (row, partition topics to start at offset 0) and
-        deletions (queue name, its topic) with the catalog offset, in one transaction."""
+        """Apply queue creations (row, partition topics to start at offset 0),
+        deletions (queue name, its topic) and resizes with the catalog offset, in one
+        transaction."""
         check_forward(topic, 0, expected_offset, next_offset)
         with self.dialect.session(f"committing catalog {topic}", transaction=True) as session:
             moved = session.execute(
@@ -106,6 +108,14 @@ class SqlWrites(SqlDayPartitions):
                     "create_queue",
                     {"name": row.name, "partitions": row.partitions, "at": row.created_at},
                 )
+                for queue_topic in topics:
+                    for partition in range(row.partitions):
+                        session.execute(
+                            "init_offset", {"topic": queue_topic, "partition": partition}
+                        )
+            for row, topics in resized:
+                # Only ever up: a queue keeps every partition it had (Kafka's too).
+                session.execute("grow_queue", {"name": row.name, "partitions": row.partitions})
                 for queue_topic in topics:
                     for partition in range(row.partitions):
                         session.execute(

@@ -19,7 +19,7 @@ from pinledger.projections.projector import ProjectionRunner
 from pinledger.projections.store import LedgerStore, StoreError, StoreRefusedError
 from pinledger.service import tls
 from pinledger.service.assembly import open_log
-from pinledger.service.cli import doctor, import_pinlater, upgrade_format
+from pinledger.service.cli import doctor, import_pinlater, queue_resize, upgrade_format
 from pinledger.service.cli import migrate as migrate_cli
 from pinledger.service.cli import replay as replay_cli
 from pinledger.service.cli import trace as trace_cli
@@ -152,6 +152,14 @@ def cmd_upgrade_format(config: Config, args: argparse.Namespace) -> int:
         log.close()
 
 
+def cmd_queue(config: Config, args: argparse.Namespace) -> int:
+    log = open_log(config)
+    try:
+        return queue_resize.run(config, args, log)
+    finally:
+        log.close()
+
+
 def cmd_hash_password(_: Config, args: argparse.Namespace) -> int:
     password = getpass.getpass("admin password: ") if args.password is None else args.password
     if args.pinlater:
@@ -263,6 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
 
+    queue_resize.add_arguments(
+        commands.add_parser("queue", help="change a queue: `queue resize Q N` grows it live")
+    )
+
     hashing = commands.add_parser(
         "hash-password",
         help="print the setting that stores the admin password (deleteQueue, the dashboard)",
@@ -289,6 +301,7 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "dashboard": cmd_dashboard,
     "doctor": cmd_doctor,
     "upgrade-format": cmd_upgrade_format,
+    "queue": cmd_queue,
     "hash-password": cmd_hash_password,
 }
 

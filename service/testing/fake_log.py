@@ -109,6 +109,18 @@ class FakeLog:
             self._topics_changed(topic)
             return True
 
+    def add_partitions(self, topic: str, total: int) -> bool:
+        with self._cond:
+            self._check("add_partitions")
+            partitions = self._topics.get(topic)
+            if partitions is None:
+                raise LogError(f"cannot add partitions to topic {topic}: there is no such topic")
+            if len(partitions) >= total:
+                return False
+            partitions.extend([] for _ in range(total - len(partitions)))
+            self._topics_changed(topic)
+            return True
+
     def delete_topic(self, topic: str) -> None:
         with self._cond:
             self._check("delete_topic")

@@ -9,6 +9,7 @@ them.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -276,6 +277,7 @@ class FakeStore:
         next_offset: int,
         created: Sequence[tuple[QueueRow, Sequence[str]]],
         deleted: Sequence[tuple[str, str]],
+        resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
     ) -> None:
         def run() -> None:
             check_forward(topic, 0, expected_offset, next_offset)
@@ -290,6 +292,15 @@ class FakeStore:
                 self._offsets = {k: v for k, v in self._offsets.items() if k[0] != queue_topic}
             for row, topics in created:
                 self._queues.setdefault(row.name, row)
+                for queue_topic in topics:
+                    for partition in range(row.partitions):
+                        self._offsets.setdefault((queue_topic, partition), 0)
+            for row, topics in resized:
+                old = self._queues.get(row.name)
+                if old is not None:  # as the UPDATE: an unknown queue stays unknown
+                    self._queues[row.name] = dataclasses.replace(
+                        old, partitions=max(old.partitions, row.partitions)
+                    )
                 for queue_topic in topics:
                     for partition in range(row.partitions):
                         self._offsets.setdefault((queue_topic, partition), 0)

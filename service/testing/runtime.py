@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from pinledger.idl import pinlater
+from pinledger.ledger import formats
 from pinledger.ledger.events import Actor
 from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter
@@ -296,6 +297,12 @@ class Runtime:
         """Create a queue straight in the log, as a server that has gone away did: no
         owner has projected it yet."""
         self.writer.create_queue(name, partitions, self.clock.now_ms(), GONE)
+
+    def resize_queue(self, name: str, partitions: int) -> None:
+        """`pinledger queue resize`: Kafka's partitions, then the catalog's record (the
+        fakes' cluster writes the newest ledger format)."""
+        self.writer.follow_format(formats.LATEST)
+        self.writer.resize_queue(name, partitions, self.clock.now_ms(), GONE, "a test")
 
     def call_waiting(self, call: Callable[[], T], timeout_s: float = WAIT_S) -> T:
         """Run `call`; once it has not returned for a moment, move the clock in small

@@ -15,7 +15,7 @@ plain records of every event type with every field (a45139f), an enqueue of an i
 job (`"i"`, 58ce852), group records whose envelopes carry their trace context (`"tp"`,
 0f5dff3); the trace context of a plain record in its `traceparent` header (a45139f);
 the catalog's record of the cluster's ledger format (`"fmt"`, ledger format 2, decision
-0025).
+0025); a queue resized live (`"qsize"`, ledger format 2, decision 0030).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from pinledger.ledger.events import (
     FormatRaised,
     QueueCreated,
     QueueDeleted,
+    QueueResized,
     Retried,
     Succeeded,
     TimedOut,
@@ -195,6 +196,20 @@ def format_records() -> Story:
     return s
 
 
+def queue_resized() -> Story:
+    s = Story(
+        "v1-catalog-queue-resized",
+        "Catalog records of ledger format 2: a queue grown live twice (decision 0030), a "
+        "resize of a queue that does not exist.",
+        topic="catalog",
+    )
+    s.plain(T0, OWNER, FormatRaised(2))
+    s.plain(T0 + 1, OPERATOR, QueueCreated("mail", 2))
+    s.plain(T0 + 2, OPERATOR, QueueResized("mail", 6, "pinledger queue resize, by ops@host"))
+    s.plain(T0 + 3, OWNER, QueueResized("mail", 8, "queue config"), QueueResized("gone", 3, ""))
+    return s
+
+
 def _job(job: Job) -> dict[str, Any]:
     values = job._asdict()
     values["state"] = job.state.name
@@ -257,8 +272,8 @@ def document(story: Story) -> dict[str, Any]:
 
 
 # The fields of catalog events, in the order a file lists them.
-CATALOG_FIELDS = ("name", "partitions", "format")
-STORIES = (lifecycle, group_records, catalog, format_records)
+CATALOG_FIELDS = ("name", "partitions", "reason", "format")
+STORIES = (lifecycle, group_records, catalog, format_records, queue_resized)
 
 
 def read_sums() -> dict[str, str]:

@@ -27,6 +27,7 @@ from pinledger.ledger.events import (
     JobEvent,
     QueueCreated,
     QueueDeleted,
+    QueueResized,
     Retried,
     Succeeded,
     TimedOut,
@@ -78,6 +79,7 @@ deleted = st.builds(Deleted, local_id=i64)
 collected = st.builds(Collected, local_id=i64)
 queue_created = st.builds(QueueCreated, name=st.text(), partitions=i64)
 queue_deleted = st.builds(QueueDeleted, name=st.text())
+queue_resized = st.builds(QueueResized, name=st.text(), partitions=i64, reason=st.text())
 format_raised = st.builds(FormatRaised, format=i64)
 
 EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
@@ -92,6 +94,7 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     Collected: collected,
     QueueCreated: queue_created,
     QueueDeleted: queue_deleted,
+    QueueResized: queue_resized,
     FormatRaised: format_raised,
 }
 

@@ -1,0 +1,92 @@
+"""A queue grown live, on the fakes (issue 24, part 1): Kafka's partitions first, then
+the catalog's record; the owners take the new partitions, new enqueues spread over
+them, jobs already enqueued keep their descriptors and are served, counts cover every
+partition; a cluster whose ledger format predates resizes refuses one."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pinledger.idl import pinlater
+from pinledger.ledger import formats
+from pinledger.ledger.descriptor import parse
+from pinledger.ledger.events import Actor, QueueCreated, QueueDeleted, QueueResized
+from pinledger.ledger.log import queue_topic
+from pinledger.projections.catalog import fold_queue_event
+from pinledger.projections.store import QueueRow
+from pinledger.service.testing.runtime import TEST_CONFIG, Runtime, job
+
+CONFIG = dataclasses.replace(TEST_CONFIG, partitions=2)
+
+
+def _partition(descriptor: str) -> int:
+    return parse(descriptor).partition
+
+
+def test_a_queue_grows_live_and_every_job_is_served() -> None:
+    with Runtime(CONFIG) as rt:
+        a, b = rt.node(), rt.node()
+        a.create_queue("mail")
+        before = [d for i in range(4) for d in a.enqueue("mail", job(b"old %d" % i))]
+        assert {_partition(d) for d in before} == {0, 1}
+
+        rt.resize_queue("mail", 6)
+        assert rt.log.partition_count(queue_topic(CONFIG.topic_prefix, "mail")) == 6
+        rt.advance_until(
+            lambda: sorted(a.serving() + b.serving()) == [("mail", p) for p in range(6)],
+            "the two owners to serve the six partitions",
+        )
+        rt.advance_until(
+            lambda: {q.name: q.partitions for q in rt.store.queues()}.get("mail") == 6,
+            "the catalog projection to list six partitions",
+        )
+        rt.clock.advance(2)  # the queue directories re-read the catalog every second
+        after = [d for i in range(12) for d in b.enqueue("mail", job(b"new %d" % i))]
+        assert {_partition(d) for d in after} == set(range(6))
+        rt.settle()
+
+        # Jobs enqueued before keep their descriptors, and are served with the new ones.
+        assert a.lookup(before[0]).jobState == pinlater.PinLaterJobState.PENDING
+        assert a.count("mail") == len(before) + len(after)
+        got: dict[str, bytes] = {}
+
+        def served() -> bool:
+            got.update(a.dequeue("mail", 50))  # topped up from b's partitions too
+            return len(got) == len(before) + len(after)
+
+        rt.advance_until(served, "every job, old and new, to be dequeued")
+        assert set(got) == set(before) | set(after)
+
+
+def test_resizing_to_as_many_adds_nothing_and_the_catalog_only_grows() -> None:
+    queues = {"mail": QueueRow("mail", 4, 1)}
+    fold_queue_event(queues, QueueResized("mail", 6, "ops"), 2)
+    assert queues["mail"] == QueueRow("mail", 6, 1)
+    fold_queue_event(queues, QueueResized("mail", 3, "an older record"), 3)
+    assert queues["mail"].partitions == 6
+    fold_queue_event(queues, QueueResized("other", 9, "no such queue"), 4)
+    assert "other" not in queues
+    fold_queue_event(queues, QueueDeleted("mail"), 5)
+    fold_queue_event(queues, QueueCreated("mail", 2), 6)
+    assert queues["mail"] == QueueRow("mail", 2, 6)
+
+
+def test_a_cluster_at_format_1_refuses_a_resize_and_adds_no_partition() -> None:
+    with Runtime(CONFIG) as rt:
+        rt.create_queue("mail", 2)
+        rt.writer.follow_format(formats.PLAIN)
+        with pytest.raises(formats.FormatTooOldError, match="pinledger upgrade-format"):
+            rt.writer.resize_queue("mail", 4, rt.clock.now_ms(), Actor("test"), "a test")
+        assert rt.log.partition_count(queue_topic(CONFIG.topic_prefix, "mail")) == 2
+
+
+def test_fake_log_adds_partitions_idempotently() -> None:
+    with Runtime(CONFIG) as rt:
+        topic = queue_topic(CONFIG.topic_prefix, "mail")
+        rt.create_queue("mail", 2)
+        assert rt.log.add_partitions(topic, 4) is True
+        assert rt.log.add_partitions(topic, 4) is False
+        assert rt.log.add_partitions(topic, 3) is False
+        assert rt.log.partition_count(topic) == 4
