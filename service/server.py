@@ -32,6 +32,7 @@ from pinledger.service.observability import telemetry
 from pinledger.service.observability.health import HealthMonitor, Loop
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.owner import Owner
+from pinledger.service.ownership.queue_growth import QueueGrowth
 from pinledger.service.queue_config import QueueConfig
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,14 @@ class Server:
             on_catalog_change=self.queues.refresh,
             on_members_change=self._members_changed,
             on_unreadable_format=self._format_unreadable,
+        )
+        self.owner.queue_growth = QueueGrowth(
+            self.writer,
+            lambda: self.owner.partitions.catalog is not None,
+            lambda: self.queue_config.current,
+            self.queues.rows,
+            SYSTEM_CLOCK,
+            Actor(source="pinledger:queue-config", server=config.server_id),
         )
         # Before listening: a server that cannot read the cluster's ledger format stops
         # here, saying why (UnreadableFormatError).

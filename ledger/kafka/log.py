@@ -27,6 +27,7 @@ from pinledger.ledger.kafka.group import KafkaGroupReader, KafkaSubscriber
 from pinledger.ledger.kafka.membership import KafkaGroupMembership
 from pinledger.ledger.kafka.reader import KafkaReader
 from pinledger.ledger.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
+from pinledger.ledger.known_partitions import KnownPartitions
 from pinledger.ledger.log import (
     Append,
     GroupMember,
@@ -78,6 +79,18 @@ class KafkaLog:
         except LogError:
             self._admin.close()
             raise
+        self._known = KnownPartitions(self._partition_count, self._refresh_metadata)
+
+    def _partition_count(self, topic: str) -> int:
+        """The partitions the producer's metadata lists for the topic (it fetches the
+        topic's metadata when it has none)."""
+        try:
+            return len(self._producer.partitions_for(topic) or ())
+        except KafkaError:
+            return 0  # the send will say why
+
+    def _refresh_metadata(self, topic: str) -> None:
+        patches.request_metadata_update(self._producer)
 
     def _new_producer(self) -> KafkaProducer:
         settings = self._settings
@@ -194,6 +207,7 @@ class KafkaLog:
             )
         deadline = time.monotonic() + self._settings.append_timeout_ms / 1000
         try:
+            self._known.ensure(appends)
             futures = [
                 producer.send(a.topic, value=a.value, partition=a.partition, headers=a.headers)
                 for a in appends

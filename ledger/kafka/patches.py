@@ -225,3 +225,11 @@ def forget_deleted(producer: KafkaProducer, existing: set[str]) -> None:
             batch.abort(error)
             accumulator.deallocate(batch)
     log.debug("producer forgets deleted topics %s", sorted(gone | {tp.topic for tp in stale}))
+
+
+def request_metadata_update(producer: KafkaProducer) -> None:
+    """Make the producer fetch the cluster's metadata now, not at metadata.max.age.ms:
+    a topic grew partitions (decision 0030), and kafka-python refuses a send to one it
+    has not seen. Its public partitions_for() answers from the metadata it has."""
+    producer._metadata.request_update()
+    producer._sender.wakeup()

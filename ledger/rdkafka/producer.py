@@ -19,6 +19,7 @@ from typing import cast
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from pinledger.ledger.kafka.settings import KafkaSettings
+from pinledger.ledger.known_partitions import KnownPartitions
 from pinledger.ledger.log import Append, LogError
 from pinledger.ledger.rdkafka import config
 from pinledger.ledger.rdkafka.errors import UNREACHABLE, error_of, log_error, timed_out
@@ -28,6 +29,8 @@ log = logging.getLogger(__name__)
 # The poll thread wakes at least this often to see whether the log was closed; a
 # delivery report wakes it at once.
 _POLL_S = 0.1
+# A metadata request for one topic, when an append names a partition not seen yet.
+_LIST_TIMEOUT_S = 5.0
 _CLOSE_TIMEOUT_S = 5.0
 # While no broker answers, a probe asks for metadata with this backoff (the kafka-python
 # adapter rebuilds its producer with the same).
@@ -89,6 +92,7 @@ class Appender:
         self._unanswered = threading.Event()
         self._closed = threading.Event()
         self._producer = self._new_producer()
+        self._known = KnownPartitions(self._partition_count, self._partition_count)
         self._poller = threading.Thread(
             target=self._poll, name=f"{settings.client_id}-rdkafka-poll", daemon=True
         )
@@ -99,6 +103,15 @@ class Appender:
             return Producer({**config.producer(self._settings), "error_cb": self._on_error})
         except KafkaException as exc:  # a setting librdkafka refuses
             raise log_error(error_of(exc), "cannot make a Kafka producer", self._bootstrap) from exc
+
+    def _partition_count(self, topic: str) -> int:
+        """The partitions the producer knows the topic to have, after asking a broker
+        (librdkafka's metadata request for one topic updates its own cache)."""
+        try:
+            found = self._producer.list_topics(topic, timeout=_LIST_TIMEOUT_S).topics.get(topic)
+        except KafkaException:
+            return 0  # the produce will say why
+        return 0 if found is None or found.error is not None else len(found.partitions)
 
     def _on_error(self, error: KafkaError) -> None:
         """librdkafka's errors that belong to no record: most are passing (a broker
@@ -143,6 +156,7 @@ class Appender:
         if self._unanswered.is_set():
             raise log_error(_UNANSWERED, f"{what} (reconnecting)", self._bootstrap)
         producer = self._current()
+        self._known.ensure(appends)
         delivery = _Delivery(len(appends))
         started = time.monotonic()
         try:

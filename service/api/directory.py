@@ -90,3 +90,7 @@ class QueueDirectory:
     def names(self) -> set[str]:
         self.refresh()
         return set(self._queues)
+
+    def rows(self) -> list[QueueRow]:
+        """Every queue as last read (the directory re-reads every second)."""
+        return list(self._queues.values())

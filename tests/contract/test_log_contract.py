@@ -281,6 +281,34 @@ def test_a_lone_member_owns_every_partition_and_reads_from_where_it_seeks(
             assert [r.value for r in mine] == [f"{partition}:{i}".encode() for i in range(start, 5)]
 
 
+def test_partitions_added_to_a_topic_are_writable_and_assigned_to_the_group(
+    log: Log, prefix: str
+) -> None:
+    """A queue grown live (decision 0030): the new partitions take appends at once, the
+    old ones keep their records, and the group's member is assigned the new ones
+    without being told anything."""
+    topic = queue_topic(prefix, "grows")
+    log.create_topic(topic, 2)
+    log.append([Append(topic, 1, b"before")])
+    with Member(log, f"{prefix}owners", [topic], "alone") as member:
+        _eventually("both partitions assigned", lambda: member.held() == _partitions(topic, 2))
+        assert log.add_partitions(topic, 5)
+        assert log.partition_count(topic) == 5
+        assert not log.add_partitions(topic, 5), "adding to as many is a no-op"
+        assert not log.add_partitions(topic, 3), "a topic never loses a partition"
+        assert log.append([Append(topic, 4, b"after")]) == [0]
+        _eventually("the new partitions assigned", lambda: member.held() == _partitions(topic, 5))
+    assert log.end_offsets(_partitions(topic, 5)) == {
+        (topic, 0): 0,
+        (topic, 1): 1,
+        (topic, 2): 0,
+        (topic, 3): 0,
+        (topic, 4): 1,
+    }
+    with pytest.raises(LogError, match="no such topic"):
+        log.add_partitions(queue_topic(prefix, "missing"), 2)
+
+
 def test_two_members_share_the_partitions_and_one_takes_all_when_the_other_leaves(
     log: Log, prefix: str
 ) -> None:

@@ -6,16 +6,19 @@ partition; a cluster whose ledger format predates resizes refuses one."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
 from pinledger.idl import pinlater
-from pinledger.ledger import formats
+from pinledger.ledger import codec, formats
 from pinledger.ledger.descriptor import parse
 from pinledger.ledger.events import Actor, QueueCreated, QueueDeleted, QueueResized
-from pinledger.ledger.log import queue_topic
+from pinledger.ledger.log import catalog_topic, queue_topic
 from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.store import QueueRow
+from pinledger.service.ownership.queue_growth import QueueGrowth
+from pinledger.service.queue_config import QueueConfig, parse_queue_config
 from pinledger.service.testing.runtime import TEST_CONFIG, Runtime, job
 
 CONFIG = dataclasses.replace(TEST_CONFIG, partitions=2)
@@ -90,3 +93,60 @@ def test_fake_log_adds_partitions_idempotently() -> None:
         assert rt.log.add_partitions(topic, 4) is False
         assert rt.log.add_partitions(topic, 3) is False
         assert rt.log.partition_count(topic) == 4
+
+
+def _config(partitions: int) -> QueueConfig:
+    return parse_queue_config(
+        json.dumps({"queues": [{"name": "mail", "queueConfig": {"partitions": partitions}}]})
+    )
+
+
+def test_raising_partitions_in_the_queue_config_grows_the_queue_once() -> None:
+    with Runtime(CONFIG) as rt:
+        a, b = rt.node(), rt.node()
+        a.create_queue("mail")
+        config = _config(2)
+        for node in (a, b):
+            node.owner.queue_growth = QueueGrowth(
+                node.writer,
+                lambda node=node: node.owner.partitions.catalog is not None,  # type: ignore[misc]
+                lambda: config,
+                node.queues.rows,
+                rt.clock,
+                Actor("pinledger:queue-config", server=node.config.server_id),
+            )
+        assert [n.owner.queue_growth.check() for n in (a, b)] == [[], []]  # type: ignore[union-attr]
+
+        config = _config(5)  # the file was edited: the servers re-read it
+        rt.advance_until(
+            lambda: {q.name: q.partitions for q in rt.store.queues()}.get("mail") == 5,
+            "the catalog owner to grow the queue to five partitions",
+        )
+        rt.wait_serving("mail", 5, [a, b])
+        catalog = [
+            e
+            for r in rt.log.records(catalog_topic(CONFIG.topic_prefix), 0)
+            for e in codec.decode(r.value).events
+        ]
+        resizes = [e for e in catalog if isinstance(e, QueueResized)]
+        assert resizes == [QueueResized("mail", 5, "queue config: partitions 5")]
+
+        config = _config(3)  # lowering it shrinks nothing
+        rt.clock.advance(5)
+        assert {q.name: q.partitions for q in rt.store.queues()}["mail"] == 5
+
+
+def test_the_queue_config_cannot_grow_a_queue_on_a_format_1_cluster() -> None:
+    with Runtime(CONFIG) as rt:
+        rt.create_queue("mail", 2)
+        rt.writer.follow_format(formats.PLAIN)
+        growth = QueueGrowth(
+            rt.writer,
+            lambda: True,
+            lambda: _config(4),
+            lambda: [QueueRow("mail", 2, 0)],
+            rt.clock,
+            Actor("t"),
+        )
+        assert growth.check() == []
+        assert rt.log.partition_count(queue_topic(CONFIG.topic_prefix, "mail")) == 2
