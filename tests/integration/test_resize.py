@@ -29,7 +29,7 @@ pytestmark = pytest.mark.integration
 class Load:
     """One thread enqueuing a job at a time, one dequeuing and acking, until stopped."""
 
-    def __init__(self, address: str, queue: str) -> None:
+    def __init__(self, address: list[str], queue: str) -> None:
         self.address, self.queue = address, queue
         self.enqueued: list[str] = []
         self.acked: set[str] = set()
@@ -89,7 +89,7 @@ def test_a_queue_grows_from_two_to_six_partitions_under_load(
     servers = [ServerProcess(prefix=prefix, schema=schema, settings=settings) for _ in range(2)]
     queue = f"grow_{uuid.uuid4().hex[:6]}"
     with running(servers, tmp_path):
-        address = f"127.0.0.1:{servers[0].port},127.0.0.1:{servers[1].port}"
+        address = [f"127.0.0.1:{servers[0].port}", f"127.0.0.1:{servers[1].port}"]
         with PinLaterClient(address) as client:
             client.create_queue(queue)
         load = Load(address, queue)
