@@ -174,8 +174,19 @@ class ScanKey:
 @dataclass(frozen=True, slots=True)
 class QueueRow:
     name: str
+    # Every partition the queue has (its topic's): owned, dequeued, counted.
     partitions: int
     created_at: int
+    # How many of them take new jobs (0 .. open_partitions - 1) since the queue was
+    # resized to fewer; None: all (decision 0030).
+    open_partitions: int | None = None
+
+    @property
+    def open(self) -> int:
+        """The partitions that take new jobs."""
+        if self.open_partitions is None:
+            return self.partitions
+        return min(self.open_partitions, self.partitions)
 
 
 class JobCount(NamedTuple):

@@ -32,7 +32,7 @@ from pinledger.service.observability import telemetry
 from pinledger.service.observability.health import HealthMonitor, Loop
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.owner import Owner
-from pinledger.service.ownership.queue_growth import QueueGrowth
+from pinledger.service.ownership.queue_sizes import QueueSizes
 from pinledger.service.queue_config import QueueConfig
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class Server:
             on_members_change=self._members_changed,
             on_unreadable_format=self._format_unreadable,
         )
-        self.owner.queue_growth = QueueGrowth(
+        self.owner.queue_sizes = QueueSizes(
             self.writer,
             lambda: self.owner.partitions.catalog is not None,
             lambda: self.queue_config.current,

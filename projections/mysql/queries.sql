@@ -153,9 +153,12 @@ WHERE queue = %(queue)s AND old_descriptor IN %(old)s;
 -- name: create_queue
 INSERT IGNORE INTO queues (name, partitions, created_at) VALUES (%(name)s, %(partitions)s, %(at)s);
 
--- name: grow_queue
--- A queue resized in the catalog: it only grows here (decision 0030).
-UPDATE queues SET partitions = GREATEST(partitions, %(partitions)s) WHERE name = %(name)s;
+-- name: resize_queue
+-- A queue resized in the catalog (decision 0030): its partitions only ever grow (Kafka
+-- never removes one); the first `partitions` of them take new jobs.
+UPDATE queues SET partitions = GREATEST(partitions, %(partitions)s),
+                  open_partitions = %(partitions)s
+WHERE name = %(name)s;
 
 -- name: job_timeline
 SELECT `offset`, idx, type, at, source, request_id, server, claim, applied, verdict,

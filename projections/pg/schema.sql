@@ -10,7 +10,9 @@
 CREATE TABLE queues (
     name        text    PRIMARY KEY,
     partitions  integer NOT NULL CHECK (partitions > 0),
-    created_at  bigint  NOT NULL
+    created_at  bigint  NOT NULL,
+    -- Partitions 0 .. open_partitions - 1 take new jobs; NULL: all (decision 0030).
+    open_partitions integer CHECK (open_partitions > 0)
 );
 
 -- Current state of every job that has not been deleted or garbage collected.

@@ -10,7 +10,7 @@ SELECT version FROM schema_migrations ORDER BY version;
 INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s);
 
 -- name: list_queues
-SELECT name, partitions, created_at FROM queues ORDER BY name;
+SELECT name, partitions, created_at, open_partitions FROM queues ORDER BY name;
 
 -- name: job_counts
 -- Jobs by queue, state and priority: what replay prints as a summary.

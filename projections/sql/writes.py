@@ -114,8 +114,8 @@ class SqlWrites(SqlDayPartitions):
                             "init_offset", {"topic": queue_topic, "partition": partition}
                         )
             for row, topics in resized:
-                # Only ever up: a queue keeps every partition it had (Kafka's too).
-                session.execute("grow_queue", {"name": row.name, "partitions": row.partitions})
+                # A queue keeps every partition it had (Kafka's too); fewer take jobs.
+                session.execute("resize_queue", {"name": row.name, "partitions": row.partitions})
                 for queue_topic in topics:
                     for partition in range(row.partitions):
                         session.execute(

@@ -48,12 +48,13 @@ class PartitionChooser:
 
     def next(self, api: Api, queue: QueueRow) -> int:
         drained = api.queue_config().settings(queue.name).drained_partitions
-        open_ = [p for p in range(queue.partitions) if p not in drained]
+        # Partitions past the queue's open ones drain after a resize to fewer.
+        open_ = [p for p in range(queue.open) if p not in drained]
         if not open_:
             raise Refused(
                 RefusalCode.ENQUEUE_REJECTED,
-                f"every partition of queue {queue.name!r} is draining (drainPartitions in "
-                "the queue config): it takes no new jobs",
+                f"every partition of queue {queue.name!r} that takes jobs is draining "
+                "(drainPartitions in the queue config): it takes no new jobs",
             )
         with self._lock:
             state = self._queues.setdefault(queue.name, [random.randrange(_START_SPREAD), 0])

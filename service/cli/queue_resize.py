@@ -1,12 +1,14 @@
-"""`pinledger queue resize Q N`: give a queue N partitions, live (issue 24, part 1;
-decision 0030). Kafka's partitions are added first, then a `QueueResized` record in the
-catalog says the queue takes jobs on all of them: the servers' catalog projection picks
-it up within a second, their owners' group is assigned the new partitions, and new
-enqueues spread over them. Descriptors already given out keep their meaning: a
-partition is never renumbered or removed.
+"""`pinledger queue resize Q N`: the queue takes new jobs on N partitions from now on,
+live (issue 24; decision 0030). Growing it, Kafka's partitions are added first; then a
+`QueueResized` record in the catalog says the queue takes jobs on partitions 0..N-1:
+the servers' catalog projection picks it up within a second, their owners' group is
+assigned any new partitions, and new enqueues spread over them. Shrinking it, the
+partitions past N take no new jobs and are dequeued until empty (Kafka never removes a
+partition; growing the queue again uses them again). Descriptors already given out
+keep their meaning: a partition is never renumbered or removed.
 
-Exit status: 0 resized, or already that size; 2 refused (no such queue, fewer
-partitions than it has, a cluster whose ledger format has no resizes yet).
+Exit status: 0 resized, or already that size; 2 refused (no such queue, fewer than one
+partition, a cluster whose ledger format has no resizes yet).
 """
 
 from __future__ import annotations
@@ -33,11 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="queue_command", required=True)
     resize = actions.add_parser(
         "resize",
-        help="give a queue more partitions, live: new enqueues spread over them within "
-        "seconds (a queue cannot shrink yet)",
+        help="how many partitions take a queue's new jobs, live: more are added, fewer "
+        "drain the rest",
     )
     resize.add_argument("queue", help="the queue's name")
-    resize.add_argument("partitions", type=int, help="how many partitions it should have")
+    resize.add_argument("partitions", type=int, help="how many partitions take its new jobs")
 
 
 def catalog_queues(log: Log, prefix: str) -> dict[str, QueueRow]:
@@ -61,14 +63,11 @@ def run(config: Config, args: argparse.Namespace, log: Log) -> int:
     if queue is None:
         print(f"no queue {name!r} in the catalog (prefix {prefix!r})")
         return EXIT_REFUSED
-    if wanted < queue.partitions:
-        print(
-            f"not resized: queue {name!r} has {queue.partitions} partitions, and a queue "
-            f"cannot shrink yet; drain partitions with drainPartitions in the queue config"
-        )
+    if wanted < 1:
+        print(f"not resized: a queue needs at least one partition, not {wanted}")
         return EXIT_REFUSED
-    if wanted == queue.partitions:
-        print(f"queue {name!r} has {wanted} partitions already: nothing to do")
+    if wanted == queue.open:
+        print(f"queue {name!r} takes jobs on {wanted} partitions already: nothing to do")
         return 0
     writer = LedgerWriter(log, prefix)
     writer.follow_format(read_cluster_format(log, prefix)[0])
@@ -77,8 +76,15 @@ def run(config: Config, args: argparse.Namespace, log: Log) -> int:
     writer.resize_queue(
         name, wanted, int(time.time() * 1000), actor, f"pinledger queue resize, by {who}"
     )
-    print(
-        f"resized queue {name!r} from {queue.partitions} to {wanted} partitions; the "
-        "servers take the new ones within seconds"
-    )
+    if wanted > queue.open:
+        print(
+            f"resized queue {name!r} from {queue.open} to {wanted} partitions; the servers "
+            "take the new ones within seconds"
+        )
+    else:
+        print(
+            f"resized queue {name!r} from {queue.open} to {wanted} partitions; partitions "
+            f"{wanted}..{queue.open - 1} take no new jobs and drain (their jobs are dequeued "
+            "as before)"
+        )
     return 0

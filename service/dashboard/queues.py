@@ -105,7 +105,9 @@ def _partitions(backend: Backend, queue: QueueRow) -> str:
     rows = []
     for p in range(queue.partitions):
         state = []
-        if p in settings.drained_partitions:
+        if p >= queue.open:
+            state.append("draining (the queue was resized to fewer partitions)")
+        elif p in settings.drained_partitions:
             state.append("draining (no new enqueues)")
         if paused:
             state.append("paused")

@@ -78,7 +78,7 @@ from pinledger.service.ownership.maintenance.timeline_retention import (
 )
 from pinledger.service.ownership.membership import Membership, MembersThread, member_id_of
 from pinledger.service.ownership.partitions import Owned, Partitions
-from pinledger.service.ownership.queue_growth import QueueGrowth
+from pinledger.service.ownership.queue_sizes import QueueSizes
 from pinledger.service.ownership.subscription import Subscription
 from pinledger.service.ownership.watchdog import Watchdog, stalled, unowned_topics
 
@@ -155,7 +155,7 @@ class Owner:
         )
         self._reader: GroupReader | None = None
         # Grows queues the queue config asks more partitions of (the server sets it).
-        self.queue_growth: QueueGrowth | None = None
+        self.queue_sizes: QueueSizes | None = None
         self.format = ClusterFormat(
             kafka, config.topic_prefix, writer, metrics, on_unreadable_format
         )
@@ -227,8 +227,8 @@ class Owner:
             self.format.refresh()
         except LogError as exc:
             log.warning("cannot read the cluster's ledger format from the catalog: %s", exc)
-        if self.queue_growth is not None:
-            self.queue_growth.check()
+        if self.queue_sizes is not None:
+            self.queue_sizes.check()
         members = self.membership.refresh()
         if members is None:
             return

@@ -299,7 +299,9 @@ class FakeStore:
                 old = self._queues.get(row.name)
                 if old is not None:  # as the UPDATE: an unknown queue stays unknown
                     self._queues[row.name] = dataclasses.replace(
-                        old, partitions=max(old.partitions, row.partitions)
+                        old,
+                        partitions=max(old.partitions, row.partitions),
+                        open_partitions=row.partitions,
                     )
                 for queue_topic in topics:
                     for partition in range(row.partitions):

@@ -6,6 +6,7 @@ partition; a cluster whose ledger format predates resizes refuses one."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 
 import pytest
@@ -17,9 +18,9 @@ from pinledger.ledger.events import Actor, QueueCreated, QueueDeleted, QueueResi
 from pinledger.ledger.log import catalog_topic, queue_topic
 from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.store import QueueRow
-from pinledger.service.ownership.queue_growth import QueueGrowth
+from pinledger.service.ownership.queue_sizes import QueueSizes
 from pinledger.service.queue_config import QueueConfig, parse_queue_config
-from pinledger.service.testing.runtime import TEST_CONFIG, Runtime, job
+from pinledger.service.testing.runtime import TEST_CONFIG, Node, Runtime, job
 
 CONFIG = dataclasses.replace(TEST_CONFIG, partitions=2)
 
@@ -63,17 +64,56 @@ def test_a_queue_grows_live_and_every_job_is_served() -> None:
         assert set(got) == set(before) | set(after)
 
 
-def test_resizing_to_as_many_adds_nothing_and_the_catalog_only_grows() -> None:
+def test_a_queue_keeps_every_partition_and_takes_jobs_on_the_first_n() -> None:
     queues = {"mail": QueueRow("mail", 4, 1)}
+    assert queues["mail"].open == 4  # never resized: all of them
     fold_queue_event(queues, QueueResized("mail", 6, "ops"), 2)
-    assert queues["mail"] == QueueRow("mail", 6, 1)
-    fold_queue_event(queues, QueueResized("mail", 3, "an older record"), 3)
-    assert queues["mail"].partitions == 6
+    assert queues["mail"] == QueueRow("mail", 6, 1, open_partitions=6)
+    fold_queue_event(queues, QueueResized("mail", 3, "shrunk"), 3)
+    assert (queues["mail"].partitions, queues["mail"].open) == (6, 3)
+    fold_queue_event(queues, QueueResized("mail", 5, "grown again"), 4)
+    assert (queues["mail"].partitions, queues["mail"].open) == (6, 5)
     fold_queue_event(queues, QueueResized("other", 9, "no such queue"), 4)
     assert "other" not in queues
     fold_queue_event(queues, QueueDeleted("mail"), 5)
     fold_queue_event(queues, QueueCreated("mail", 2), 6)
     assert queues["mail"] == QueueRow("mail", 2, 6)
+
+
+def test_a_queue_shrunk_drains_the_rest_and_grown_again_uses_them_again() -> None:
+    with Runtime(dataclasses.replace(CONFIG, partitions=4)) as rt:
+        a = rt.node()
+        a.create_queue("mail")
+        before = [d for i in range(8) for d in a.enqueue("mail", job(b"old %d" % i))]
+        assert {_partition(d) for d in before} == set(range(4))
+
+        rt.resize_queue("mail", 2)
+        rt.advance_until(
+            lambda: {q.name: q.open for q in rt.store.queues()}.get("mail") == 2,
+            "the catalog projection to take jobs on two partitions",
+        )
+        rt.clock.advance(2)  # the queue directory re-reads the catalog every second
+        during = [d for i in range(8) for d in a.enqueue("mail", job(b"new %d" % i))]
+        assert {_partition(d) for d in during} == {0, 1}
+        assert rt.log.partition_count(queue_topic(CONFIG.topic_prefix, "mail")) == 4
+        rt.settle()
+        # The draining partitions' jobs are dequeued as before.
+        got: dict[str, bytes] = {}
+
+        def served() -> bool:
+            got.update(a.dequeue("mail", 50))
+            return len(got) == len(before) + len(during)
+
+        rt.advance_until(served, "every job to be dequeued")
+
+        rt.resize_queue("mail", 4)  # Kafka has them already: nothing added
+        rt.advance_until(
+            lambda: {q.name: q.open for q in rt.store.queues()}.get("mail") == 4,
+            "the catalog projection to take jobs on four partitions again",
+        )
+        rt.clock.advance(2)
+        after = [d for i in range(8) for d in a.enqueue("mail", job(b"again %d" % i))]
+        assert {_partition(d) for d in after} == set(range(4))
 
 
 def test_a_cluster_at_format_1_refuses_a_resize_and_adds_no_partition() -> None:
@@ -95,6 +135,10 @@ def test_fake_log_adds_partitions_idempotently() -> None:
         assert rt.log.partition_count(topic) == 4
 
 
+def _owns_catalog(node: Node) -> bool:
+    return node.owner.partitions.catalog is not None
+
+
 def _config(partitions: int) -> QueueConfig:
     return parse_queue_config(
         json.dumps({"queues": [{"name": "mail", "queueConfig": {"partitions": partitions}}]})
@@ -107,15 +151,15 @@ def test_raising_partitions_in_the_queue_config_grows_the_queue_once() -> None:
         a.create_queue("mail")
         config = _config(2)
         for node in (a, b):
-            node.owner.queue_growth = QueueGrowth(
+            node.owner.queue_sizes = QueueSizes(
                 node.writer,
-                lambda node=node: node.owner.partitions.catalog is not None,  # type: ignore[misc]
+                functools.partial(_owns_catalog, node),
                 lambda: config,
                 node.queues.rows,
                 rt.clock,
                 Actor("pinledger:queue-config", server=node.config.server_id),
             )
-        assert [n.owner.queue_growth.check() for n in (a, b)] == [[], []]  # type: ignore[union-attr]
+        assert [n.owner.queue_sizes.check() for n in (a, b)] == [[], []]  # type: ignore[union-attr]
 
         config = _config(5)  # the file was edited: the servers re-read it
         rt.advance_until(
@@ -131,8 +175,11 @@ def test_raising_partitions_in_the_queue_config_grows_the_queue_once() -> None:
         resizes = [e for e in catalog if isinstance(e, QueueResized)]
         assert resizes == [QueueResized("mail", 5, "queue config: partitions 5")]
 
-        config = _config(3)  # lowering it shrinks nothing
-        rt.clock.advance(5)
+        config = _config(3)  # lowered: partitions 3 and 4 drain
+        rt.advance_until(
+            lambda: {q.name: q.open for q in rt.store.queues()}.get("mail") == 3,
+            "the catalog owner to shrink the queue to three partitions",
+        )
         assert {q.name: q.partitions for q in rt.store.queues()}["mail"] == 5
 
 
@@ -140,7 +187,7 @@ def test_the_queue_config_cannot_grow_a_queue_on_a_format_1_cluster() -> None:
     with Runtime(CONFIG) as rt:
         rt.create_queue("mail", 2)
         rt.writer.follow_format(formats.PLAIN)
-        growth = QueueGrowth(
+        growth = QueueSizes(
             rt.writer,
             lambda: True,
             lambda: _config(4),

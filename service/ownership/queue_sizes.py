@@ -1,12 +1,11 @@
-"""A queue grown when the queue config asks for more partitions than it has (issue 24,
-part 1; decision 0030). `partitions` in the queue config used to be read only when a
-queue was created; raised later, it now grows the queue live, as `pinledger queue
-resize` does.
+"""A queue resized when `partitions` in the queue config changes (issue 24; decision
+0030). It used to be read only when a queue was created; changed later, it now resizes
+the queue live, as `pinledger queue resize` does: raised, the queue gets more
+partitions; lowered, the partitions past it take no new jobs and drain.
 
 One server acts: the one that owns the catalog's partition (every server reads the
 config, and one record per change is enough). It checks on each members tick (2 s),
-so a new catalog owner after a failover picks up what its predecessor had not done.
-A queue is never shrunk from here (lowering `partitions` changes nothing yet), and a
+so a new catalog owner after a failover picks up what its predecessor had not done. A
 change it asked for is not asked again while the catalog projection catches up.
 """
 
@@ -31,17 +30,18 @@ log = logging.getLogger(__name__)
 ASKED_GRACE_S = 30.0
 
 
-def wanted_growth(config: QueueConfig, queues: Iterable[QueueRow]) -> dict[str, int]:
-    """Queue -> the partitions the config asks for, for each queue that has fewer."""
+def wanted_sizes(config: QueueConfig, queues: Iterable[QueueRow]) -> dict[str, int]:
+    """Queue -> the partitions the config asks to take jobs, for each queue where that
+    is not what the catalog says."""
     found = {}
     for row in queues:
         wanted = config.settings(row.name).partitions
-        if wanted is not None and wanted > row.partitions:
+        if wanted is not None and wanted != row.open:
             found[row.name] = wanted
     return found
 
 
-class QueueGrowth:
+class QueueSizes:
     def __init__(
         self,
         writer: LedgerWriter,
@@ -62,14 +62,14 @@ class QueueGrowth:
         self._failures = RateLimitedLog(log, burst=3, window_s=600.0, clock=clock)
 
     def check(self) -> list[str]:
-        """Grow what the config asks to; the queues resized now."""
+        """Resize what the config asks to; the queues resized now."""
         if not self.owns_catalog():
             return []
         now = self.clock.monotonic()
         resized = []
-        for name, wanted in sorted(wanted_growth(self.config(), self.queues()).items()):
+        for name, wanted in sorted(wanted_sizes(self.config(), self.queues()).items()):
             asked = self._asked.get(name)
-            if asked is not None and asked[0] >= wanted and asked[1] > now:
+            if asked is not None and asked[0] == wanted and asked[1] > now:
                 continue
             try:
                 self.writer.resize_queue(
@@ -88,6 +88,10 @@ class QueueGrowth:
                 )
                 continue
             self._asked[name] = (wanted, now + ASKED_GRACE_S)
-            log.info("queue %r grown to %d partitions, as the queue config asks", name, wanted)
+            log.info(
+                "queue %r resized: partitions 0..%d take jobs, as the queue config asks",
+                name,
+                wanted - 1,
+            )
             resized.append(name)
         return resized
