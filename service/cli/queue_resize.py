@@ -18,13 +18,10 @@ import getpass
 import socket
 import time
 
-from pinledger.ledger import codec
 from pinledger.ledger.events import Actor
 from pinledger.ledger.log import Log, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.catalog import fold_queue_event
-from pinledger.projections.store import QueueRow
-from pinledger.projections.verify import read_partition
+from pinledger.projections.catalog_log import catalog_envelopes, catalog_queues
 from pinledger.service.config import Config
 from pinledger.service.ownership.ledger_format import read_cluster_format
 
@@ -42,24 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     resize.add_argument("partitions", type=int, help="how many partitions take its new jobs")
 
 
-def catalog_queues(log: Log, prefix: str) -> dict[str, QueueRow]:
-    """The queues the catalog describes now, read from the log."""
-    topic = catalog_topic(prefix)
-    queues: dict[str, QueueRow] = {}
-    for record in read_partition(log, topic, 0, 0, log.end_offset(topic, 0)):
-        envelope = codec.decode(record.value)
-        for event in envelope.events:
-            fold_queue_event(queues, event, envelope.at)
-    return queues
-
-
 def run(config: Config, args: argparse.Namespace, log: Log) -> int:
     prefix = config.topic_prefix
     name, wanted = str(args.queue), int(args.partitions)
     if not log.existing([catalog_topic(prefix)]):
         print(f"no catalog under the prefix {prefix!r}: check PINLEDGER_TOPIC_PREFIX")
         return EXIT_REFUSED
-    queue = catalog_queues(log, prefix).get(name)
+    queue = catalog_queues(catalog_envelopes(log, prefix)).get(name)
     if queue is None:
         print(f"no queue {name!r} in the catalog (prefix {prefix!r})")
         return EXIT_REFUSED

@@ -1,11 +1,13 @@
 """The queues: one queue's counts, rates, oldest due job, rate limit, paused
-and draining partitions and owners, and a queue as it was at a past moment."""
+and draining partitions and owners, its resizes, and a queue as it was at a past
+moment."""
 
 from __future__ import annotations
 
 from pinledger.ledger.log import queue_topic
 from pinledger.ledger.state import JobState
 from pinledger.ledger.times import parse_ms
+from pinledger.projections.catalog_log import catalog_envelopes, resizes
 from pinledger.projections.store import QueueRow
 from pinledger.service.api.barrier import settle
 from pinledger.service.api.core import load_queue
@@ -17,6 +19,7 @@ from pinledger.service.dashboard.svg import sparkline
 RATE_WINDOW_MS = 3600_000
 RATE_BUCKET_MS = 60_000
 MEMBER_PREFIX = "pinledger@"  # members of the owners' group are named after servers
+RESIZES_SHOWN = 20
 
 
 def queue_detail(backend: Backend, name: str) -> str:
@@ -29,6 +32,7 @@ def queue_detail(backend: Backend, name: str) -> str:
             _summary(backend, queue, now),
             _counts(backend, queue, now),
             _partitions(backend, queue),
+            _resizes(backend, queue),
         ]
     )
 
@@ -155,4 +159,27 @@ def as_of_page(backend: Backend, name: str, at_text: str, a: str = "", b: str = 
         + '<p class="muted">Priority first (1 is highest), then the earlier run_after, then '
         "the earlier place in the partition's log.</p>"
         + table(["#", "job", "priority", "due since (UTC)"], due, "asof-due")
+    )
+
+
+def _resizes(backend: Backend, queue: QueueRow) -> str:
+    """When and why the queue was resized (the catalog's records, read from the log)."""
+    api = backend.api
+    try:
+        found = resizes(catalog_envelopes(api.writer.log, api.config.topic_prefix), queue.name)
+    except Exception as exc:  # the page still shows the rest when Kafka does not answer
+        return f'<h2>Resizes</h2><p class="error">Resizes unknown: {esc(exc)}</p>'
+    if not found:
+        return ""
+    rows = [
+        [
+            esc(when(envelope.at)),
+            esc(str(event.partitions)),
+            esc(event.reason or "-"),
+            esc(envelope.actor.source),
+        ]
+        for envelope, event in reversed(found[-RESIZES_SHOWN:])
+    ]
+    return "<h2>Resizes</h2>" + table(
+        ["when (UTC)", "partitions taking jobs", "why", "by"], rows, "resizes"
     )

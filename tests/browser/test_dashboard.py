@@ -14,7 +14,13 @@ from selenium.webdriver.common.by import By
 
 from pinledger.idl import pinlater
 from pinledger.service.dashboard.auth import COOKIE
-from pinledger.service.testing.servers import ServerProcess, context, dequeue_until, wait_for
+from pinledger.service.testing.servers import (
+    ServerProcess,
+    context,
+    dequeue_until,
+    run_pinledger,
+    wait_for,
+)
 from tests.browser.conftest import PASSWORD
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
@@ -96,6 +102,26 @@ def test_the_queue_page_shows_counts_after_jobs_ran(
     assert all(f"127.0.0.1:{server.port}" in row.text for row in partitions), [
         r.text for r in partitions
     ]
+
+
+def test_the_queue_page_shows_a_resize_its_reason_and_the_draining_partitions(
+    server: ServerProcess, browser: webdriver.Chrome, client: Any
+) -> None:
+    queue = _queue(client)
+    shrunk = run_pinledger("queue", "resize", queue, "2", PINLEDGER_TOPIC_PREFIX=server.prefix)
+    assert shrunk.returncode == 0, shrunk.stdout + shrunk.stderr
+
+    def drained_rows() -> list[str]:
+        browser.get(_page(server, f"/queue?name={queue}"))
+        rows = browser.find_elements(By.CSS_SELECTOR, "table.partitions tbody tr")
+        return [r.text for r in rows] if "draining" in (rows[-1].text if rows else "") else []
+
+    rows = wait_for(drained_rows, timeout=30)
+    assert len(rows) == 4
+    assert ["draining" in row for row in rows] == [False, False, True, True], rows
+    (resize,) = browser.find_elements(By.CSS_SELECTOR, "table.resizes tbody tr")
+    assert "pinledger queue resize, by" in resize.text
+    assert "pinledger:queue-resize" in resize.text
 
 
 def _overview_cells(browser: webdriver.Chrome, queue: str) -> dict[str, str]:

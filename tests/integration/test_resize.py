@@ -7,12 +7,14 @@ built."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from pinledger.client import PinLaterClient
+from pinledger.client.errors import ClientError
 from pinledger.client.jobs import Job, JobState
 from pinledger.ledger.descriptor import parse
 from pinledger.ledger.log import Log
@@ -27,18 +29,21 @@ pytestmark = pytest.mark.integration
 
 
 class Load:
-    """One thread enqueuing a job at a time, one dequeuing and acking, until stopped."""
+    """One thread enqueuing a job at a time, one dequeuing and acking, until stopped. A
+    call that fails (a server killed) is noted and the thread goes on: an enqueue that
+    failed was not acknowledged, and a job whose ack failed comes back after its claim
+    times out."""
 
     def __init__(self, address: list[str], queue: str) -> None:
         self.address, self.queue = address, queue
         self.enqueued: list[str] = []
         self.acked: set[str] = set()
-        self.errors: list[BaseException] = []
+        self.errors: list[Exception] = []
         self._stop = threading.Event()
         self._enqueuing = threading.Event()
         self._threads = [
-            threading.Thread(target=self._guard, args=(self._enqueue,), daemon=True),
-            threading.Thread(target=self._guard, args=(self._work,), daemon=True),
+            threading.Thread(target=self._enqueue, daemon=True),
+            threading.Thread(target=self._work, daemon=True),
         ]
 
     def start(self) -> None:
@@ -46,39 +51,73 @@ class Load:
         for thread in self._threads:
             thread.start()
 
-    def _guard(self, body: object) -> None:
-        try:
-            body()  # type: ignore[operator]
-        except BaseException as exc:  # handed to the test
-            self.errors.append(exc)
-
     def _enqueue(self) -> None:
         with PinLaterClient(self.address, source="resize:enqueuer") as client:
             n = 0
             while self._enqueuing.is_set():
-                self.enqueued += client.enqueue(self.queue, [Job(b"job %d" % n)])
+                try:
+                    self.enqueued += client.enqueue(self.queue, [Job(b"job %d" % n)])
+                except ClientError as exc:
+                    self.errors.append(exc)
+                    time.sleep(0.1)
                 n += 1
 
     def _work(self) -> None:
         with PinLaterClient(self.address, source="resize:worker") as client:
             while not self._stop.is_set():
-                jobs = client.dequeue(self.queue, 20)
-                if jobs:
-                    done = [job.descriptor for job in jobs]
-                    client.ack(self.queue, succeeded=done)
-                    self.acked.update(done)
-                else:
-                    self._stop.wait(0.02)
+                try:
+                    jobs = client.dequeue(self.queue, 20)
+                    if jobs:
+                        done = [job.descriptor for job in jobs]
+                        client.ack(self.queue, succeeded=done)
+                        self.acked.update(done)
+                    else:
+                        self._stop.wait(0.02)
+                except ClientError as exc:
+                    self.errors.append(exc)
+                    self._stop.wait(0.1)
 
-    def stop_enqueuing(self) -> None:
+    def enqueue_more(self, count: int, timeout: float = 60) -> None:
+        mark = len(self.enqueued)
+        wait_for(lambda: len(self.enqueued) >= mark + count, timeout=timeout)
+
+    def drain(self, timeout: float = 90) -> None:
+        """Stop enqueuing; wait until every acknowledged enqueue was dequeued and acked."""
         self._enqueuing.clear()
         self._threads[0].join(timeout=30)
+        wait_for(lambda: self.acked >= set(self.enqueued), timeout=timeout)
 
     def stop(self) -> None:
         self._enqueuing.clear()
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=30)
+
+
+def _partitions_of(descriptors: list[str]) -> set[int]:
+    return {parse(d).partition for d in descriptors}
+
+
+def _all_succeeded(address: list[str], load: Load) -> None:
+    with PinLaterClient(address) as client:
+        infos = client.lookup(load.enqueued)
+    succeeded = {d for d, info in infos.items() if info.state == JobState.SUCCEEDED}
+    assert succeeded == set(load.enqueued)
+
+
+def _replays_identically(config: Config, kafka: Log, prefix: str, schema: str) -> None:
+    store = Store(config.pg_dsn, schema)
+    try:
+        report = verify(store, kafka, prefix, Scope())
+    finally:
+        store.close()
+    assert report.identical, report.diffs
+
+
+def _resize(prefix: str, queue: str, partitions: int) -> str:
+    done = run_pinledger("queue", "resize", queue, str(partitions), PINLEDGER_TOPIC_PREFIX=prefix)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
 
 
 def test_a_queue_grows_from_two_to_six_partitions_under_load(
@@ -96,33 +135,52 @@ def test_a_queue_grows_from_two_to_six_partitions_under_load(
         load.start()
         try:
             wait_for(lambda: len(load.acked) >= 50, timeout=60)
-            resized = run_pinledger("queue", "resize", queue, "6", PINLEDGER_TOPIC_PREFIX=prefix)
-            assert resized.returncode == 0, resized.stdout + resized.stderr
-            assert "from 2 to 6 partitions" in resized.stdout
-
-            def spread() -> bool:
-                return {parse(d).partition for d in load.enqueued[-60:]} == set(range(6))
-
-            wait_for(spread, timeout=30)
-            wait_for(lambda: len(load.enqueued) >= len(load.acked) + 100, timeout=60)
-            load.stop_enqueuing()
-            wait_for(lambda: load.acked >= set(load.enqueued), timeout=60)
+            assert "from 2 to 6 partitions" in _resize(prefix, queue, 6)
+            wait_for(lambda: _partitions_of(load.enqueued[-60:]) == set(range(6)), timeout=30)
+            load.enqueue_more(100)
+            load.drain()
         finally:
             load.stop()
         assert not load.errors, load.errors
-        with PinLaterClient(address) as client:
-            infos = client.lookup(load.enqueued)
-        assert {d for d, info in infos.items() if info.state == JobState.SUCCEEDED} == set(
-            load.enqueued
-        )
+        _all_succeeded(address, load)
         again = run_pinledger("queue", "resize", queue, "6", PINLEDGER_TOPIC_PREFIX=prefix)
         assert again.returncode == 0 and "nothing to do" in again.stdout
         none = run_pinledger("queue", "resize", queue, "0", PINLEDGER_TOPIC_PREFIX=prefix)
         assert none.returncode == 2 and "at least one partition" in none.stdout
+    _replays_identically(config, kafka, prefix, schema)
 
-    store = Store(config.pg_dsn, schema)
-    try:
-        report = verify(store, kafka, prefix, Scope())
-    finally:
-        store.close()
-    assert report.identical, report.diffs
+
+def test_a_server_killed_while_a_queue_grows_and_shrinks_loses_nothing(
+    names: tuple[str, str], tmp_path: Path, kafka: Log, config: Config
+) -> None:
+    """Grown to six, one of two servers is SIGKILLed while the owners take the new
+    partitions; then shrunk to two while the survivor serves alone: every enqueue
+    that was acknowledged ends SUCCEEDED, the draining partitions empty, and the log
+    replays to the projection the servers built."""
+    prefix, schema = names
+    settings = server_settings(PINLEDGER_PARTITIONS="2", PINLEDGER_CLAIM_TIMEOUT_S="3")
+    servers = [ServerProcess(prefix=prefix, schema=schema, settings=settings) for _ in range(2)]
+    queue = f"kill_{uuid.uuid4().hex[:6]}"
+    with running(servers, tmp_path):
+        address = [f"127.0.0.1:{servers[0].port}", f"127.0.0.1:{servers[1].port}"]
+        with PinLaterClient(address) as client:
+            client.create_queue(queue)
+        load = Load(address, queue)
+        load.start()
+        try:
+            wait_for(lambda: len(load.acked) >= 50, timeout=60)
+            _resize(prefix, queue, 6)
+            servers[1].kill()  # while the group hands out the new partitions
+            wait_for(lambda: _partitions_of(load.enqueued[-60:]) == set(range(6)), timeout=60)
+            load.enqueue_more(100)
+            assert "partitions 2..5 take no new jobs and drain" in _resize(prefix, queue, 2)
+            wait_for(lambda: _partitions_of(load.enqueued[-40:]) == {0, 1}, timeout=30)
+            load.enqueue_more(100)
+            load.drain()
+        finally:
+            load.stop()
+        _all_succeeded(address[:1], load)
+        with PinLaterClient(address[:1]) as client:
+            assert client.count(queue, JobState.PENDING) == 0
+            assert client.count(queue, JobState.IN_PROGRESS) == 0
+    _replays_identically(config, kafka, prefix, schema)

@@ -14,9 +14,10 @@ import pytest
 from pinledger.idl import pinlater
 from pinledger.ledger import codec, formats
 from pinledger.ledger.descriptor import parse
-from pinledger.ledger.events import Actor, QueueCreated, QueueDeleted, QueueResized
+from pinledger.ledger.events import Actor, Envelope, QueueCreated, QueueDeleted, QueueResized
 from pinledger.ledger.log import catalog_topic, queue_topic
 from pinledger.projections.catalog import fold_queue_event
+from pinledger.projections.catalog_log import catalog_queues, resizes
 from pinledger.projections.store import QueueRow
 from pinledger.service.ownership.queue_sizes import QueueSizes
 from pinledger.service.queue_config import QueueConfig, parse_queue_config
@@ -197,3 +198,19 @@ def test_the_queue_config_cannot_grow_a_queue_on_a_format_1_cluster() -> None:
         )
         assert growth.check() == []
         assert rt.log.partition_count(queue_topic(CONFIG.topic_prefix, "mail")) == 2
+
+
+def test_a_queues_resizes_are_read_from_the_catalog_with_their_reasons() -> None:
+    actor = Actor("pinledger:queue-resize", "r", "host")
+    envelopes = [
+        Envelope(1, actor, (QueueCreated("mail", 2),)),
+        Envelope(2, actor, (QueueResized("mail", 6, "grow"), QueueResized("other", 3, ""))),
+        Envelope(3, actor, (QueueDeleted("mail"),)),
+        Envelope(4, actor, (QueueCreated("mail", 4),)),
+        Envelope(5, actor, (QueueResized("mail", 2, "shrink"),)),
+    ]
+    # The queue deleted and created again is another queue: only its own resize.
+    assert [(e.at, r.partitions, r.reason) for e, r in resizes(envelopes, "mail")] == [
+        (5, 2, "shrink")
+    ]
+    assert catalog_queues(envelopes)["mail"].open == 2

@@ -1,0 +1,43 @@
+"""The catalog read straight from the log, for what needs more than the `queues` table
+holds: `pinledger queue resize` (the queues as of now, without a store) and the
+dashboard (when and why each queue was resized)."""
+
+from __future__ import annotations
+
+from pinledger.ledger import codec
+from pinledger.ledger.events import Envelope, QueueDeleted, QueueResized
+from pinledger.ledger.log import Log, catalog_topic
+from pinledger.projections.catalog import fold_queue_event
+from pinledger.projections.store import QueueRow
+from pinledger.projections.verify import read_partition
+
+
+def catalog_envelopes(log: Log, prefix: str) -> list[Envelope]:
+    """Every envelope of the catalog, in log order (a few per queue)."""
+    topic = catalog_topic(prefix)
+    return [
+        codec.decode(record.value)
+        for record in read_partition(log, topic, 0, 0, log.end_offset(topic, 0))
+    ]
+
+
+def catalog_queues(envelopes: list[Envelope]) -> dict[str, QueueRow]:
+    """The queues the catalog describes after these envelopes."""
+    queues: dict[str, QueueRow] = {}
+    for envelope in envelopes:
+        for event in envelope.events:
+            fold_queue_event(queues, event, envelope.at)
+    return queues
+
+
+def resizes(envelopes: list[Envelope], queue: str) -> list[tuple[Envelope, QueueResized]]:
+    """The queue's resizes, oldest first, each with the envelope that says when and
+    who (a queue deleted and created again starts over)."""
+    found: list[tuple[Envelope, QueueResized]] = []
+    for envelope in envelopes:
+        for event in envelope.events:
+            if isinstance(event, QueueResized) and event.name == queue:
+                found.append((envelope, event))
+            elif isinstance(event, QueueDeleted) and event.name == queue:
+                found = []  # what came before was another queue of that name
+    return found
