@@ -19,6 +19,7 @@ from kafka.errors import (
     TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
+from kafka.producer.future import FutureRecordMetadata
 
 from pinledger.ledger.kafka import patches
 from pinledger.ledger.kafka.admin import KafkaAdmin
@@ -27,7 +28,7 @@ from pinledger.ledger.kafka.group import KafkaGroupReader, KafkaSubscriber
 from pinledger.ledger.kafka.membership import KafkaGroupMembership
 from pinledger.ledger.kafka.reader import KafkaReader
 from pinledger.ledger.kafka.settings import MAX_RECORD_BYTES, KafkaSettings
-from pinledger.ledger.known_partitions import KnownPartitions
+from pinledger.ledger.known_partitions import learn_partition
 from pinledger.ledger.log import (
     Append,
     GroupMember,
@@ -79,18 +80,25 @@ class KafkaLog:
         except LogError:
             self._admin.close()
             raise
-        self._known = KnownPartitions(self._partition_count, self._refresh_metadata)
 
-    def _partition_count(self, topic: str) -> int:
-        """The partitions the producer's metadata lists for the topic (it fetches the
-        topic's metadata when it has none)."""
+    def _send(self, producer: KafkaProducer, a: Append, deadline: float) -> FutureRecordMetadata:
         try:
-            return len(self._producer.partitions_for(topic) or ())
-        except KafkaError:
-            return 0  # the send will say why
-
-    def _refresh_metadata(self, topic: str) -> None:
-        patches.request_metadata_update(self._producer)
+            return producer.send(a.topic, value=a.value, partition=a.partition, headers=a.headers)
+        except ValueError:  # kafka-python: "Unrecognized partition"
+            # A partition added since the producer read the metadata: ask again.
+            left = deadline - time.monotonic()
+            if not learn_partition(
+                a.topic,
+                a.partition,
+                lambda topic: len(producer.partitions_for(topic) or ()),
+                lambda _: patches.request_metadata_update(producer),
+                left,
+            ):
+                raise LogError(
+                    f"append to Kafka at {self.bootstrap} failed: topic {a.topic} has no "
+                    f"partition {a.partition}: check the queue's partition count"
+                ) from None
+            return producer.send(a.topic, value=a.value, partition=a.partition, headers=a.headers)
 
     def _new_producer(self) -> KafkaProducer:
         settings = self._settings
@@ -207,11 +215,7 @@ class KafkaLog:
             )
         deadline = time.monotonic() + self._settings.append_timeout_ms / 1000
         try:
-            self._known.ensure(appends)
-            futures = [
-                producer.send(a.topic, value=a.value, partition=a.partition, headers=a.headers)
-                for a in appends
-            ]
+            futures = [self._send(producer, a, deadline) for a in appends]
             return [f.get(timeout=max(0.001, deadline - time.monotonic())).offset for f in futures]
         except KafkaError as exc:
             if not isinstance(exc, _RECORD_ERRORS):

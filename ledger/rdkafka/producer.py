@@ -19,7 +19,7 @@ from typing import cast
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from pinledger.ledger.kafka.settings import KafkaSettings
-from pinledger.ledger.known_partitions import KnownPartitions
+from pinledger.ledger.known_partitions import learn_partition
 from pinledger.ledger.log import Append, LogError
 from pinledger.ledger.rdkafka import config
 from pinledger.ledger.rdkafka.errors import UNREACHABLE, error_of, log_error, timed_out
@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 # The poll thread wakes at least this often to see whether the log was closed; a
 # delivery report wakes it at once.
 _POLL_S = 0.1
-# A metadata request for one topic, when an append names a partition not seen yet.
-_LIST_TIMEOUT_S = 5.0
+# A metadata request for one topic, when the producer refused a partition it has not seen.
+_LIST_TIMEOUT_S = 2.0
 _CLOSE_TIMEOUT_S = 5.0
 # While no broker answers, a probe asks for metadata with this backoff (the kafka-python
 # adapter rebuilds its producer with the same).
@@ -92,7 +92,6 @@ class Appender:
         self._unanswered = threading.Event()
         self._closed = threading.Event()
         self._producer = self._new_producer()
-        self._known = KnownPartitions(self._partition_count, self._partition_count)
         self._poller = threading.Thread(
             target=self._poll, name=f"{settings.client_id}-rdkafka-poll", daemon=True
         )
@@ -105,8 +104,8 @@ class Appender:
             raise log_error(error_of(exc), "cannot make a Kafka producer", self._bootstrap) from exc
 
     def _partition_count(self, topic: str) -> int:
-        """The partitions the producer knows the topic to have, after asking a broker
-        (librdkafka's metadata request for one topic updates its own cache)."""
+        """The partitions a broker says the topic has; librdkafka's metadata request for
+        one topic also updates the producer's own cache, so it is the refresh too."""
         try:
             found = self._producer.list_topics(topic, timeout=_LIST_TIMEOUT_S).topics.get(topic)
         except KafkaException:
@@ -156,12 +155,12 @@ class Appender:
         if self._unanswered.is_set():
             raise log_error(_UNANSWERED, f"{what} (reconnecting)", self._bootstrap)
         producer = self._current()
-        self._known.ensure(appends)
         delivery = _Delivery(len(appends))
         started = time.monotonic()
         try:
             for index, record in enumerate(appends):
-                producer.produce(
+                produce = functools.partial(
+                    producer.produce,
                     record.topic,
                     record.value,
                     partition=record.partition,
@@ -169,6 +168,18 @@ class Appender:
                     headers=cast(_Headers, record.headers) or None,
                     on_delivery=functools.partial(delivery.report, index),
                 )
+                try:
+                    produce()
+                except KafkaException as exc:
+                    if error_of(exc).code() != KafkaError._UNKNOWN_PARTITION:
+                        raise
+                    # A partition added since the producer read the metadata: ask again.
+                    left = self._timeout_s - (time.monotonic() - started)
+                    if not learn_partition(
+                        record.topic, record.partition, self._partition_count, _nothing, left
+                    ):
+                        raise
+                    produce()
         except KafkaException as exc:  # refused before queueing: too large, unknown, ...
             raise log_error(error_of(exc), what, self._bootstrap) from exc
         except BufferError as exc:  # queue.buffering.max.messages records already queued
@@ -231,3 +242,7 @@ def _retire(producer: Producer) -> None:
         producer.purge()
         producer.flush(0)  # tells their callers
     producer.close()
+
+
+def _nothing(_: str) -> None:
+    """No refresh of its own: asking for the count (list_topics) refreshes."""

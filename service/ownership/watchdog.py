@@ -26,11 +26,12 @@ import logging
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from pinledger.ledger.clock import Clock
-from pinledger.ledger.log import GroupMember, Log, LogError
+from pinledger.ledger.log import GroupMember, Log, LogError, queue_topic
+from pinledger.projections.store import StoreError
 from pinledger.service.ownership.loop import OwnerLoop
 from pinledger.service.ownership.partitions import Key, Partitions
 from pinledger.service.ownership.subscription import Subscription
@@ -57,6 +58,18 @@ def unowned_topics(topics: set[str], members: Sequence[GroupMember]) -> set[str]
     """Queue topics no member of the group has a partition of; all of them when the
     group has no members."""
     return topics - {topic for member in members for topic, _ in member.partitions}
+
+
+def partly_owned_topics(counts: Mapping[str, int], members: Sequence[GroupMember]) -> set[str]:
+    """Queue topics (topic -> the partitions the catalog lists) with a partition no
+    member owns: a queue grown live whose new partitions the group has not handed out
+    (decision 0030)."""
+    owned = {key for member in members for key in member.partitions}
+    return {
+        topic
+        for topic, count in counts.items()
+        if any((topic, p) not in owned for p in range(count))
+    }
 
 
 def stalled(
@@ -119,22 +132,35 @@ class Watchdog:
         except LogError as exc:
             log.warning("cannot check ownership: %s", exc)
             return
+        suspects = unowned_topics(topics, members)
+        if members:
+            suspects |= partly_owned_topics(self._partition_counts(topics), members)
         self._unowned_since, stuck = stalled(
             self._unowned_since,
-            dict.fromkeys(unowned_topics(topics, members), 0),
+            dict.fromkeys(suspects, 0),
             self.clock.monotonic(),
             UNOWNED_GRACE_S,
         )
         if stuck:
             log.warning(
-                "no server has owned %s for %.0f s (%d member(s) in group %s): asking the "
-                "group to rebalance",
+                "no server has owned %s (or some of its partitions) for %.0f s (%d member(s) "
+                "in group %s): asking the group to rebalance",
                 ", ".join(sorted(stuck)),
                 UNOWNED_GRACE_S,
                 len(members),
                 self.group,
             )
             self.rejoin.set()
+
+    def _partition_counts(self, topics: set[str]) -> dict[str, int]:
+        """The partitions the catalog projection lists for these queue topics (empty
+        when the store does not answer: the lag check covers a stuck projection)."""
+        try:
+            rows = self.partitions.store.queues()
+        except StoreError:
+            return {}
+        counts = {queue_topic(self.subscription.prefix, row.name): row.partitions for row in rows}
+        return {topic: count for topic, count in counts.items() if topic in topics}
 
     def check_lag(self) -> None:
         """Ask for a rebalance when an owned partition has records it has not projected

@@ -85,7 +85,21 @@ class Load:
         """Stop enqueuing; wait until every acknowledged enqueue was dequeued and acked."""
         self._enqueuing.clear()
         self._threads[0].join(timeout=30)
-        wait_for(lambda: self.acked >= set(self.enqueued), timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while not self.acked >= set(self.enqueued):
+            if time.monotonic() > deadline:
+                missing = sorted(set(self.enqueued) - self.acked)
+                try:
+                    with PinLaterClient(self.address) as client:
+                        found = client.lookup(missing[:20])
+                    states: object = {d: (i.state.name, i.claim) for d, i in found.items()}
+                except ClientError as exc:
+                    states = exc
+                raise AssertionError(
+                    f"{len(missing)} jobs never acked, the first {missing[:5]}: {states}; "
+                    f"errors: {self.errors[-5:]}"
+                )
+            time.sleep(0.1)
 
     def stop(self) -> None:
         self._enqueuing.clear()

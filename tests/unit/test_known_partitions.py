@@ -1,61 +1,50 @@
-"""A producer asked about a partition it has not seen refreshes its metadata first: once
-per growth of a topic, never for partitions it knows, and not at all for a topic that
-does not exist (the append reports that as before)."""
+"""A producer that refused a partition it has not seen asks the cluster again until it
+lists it (a queue grown live), for a bounded time, and not at all for a topic it finds
+no partition of (the append's own error says what happened)."""
 
 from __future__ import annotations
 
-import pytest
+import time
 
-from pinledger.ledger import known_partitions
-from pinledger.ledger.known_partitions import KnownPartitions
-from pinledger.ledger.log import Append
+from pinledger.ledger.known_partitions import learn_partition
 
 
 class Producer:
-    def __init__(self, counts: dict[str, int], after_refresh: dict[str, int]) -> None:
-        self.counts = counts
-        self.after_refresh = after_refresh
-        self.asked: list[str] = []
-        self.refreshed: list[str] = []
+    def __init__(self, known: int, appear_after: int = 0, grown_to: int = 0) -> None:
+        self.known = known
+        self.appear_after = appear_after
+        self.grown_to = grown_to
+        self.refreshes = 0
 
     def count(self, topic: str) -> int:
-        self.asked.append(topic)
-        return self.counts.get(topic, 0)
+        return self.known
 
     def refresh(self, topic: str) -> None:
-        self.refreshed.append(topic)
-        self.counts[topic] = self.after_refresh.get(topic, self.counts.get(topic, 0))
+        self.refreshes += 1
+        if self.grown_to and self.refreshes > self.appear_after:
+            self.known = self.grown_to
 
 
-def test_known_partitions_are_not_asked_about_again() -> None:
-    producer = Producer({"q": 4}, {})
-    known = KnownPartitions(producer.count, producer.refresh)
-    known.ensure([Append("q", 0, b""), Append("q", 3, b"")])
-    known.ensure([Append("q", 2, b"")] * 10)
-    assert producer.asked == ["q"] and producer.refreshed == []
+def test_a_grown_topic_is_learned_on_the_first_refresh() -> None:
+    producer = Producer(known=2, grown_to=6)
+    assert learn_partition("q", 5, producer.count, producer.refresh)
+    assert producer.refreshes == 1
 
 
-def test_a_grown_topic_is_refreshed_once() -> None:
-    producer = Producer({"q": 2}, {"q": 6})
-    known = KnownPartitions(producer.count, producer.refresh)
-    known.ensure([Append("q", 1, b"")])
-    known.ensure([Append("q", 5, b"")])
-    known.ensure([Append("q", 4, b"")])
-    assert producer.refreshed == ["q"]
+def test_metadata_that_lags_is_asked_again_until_it_lists_the_partition() -> None:
+    producer = Producer(known=2, appear_after=3, grown_to=6)
+    assert learn_partition("q", 5, producer.count, producer.refresh)
+    assert producer.refreshes == 4
 
 
-def test_a_topic_that_does_not_exist_is_left_to_the_produce() -> None:
-    producer = Producer({}, {})
-    known = KnownPartitions(producer.count, producer.refresh)
-    known.ensure([Append("gone", 0, b"")])
-    assert producer.refreshed == []
+def test_a_partition_that_never_appears_is_given_up_within_the_wait() -> None:
+    producer = Producer(known=2)
+    started = time.monotonic()
+    assert not learn_partition("q", 7, producer.count, producer.refresh, wait_s=0.2)
+    assert time.monotonic() - started < 2
 
 
-def test_a_partition_that_never_appears_gives_up_after_the_wait(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(known_partitions, "REFRESH_WAIT_S", 0.2)
-    producer = Producer({"q": 2}, {"q": 2})
-    known = KnownPartitions(producer.count, producer.refresh)
-    known.ensure([Append("q", 7, b"")])  # returns: the produce says it does not exist
-    assert producer.refreshed
+def test_a_topic_without_partitions_is_not_waited_for() -> None:
+    producer = Producer(known=0)
+    assert not learn_partition("gone", 0, producer.count, producer.refresh)
+    assert producer.refreshes == 1

@@ -11,6 +11,7 @@ from typing import cast
 
 from pinledger.ledger.log import Append, GroupMember
 from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.store import QueueRow
 from pinledger.service.ownership.loop import OwnerLoop
 from pinledger.service.ownership.partitions import Key, Owned
 from pinledger.service.ownership.subscription import Subscription
@@ -59,6 +60,40 @@ def test_a_queue_being_deleted_is_not_a_reason_to_rebalance() -> None:
     clock = FakeClock()
     watchdog, rejoin = _watchdog(clock, _log({"p.q.mail"}, {}))  # thumbs' topic is gone
     members = [GroupMember("pinledger@a:1", [("p.q.mail", 0)])]
+    for _ in range(3):
+        watchdog.check_unowned(members)
+        clock.advance(UNOWNED_GRACE_S)
+    assert not rejoin.is_set()
+
+
+def test_a_grown_queue_whose_new_partition_nobody_owns_asks_for_a_rebalance() -> None:
+    """Grown live (decision 0030), a queue's new partition must be handed out; if the
+    group's assignment missed it, the watchdog asks again."""
+    clock = FakeClock()
+    log = _log({"p.q.mail", "p.q.thumbs"}, {})
+    log.add_partitions("p.q.mail", 3)
+    watchdog, rejoin = _watchdog(clock, log)
+    store = watchdog.partitions.store
+    store.migrate()
+    store.offset("p.catalog", 0)  # the catalog projection starts at 0
+    store.commit_catalog(
+        "p.catalog",
+        0,
+        2,
+        [(QueueRow("mail", 2, 0), ["p.q.mail"]), (QueueRow("thumbs", 2, 0), ["p.q.thumbs"])],
+        [],
+        [(QueueRow("mail", 3, 0), ["p.q.mail"])],
+    )
+    members = [
+        GroupMember("pinledger@a:1", [("p.q.mail", 0), ("p.q.mail", 1), ("p.q.thumbs", 0)]),
+        GroupMember("pinledger@b:1", [("p.q.thumbs", 1)]),
+    ]
+    watchdog.check_unowned(members)
+    clock.advance(UNOWNED_GRACE_S)
+    watchdog.check_unowned(members)
+    assert rejoin.is_set()
+    rejoin.clear()
+    members[1] = GroupMember("pinledger@b:1", [("p.q.thumbs", 1), ("p.q.mail", 2)])
     for _ in range(3):
         watchdog.check_unowned(members)
         clock.advance(UNOWNED_GRACE_S)
