@@ -154,7 +154,8 @@ class Owner:
             self.clock,
         )
         self._reader: GroupReader | None = None
-        # Grows queues the queue config asks more partitions of (the server sets it).
+        # Resizes the queues whose `partitions` the queue config changes (the server
+        # sets it; queue_sizes.py).
         self.queue_sizes: QueueSizes | None = None
         self.format = ClusterFormat(
             kafka, config.topic_prefix, writer, metrics, on_unreadable_format
@@ -219,16 +220,19 @@ class Owner:
         return self.membership.members
 
     def refresh_members(self) -> None:
-        """The members thread's tick: follow the cluster's ledger format, list the
-        members, run the watchdog, and let the producer forget deleted topics (decision
-        0007: kafka-python's producer would otherwise re-request their metadata
-        forever)."""
+        """The members thread's tick: follow the cluster's ledger format, resize the
+        queues the queue config asks to (on the catalog's owner), list the members, run
+        the watchdog, and let the producer forget deleted topics (decision 0007:
+        kafka-python's producer would otherwise re-request their metadata forever)."""
         try:
             self.format.refresh()
         except LogError as exc:
             log.warning("cannot read the cluster's ledger format from the catalog: %s", exc)
         if self.queue_sizes is not None:
-            self.queue_sizes.check()
+            try:
+                self.queue_sizes.check()
+            except Exception as exc:  # the tick's other duties must run whatever happens
+                log.warning("checking the queue config's partitions failed: %s", exc)
         members = self.membership.refresh()
         if members is None:
             return
