@@ -13,7 +13,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -103,6 +103,16 @@ class Appender:
         except KafkaException as exc:  # a setting librdkafka refuses
             raise log_error(error_of(exc), "cannot make a Kafka producer", self._bootstrap) from exc
 
+    def _learned(self, exc: KafkaException, record: Append, started: float) -> bool:
+        """Whether a refused record names a partition added since the producer read the
+        metadata, which it now knows (it asked again): then produce it once more."""
+        if error_of(exc).code() != KafkaError._UNKNOWN_PARTITION:
+            return False
+        left = self._timeout_s - (time.monotonic() - started)
+        return learn_partition(
+            record.topic, record.partition, self._partition_count, _nothing, left
+        )
+
     def _partition_count(self, topic: str) -> int:
         """The partitions a broker says the topic has; librdkafka's metadata request for
         one topic also updates the producer's own cache, so it is the refresh too."""
@@ -159,27 +169,13 @@ class Appender:
         started = time.monotonic()
         try:
             for index, record in enumerate(appends):
-                produce = functools.partial(
-                    producer.produce,
-                    record.topic,
-                    record.value,
-                    partition=record.partition,
-                    # Covariant in fact: confluent-kafka only reads the list.
-                    headers=cast(_Headers, record.headers) or None,
-                    on_delivery=functools.partial(delivery.report, index),
-                )
+                report = functools.partial(delivery.report, index)
                 try:
-                    produce()
+                    _produce(producer, record, report)
                 except KafkaException as exc:
-                    if error_of(exc).code() != KafkaError._UNKNOWN_PARTITION:
+                    if not self._learned(exc, record, started):
                         raise
-                    # A partition added since the producer read the metadata: ask again.
-                    left = self._timeout_s - (time.monotonic() - started)
-                    if not learn_partition(
-                        record.topic, record.partition, self._partition_count, _nothing, left
-                    ):
-                        raise
-                    produce()
+                    _produce(producer, record, report)
         except KafkaException as exc:  # refused before queueing: too large, unknown, ...
             raise log_error(error_of(exc), what, self._bootstrap) from exc
         except BufferError as exc:  # queue.buffering.max.messages records already queued
@@ -242,6 +238,17 @@ def _retire(producer: Producer) -> None:
         producer.purge()
         producer.flush(0)  # tells their callers
     producer.close()
+
+
+def _produce(producer: Producer, record: Append, report: Callable[..., None]) -> None:
+    producer.produce(
+        record.topic,
+        record.value,
+        partition=record.partition,
+        # Covariant in fact: confluent-kafka only reads the list.
+        headers=cast(_Headers, record.headers) or None,
+        on_delivery=report,
+    )
 
 
 def _nothing(_: str) -> None:

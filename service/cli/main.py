@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from pinledger.ledger import codec, formats
+from pinledger.ledger.adapters import KafkaClientLog
 from pinledger.ledger.codec import CodecError
 from pinledger.ledger.log import LogError
 from pinledger.ledger.times import parse_ms
@@ -128,6 +129,21 @@ def cmd_dashboard(config: Config, _: argparse.Namespace) -> int:
     return 0
 
 
+def on_log(
+    run: Callable[[Config, argparse.Namespace, KafkaClientLog], int],
+) -> Callable[[Config, argparse.Namespace], int]:
+    """A command that works on the log alone: opened for it, closed after."""
+
+    def command(config: Config, args: argparse.Namespace) -> int:
+        log = open_log(config)
+        try:
+            return run(config, args, log)
+        finally:
+            log.close()
+
+    return command
+
+
 def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
     # The store's server must take this client: a refusal (TLS, a password) is one line
     # and exit 2, as Kafka's are; a store that is down only gets a line of its own.
@@ -137,27 +153,7 @@ def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
         raise
     except StoreError as exc:
         print(f"pinledger doctor: {exc}", file=sys.stderr)
-    log = open_log(config)
-    try:
-        return doctor.run(config, args, log)
-    finally:
-        log.close()
-
-
-def cmd_upgrade_format(config: Config, args: argparse.Namespace) -> int:
-    log = open_log(config)
-    try:
-        return upgrade_format.run(config, args, log)
-    finally:
-        log.close()
-
-
-def cmd_queue(config: Config, args: argparse.Namespace) -> int:
-    log = open_log(config)
-    try:
-        return queue_resize.run(config, args, log)
-    finally:
-        log.close()
+    return on_log(doctor.run)(config, args)
 
 
 def cmd_hash_password(_: Config, args: argparse.Namespace) -> int:
@@ -300,8 +296,8 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "serve": cmd_serve,
     "dashboard": cmd_dashboard,
     "doctor": cmd_doctor,
-    "upgrade-format": cmd_upgrade_format,
-    "queue": cmd_queue,
+    "upgrade-format": on_log(upgrade_format.run),
+    "queue": on_log(queue_resize.run),
     "hash-password": cmd_hash_password,
 }
 

@@ -18,12 +18,12 @@ import getpass
 import socket
 import time
 
+from pinledger.ledger import formats
 from pinledger.ledger.events import Actor
 from pinledger.ledger.log import Log, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.catalog_log import catalog_envelopes, catalog_queues
 from pinledger.service.config import Config
-from pinledger.service.ownership.ledger_format import read_cluster_format
 
 EXIT_REFUSED = 2
 
@@ -45,7 +45,8 @@ def run(config: Config, args: argparse.Namespace, log: Log) -> int:
     if not log.existing([catalog_topic(prefix)]):
         print(f"no catalog under the prefix {prefix!r}: check PINLEDGER_TOPIC_PREFIX")
         return EXIT_REFUSED
-    queue = catalog_queues(catalog_envelopes(log, prefix)).get(name)
+    envelopes = catalog_envelopes(log, prefix)
+    queue = catalog_queues(envelopes).get(name)
     if queue is None:
         print(f"no queue {name!r} in the catalog (prefix {prefix!r})")
         return EXIT_REFUSED
@@ -56,7 +57,8 @@ def run(config: Config, args: argparse.Namespace, log: Log) -> int:
         print(f"queue {name!r} takes jobs on {wanted} partitions already: nothing to do")
         return 0
     writer = LedgerWriter(log, prefix)
-    writer.follow_format(read_cluster_format(log, prefix)[0])
+    # The catalog's records are plain ones every release reads (formats.py).
+    writer.follow_format(formats.folded(formats.PLAIN, (e for v in envelopes for e in v.events)))
     who = f"{getpass.getuser()}@{socket.gethostname()}"
     actor = Actor(source="pinledger:queue-resize", server=socket.gethostname())
     writer.resize_queue(

@@ -20,7 +20,7 @@ import hashlib
 from collections.abc import Sequence
 
 from opentelemetry import trace
-from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 
 from pinledger.service.observability import telemetry
 
@@ -32,7 +32,10 @@ def _hash(size: int, *parts: str) -> int:
 
 def trace_id(enqueue_traceparent: str | None, descriptor: str) -> int:
     """The job's trace id."""
-    enqueue = telemetry.parse_traceparent(enqueue_traceparent)
+    return _trace_id(telemetry.parse_traceparent(enqueue_traceparent), descriptor)
+
+
+def _trace_id(enqueue: SpanContext | None, descriptor: str) -> int:
     if enqueue is None:
         return _hash(16, "pinledger job", descriptor)
     return _hash(16, "pinledger job", f"{enqueue.trace_id:032x}", descriptor)
@@ -46,19 +49,23 @@ def attempt_span_id(trace: int, descriptor: str, claim: str) -> int:
     return _hash(8, f"{trace:032x}", descriptor, f"claim {claim}")
 
 
-def _context(enqueue_traceparent: str | None, descriptor: str, claim: str | None) -> str | None:
-    enqueue = telemetry.parse_traceparent(enqueue_traceparent)
-    if enqueue is None:
-        return None
-    trace = trace_id(enqueue_traceparent, descriptor)
+def _span_context(enqueue: SpanContext, descriptor: str, claim: str | None) -> SpanContext:
+    """The context of the job's span (`claim` None) or of an attempt's, sampled as the
+    enqueue was."""
+    trace = _trace_id(enqueue, descriptor)
     span = (
         job_span_id(trace, descriptor)
         if claim is None
         else attempt_span_id(trace, descriptor, claim)
     )
-    return telemetry.format_traceparent(
-        SpanContext(trace, span, is_remote=True, trace_flags=TraceFlags(enqueue.trace_flags))
-    )
+    return SpanContext(trace, span, is_remote=True, trace_flags=TraceFlags(enqueue.trace_flags))
+
+
+def _context(enqueue_traceparent: str | None, descriptor: str, claim: str | None) -> str | None:
+    enqueue = telemetry.parse_traceparent(enqueue_traceparent)
+    if enqueue is None:
+        return None
+    return telemetry.format_traceparent(_span_context(enqueue, descriptor, claim))
 
 
 def job_traceparent(enqueue_traceparent: str | None, descriptor: str) -> str | None:
@@ -85,15 +92,15 @@ def create_spans(
     messaging `create`), in the job's own trace under its job span: from the
     millisecond the ledger stamped the job with, which is where the job's span starts,
     to now, linking to the call. Nothing when the call was not traced or not sampled."""
-    if not sampled(enqueue_traceparent):
+    enqueue = telemetry.parse_traceparent(enqueue_traceparent)
+    if enqueue is None or not enqueue.trace_flags.sampled:
         return
     tracer = telemetry.tracer()
     start = at_ms * 1_000_000
-    call = telemetry.links([enqueue_traceparent])  # the enqueue call, for a viewer to follow
+    call = [Link(enqueue)]  # the enqueue call, for a viewer to follow
     for descriptor in descriptors:
         name = str(descriptor)
-        parent = telemetry.parse_traceparent(job_traceparent(enqueue_traceparent, name))
-        assert parent is not None  # sampled() parsed the same traceparent
+        parent = _span_context(enqueue, name, None)
         tracer.start_span(
             f"create {queue}",
             context=trace.set_span_in_context(trace.NonRecordingSpan(parent)),
