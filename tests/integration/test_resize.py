@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -134,13 +136,15 @@ def _resize(prefix: str, queue: str, partitions: int) -> str:
     return done.stdout
 
 
-def test_a_queue_grows_from_two_to_six_partitions_under_load(
-    names: tuple[str, str], tmp_path: Path, kafka: Log, config: Config
-) -> None:
+@contextmanager
+def _two_servers_under_load(
+    names: tuple[str, str], tmp_path: Path, queue: str, **settings: str
+) -> Iterator[tuple[list[ServerProcess], list[str], Load]]:
+    """Two servers sharing a queue of two partitions, the load running on it (50 jobs
+    acked already); the load stops when the block ends, the servers after it."""
     prefix, schema = names
-    settings = server_settings(PINLEDGER_PARTITIONS="2")
-    servers = [ServerProcess(prefix=prefix, schema=schema, settings=settings) for _ in range(2)]
-    queue = f"grow_{uuid.uuid4().hex[:6]}"
+    options = server_settings(PINLEDGER_PARTITIONS="2", **settings)
+    servers = [ServerProcess(prefix=prefix, schema=schema, settings=options) for _ in range(2)]
     with running(servers, tmp_path):
         address = [f"127.0.0.1:{servers[0].port}", f"127.0.0.1:{servers[1].port}"]
         with PinLaterClient(address) as client:
@@ -149,12 +153,22 @@ def test_a_queue_grows_from_two_to_six_partitions_under_load(
         load.start()
         try:
             wait_for(lambda: len(load.acked) >= 50, timeout=60)
-            assert "from 2 to 6 partitions" in _resize(prefix, queue, 6)
-            wait_for(lambda: _partitions_of(load.enqueued[-60:]) == set(range(6)), timeout=30)
-            load.enqueue_more(100)
-            load.drain()
+            yield servers, address, load
         finally:
             load.stop()
+
+
+def test_a_queue_grows_from_two_to_six_partitions_under_load(
+    names: tuple[str, str], tmp_path: Path, kafka: Log, config: Config
+) -> None:
+    prefix, schema = names
+    queue = f"grow_{uuid.uuid4().hex[:6]}"
+    with _two_servers_under_load(names, tmp_path, queue) as (_, address, load):
+        assert "from 2 to 6 partitions" in _resize(prefix, queue, 6)
+        wait_for(lambda: _partitions_of(load.enqueued[-60:]) == set(range(6)), timeout=30)
+        load.enqueue_more(100)
+        load.drain()
+        load.stop()
         assert not load.errors, load.errors
         _all_succeeded(address, load)
         again = run_pinledger("queue", "resize", queue, "6", PINLEDGER_TOPIC_PREFIX=prefix)
@@ -172,27 +186,21 @@ def test_a_server_killed_while_a_queue_grows_and_shrinks_loses_nothing(
     that was acknowledged ends SUCCEEDED, the draining partitions empty, and the log
     replays to the projection the servers built."""
     prefix, schema = names
-    settings = server_settings(PINLEDGER_PARTITIONS="2", PINLEDGER_CLAIM_TIMEOUT_S="3")
-    servers = [ServerProcess(prefix=prefix, schema=schema, settings=settings) for _ in range(2)]
     queue = f"kill_{uuid.uuid4().hex[:6]}"
-    with running(servers, tmp_path):
-        address = [f"127.0.0.1:{servers[0].port}", f"127.0.0.1:{servers[1].port}"]
-        with PinLaterClient(address) as client:
-            client.create_queue(queue)
-        load = Load(address, queue)
-        load.start()
-        try:
-            wait_for(lambda: len(load.acked) >= 50, timeout=60)
-            _resize(prefix, queue, 6)
-            servers[1].kill()  # while the group hands out the new partitions
-            wait_for(lambda: _partitions_of(load.enqueued[-60:]) == set(range(6)), timeout=60)
-            load.enqueue_more(100)
-            assert "partitions 2..5 take no new jobs and drain" in _resize(prefix, queue, 2)
-            wait_for(lambda: _partitions_of(load.enqueued[-40:]) == {0, 1}, timeout=30)
-            load.enqueue_more(100)
-            load.drain()
-        finally:
-            load.stop()
+    with _two_servers_under_load(names, tmp_path, queue, PINLEDGER_CLAIM_TIMEOUT_S="3") as (
+        servers,
+        address,
+        load,
+    ):
+        _resize(prefix, queue, 6)
+        servers[1].kill()  # while the group hands out the new partitions
+        wait_for(lambda: _partitions_of(load.enqueued[-60:]) == set(range(6)), timeout=60)
+        load.enqueue_more(100)
+        assert "partitions 2..5 take no new jobs and drain" in _resize(prefix, queue, 2)
+        wait_for(lambda: _partitions_of(load.enqueued[-40:]) == {0, 1}, timeout=30)
+        load.enqueue_more(100)
+        load.drain()
+        load.stop()
         _all_succeeded(address[:1], load)
         with PinLaterClient(address[:1]) as client:
             assert client.count(queue, JobState.PENDING) == 0

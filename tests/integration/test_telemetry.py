@@ -20,8 +20,7 @@ import pytest
 import thriftpy2
 from opentelemetry import trace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 from thriftpy2.utils import deserialize, serialize
@@ -44,6 +43,7 @@ from pinledger.service.testing.servers import (
     running,
     wait_for,
 )
+from pinledger.service.testing.spans import captured_spans
 from tests.integration.otlp_receiver import OtlpReceiver
 
 pytestmark = pytest.mark.integration
@@ -51,17 +51,9 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def spans() -> Iterator[InMemorySpanExporter]:
-    """Finished spans of this process. OpenTelemetry takes one tracer provider per
-    process: install an SDK provider unless one is there, and add a processor to it."""
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        trace.set_tracer_provider(TracerProvider())
-        provider = trace.get_tracer_provider()
-    assert isinstance(provider, TracerProvider)
-    exporter = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield exporter
-    exporter.shutdown()  # keeps nothing for the tests that follow
+    """Finished spans of this process (service/testing/spans.py)."""
+    with captured_spans() as exporter:
+        yield exporter
 
 
 @pytest.fixture

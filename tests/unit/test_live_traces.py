@@ -10,9 +10,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from pinledger.ledger.events import Actor, Claimed, Collected, Failed, JobEvent, Retried
@@ -23,6 +21,7 @@ from pinledger.projections.store import EventRow
 from pinledger.service.observability import job_trace, trace_export
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.live_traces import READS, Ended, LiveTraces, ended
+from pinledger.service.testing.spans import captured_spans
 from tests.unit.test_history import LOCAL_ID, STORY, D, rows_for
 
 TRACED = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
@@ -123,15 +122,8 @@ class Clock:
 @pytest.fixture
 def sent() -> Iterator[InMemorySpanExporter]:
     """The spans `otel.send` hands to this process's provider."""
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        trace.set_tracer_provider(TracerProvider())
-        provider = trace.get_tracer_provider()
-    assert isinstance(provider, TracerProvider)
-    exporter = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield exporter
-    exporter.shutdown()
+    with captured_spans() as exporter:
+        yield exporter
 
 
 def _live(timeline: Timeline, clock: Clock, capacity: int = 100) -> tuple[LiveTraces, Metrics]:
