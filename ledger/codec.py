@@ -33,6 +33,7 @@ from pinledger.ledger.events import (
     Event,
     Failed,
     FormatRaised,
+    PartitionsRetired,
     QueueCreated,
     QueueDeleted,
     QueueResized,
@@ -66,6 +67,7 @@ EVENT_TAGS: dict[type[Event], str] = {
     QueueCreated: "qnew",
     QueueDeleted: "qdel",
     QueueResized: "qsize",
+    PartitionsRetired: "qret",
     FormatRaised: "fmt",
 }
 
@@ -152,7 +154,9 @@ def _encode_event(event: Event) -> dict[str, Any]:
             return {"t": EVENT_TAGS[Deleted], "j": event.local_id}
         case Collected():
             return {"t": EVENT_TAGS[Collected], "j": event.local_id}
-        case QueueCreated() | QueueDeleted() | QueueResized() | FormatRaised():
+        case (
+            QueueCreated() | QueueDeleted() | QueueResized() | PartitionsRetired() | FormatRaised()
+        ):
             return _encode_catalog_event(event)
 
 
@@ -167,6 +171,13 @@ def _encode_catalog_event(event: CatalogEvent) -> dict[str, Any]:
                 "t": EVENT_TAGS[QueueResized],
                 "q": event.name,
                 "n": event.partitions,
+                "why": event.reason,
+            }
+        case PartitionsRetired():
+            return {
+                "t": EVENT_TAGS[PartitionsRetired],
+                "q": event.name,
+                "p": event.first,
                 "why": event.reason,
             }
         case FormatRaised():
@@ -243,6 +254,9 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     "qdel": lambda o: QueueDeleted(name=_field(o, "q", str)),
     "qsize": lambda o: QueueResized(
         name=_field(o, "q", str), partitions=_field(o, "n", int), reason=_field(o, "why", str)
+    ),
+    "qret": lambda o: PartitionsRetired(
+        name=_field(o, "q", str), first=_field(o, "p", int), reason=_field(o, "why", str)
     ),
     "fmt": lambda o: FormatRaised(format=_field(o, "f", int)),
 }

@@ -144,6 +144,19 @@ class QueueResized:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionsRetired:
+    """The queue's partitions `first` and above hold no job and do no owner work (ledger
+    format 2 and later): a resize closed them, their jobs were dequeued, finished and
+    collected. A later resize to N reopens those below N. `first` equal to the queue's
+    partition count retires none: the record that undoes a retirement when a job turned
+    up in a retired partition after all. `reason` says why."""
+
+    name: str
+    first: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class FormatRaised:
     """The cluster's ledger format, raised by `pinledger upgrade-format` (or recorded when
     a catalog is created): from this record on, servers write records of this format
@@ -164,7 +177,7 @@ JobEvent = (
     | Deleted
     | Collected
 )
-QueueEvent = QueueCreated | QueueDeleted | QueueResized
+QueueEvent = QueueCreated | QueueDeleted | QueueResized | PartitionsRetired
 # What the catalog topic holds.
 CatalogEvent = QueueEvent | FormatRaised
 Event = JobEvent | CatalogEvent

@@ -5,8 +5,8 @@ as Kafka's `metadata.version` does for brokers).
 - Format 1: plain records, one envelope of codec version 1 each (ledger/codec.py), and
   the catalog's queue events. Every release reads it.
 - Format 2: also group records (several callers' envelopes in one record, decision
-  0020), the catalog's `FormatRaised` records, and its `QueueResized` records (a queue
-  grown live, decision 0030).
+  0020), the catalog's `FormatRaised` records, and its `QueueResized` and
+  `PartitionsRetired` records (a queue resized live, decision 0030).
 
 Each server advertises the formats it reads in its membership of the owners' group
 (`advertisement`); the format the cluster writes is the last `FormatRaised` of the

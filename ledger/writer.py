@@ -17,6 +17,7 @@ from pinledger.ledger.events import (
     Envelope,
     Event,
     FormatRaised,
+    PartitionsRetired,
     QueueCreated,
     QueueDeleted,
     QueueResized,
@@ -95,6 +96,18 @@ class LedgerWriter:
             )
         self.log.add_partitions(self.topic(name), partitions)
         self._append_catalog(QueueResized(name, partitions, reason), at, actor)
+
+    def retire_partitions(self, name: str, first: int, at: int, actor: Actor, reason: str) -> None:
+        """Record that the queue's partitions `first` and above are retired (drained and
+        empty; `first` equal to the partition count: none are). Written only after a
+        resize, so only on a cluster at ledger format 2 or later; checked all the same."""
+        check_queue_name(name)
+        if self.cluster_format < formats.RESIZES:
+            raise formats.FormatTooOldError(
+                f"retiring partitions needs ledger format {formats.RESIZES}; the cluster "
+                f"writes format {self.cluster_format}"
+            )
+        self._append_catalog(PartitionsRetired(name, first, reason), at, actor)
 
     def delete_queue(self, name: str, at: int, actor: Actor) -> None:
         """Record the deletion first, so projections drop the queue's rows, then delete

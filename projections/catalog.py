@@ -2,14 +2,21 @@
 projector writes into the `queues` table (projector.py), for those that read the
 catalog from the log themselves (verify, `pinledger queue resize`). The first creation
 of a name stands until its deletion; a resize only ever adds partitions, and says how
-many of them take new jobs."""
+many of them take new jobs; a retirement covers closed partitions only, and a resize
+reopens the retired ones below its count."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import MutableMapping
 
-from pinledger.ledger.events import Event, QueueCreated, QueueDeleted, QueueResized
+from pinledger.ledger.events import (
+    Event,
+    PartitionsRetired,
+    QueueCreated,
+    QueueDeleted,
+    QueueResized,
+)
 from pinledger.projections.store import QueueRow
 
 
@@ -23,6 +30,13 @@ def fold_queue_event(queues: MutableMapping[str, QueueRow], event: Event, at: in
                 row,
                 partitions=max(row.partitions, event.partitions),
                 open_partitions=event.partitions,
+                retired_from=(
+                    None if row.retired_from is None else max(row.retired_from, event.partitions)
+                ),
             )
+    elif isinstance(event, PartitionsRetired):
+        row = queues.get(event.name)
+        if row is not None and event.first >= row.open:  # only closed ones retire
+            queues[event.name] = dataclasses.replace(row, retired_from=event.first)
     elif isinstance(event, QueueDeleted):
         queues.pop(event.name, None)

@@ -19,7 +19,9 @@ from pinledger.ledger.events import (
     CatalogEvent,
     Claimed,
     Enqueued,
+    Envelope,
     JobEvent,
+    PartitionsRetired,
     QueueCreated,
     QueueDeleted,
     QueueResized,
@@ -270,10 +272,10 @@ class CatalogProjector:
         self.done = False
 
     def apply(self, records: Sequence[LogRecord]) -> bool:
-        """Project catalog records; True when the set of queues changed."""
-        created: list[tuple[QueueRow, list[str]]] = []
-        resized: list[tuple[QueueRow, list[str]]] = []
-        deleted: list[tuple[str, str]] = []
+        """Project catalog records; True when the queues changed (their set, sizes or
+        retired partitions)."""
+        pending = _CatalogBatch()
+        changed = False
         last = None
         for record in records:
             if record.offset < self.next_offset or self.done:
@@ -282,24 +284,64 @@ class CatalogProjector:
             if self.bound.excludes(record.offset, envelope.at):
                 self.done = True
                 break
+            if last is not None and pending.sizes and _sizes_queues(envelope):
+                # Resizes and retirements of one batch commit in the order they were
+                # appended (a retirement holds only for partitions still closed).
+                changed = self._commit(pending, last) or changed
+                pending = _CatalogBatch()
             last = record.offset
-            for event in envelope.events:
-                if isinstance(event, QueueCreated):
-                    row = QueueRow(event.name, event.partitions, envelope.at)
-                    created.append((row, [queue_topic(self.prefix, event.name)]))
-                elif isinstance(event, QueueResized):
-                    row = QueueRow(event.name, event.partitions, envelope.at)
-                    resized.append((row, [queue_topic(self.prefix, event.name)]))
-                elif isinstance(event, QueueDeleted):
-                    # A deletion cancels an earlier creation or resize in the same batch.
-                    created = [c for c in created if c[0].name != event.name]
-                    resized = [r for r in resized if r[0].name != event.name]
-                    deleted.append((event.name, queue_topic(self.prefix, event.name)))
+            pending.add(envelope, self.prefix)
         if last is None:
-            return False
-        self.store.commit_catalog(self.topic, self.next_offset, last + 1, created, deleted, resized)
+            return changed
+        return self._commit(pending, last) or changed
+
+    def _commit(self, batch: _CatalogBatch, last: int) -> bool:
+        self.store.commit_catalog(
+            self.topic,
+            self.next_offset,
+            last + 1,
+            batch.created,
+            batch.deleted,
+            batch.resized,
+            batch.retired,
+        )
         self.next_offset = last + 1
-        return bool(created or deleted or resized)
+        return bool(batch.created or batch.deleted or batch.sizes)
+
+
+def _sizes_queues(envelope: Envelope) -> bool:
+    return any(isinstance(e, QueueResized | PartitionsRetired) for e in envelope.events)
+
+
+@dataclass
+class _CatalogBatch:
+    """Catalog changes to commit in one transaction."""
+
+    created: list[tuple[QueueRow, list[str]]] = field(default_factory=list)
+    resized: list[tuple[QueueRow, list[str]]] = field(default_factory=list)
+    retired: list[PartitionsRetired] = field(default_factory=list)
+    deleted: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def sizes(self) -> bool:
+        return bool(self.resized or self.retired)
+
+    def add(self, envelope: Envelope, prefix: str) -> None:
+        for event in envelope.events:
+            if isinstance(event, QueueCreated):
+                row = QueueRow(event.name, event.partitions, envelope.at)
+                self.created.append((row, [queue_topic(prefix, event.name)]))
+            elif isinstance(event, QueueResized):
+                row = QueueRow(event.name, event.partitions, envelope.at)
+                self.resized.append((row, [queue_topic(prefix, event.name)]))
+            elif isinstance(event, PartitionsRetired):
+                self.retired.append(event)
+            elif isinstance(event, QueueDeleted):
+                # A deletion cancels an earlier creation or resize in the same batch.
+                self.created = [c for c in self.created if c[0].name != event.name]
+                self.resized = [r for r in self.resized if r[0].name != event.name]
+                self.retired = [r for r in self.retired if r.name != event.name]
+                self.deleted.append((event.name, queue_topic(prefix, event.name)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.ledger.events import PartitionsRetired
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.day_partitions import DayPartition
 
@@ -180,6 +181,9 @@ class QueueRow:
     # How many of them take new jobs (0 .. open_partitions - 1) since the queue was
     # resized to fewer; None: all (decision 0030).
     open_partitions: int | None = None
+    # Partitions retired_from and above (never an open one) are retired: drained after a
+    # resize closed them, empty, no owner work; None: none (decision 0030).
+    retired_from: int | None = None
 
     @property
     def open(self) -> int:
@@ -187,6 +191,21 @@ class QueueRow:
         if self.open_partitions is None:
             return self.partitions
         return min(self.open_partitions, self.partitions)
+
+    @property
+    def active(self) -> int:
+        """The partitions not retired (0 .. active - 1): the open ones and the draining
+        ones, what owners work on and counts wait for."""
+        if self.retired_from is None:
+            return self.partitions
+        return min(max(self.retired_from, self.open), self.partitions)
+
+    def state_of(self, partition: int) -> str:
+        """ "serving" (takes new jobs), "draining" (closed by a resize, may hold jobs) or
+        "retired" (drained and empty)."""
+        if partition < self.open:
+            return "serving"
+        return "draining" if partition < self.active else "retired"
 
 
 class JobCount(NamedTuple):
@@ -357,12 +376,14 @@ class ProjectorStore(Protocol):
         created: Sequence[tuple[QueueRow, Sequence[str]]],
         deleted: Sequence[tuple[str, str]],
         resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
+        retired: Sequence[PartitionsRetired] = (),
     ) -> None:
         """Apply queue creations (row, partition topics to start at offset 0),
         deletions (queue name, its topic: its jobs, timeline and offsets go too) and
         resizes (row with the new partition count, after deletions and creations: a
-        queue only grows here, its new partitions start at offset 0) with the catalog
-        offset, by the same compare-and-set."""
+        queue only grows here, its new partitions start at offset 0), then retirements
+        (of partitions still closed) with the catalog offset, by the same
+        compare-and-set."""
         ...
 
     def expired(
@@ -374,6 +395,10 @@ class ProjectorStore(Protocol):
 
     def queues(self) -> list[QueueRow]:
         """Every queue, by name."""
+        ...
+
+    def holds_jobs_from(self, queue: str, first: int) -> bool:
+        """Whether the queue has any job in partition `first` or above."""
         ...
 
 

@@ -52,6 +52,8 @@ a file, as container platforms mount secrets: PINLEDGER_<NAME>_FILE.
 | READY_WINDOW                      | 3000 (ready jobs held in memory per owned partition)  |
 | TRACE_QUEUE                       | 10000 (traced jobs whose ended attempts wait to be    |
 |                                   | exported; beyond, their live spans are dropped)       |
+| RETIRE_AFTER_S                    | 60 (a queue's closed partitions retire once empty     |
+|                                   | this long: decision 0030)                             |
 | QUEUE_CONFIG                      | none: no rate limits, no draining partitions          |
 | ADMIN_PASSWORD_HASH (or _FILE)    | none: the admin password's scrypt hash (`pinledger    |
 |                                   | hash-password`); deleteQueue and the dashboard's      |
@@ -162,6 +164,9 @@ class Config:
     # the rest wait in Postgres (docs/decisions/0014-ready-window.md).
     ready_window: int = 3000
     trace_queue: int = 10_000
+    # A queue's partitions closed by a resize retire once they have held no job this
+    # long (docs/decisions/0030-growing-a-queue.md).
+    retire_after_s: float = 60.0
     queue_config: str = ""
     # The admin password's stored form (service/password.py): scrypt, from `pinledger
     # hash-password`; or PinLater's SHA-256 of password + salt, still accepted.

@@ -33,6 +33,7 @@ from pinledger.service.observability.health import HealthMonitor, Loop
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.owner import Owner
 from pinledger.service.ownership.queue_sizes import QueueSizes
+from pinledger.service.ownership.retirement import Retirement
 from pinledger.service.queue_config import QueueConfig
 
 log = logging.getLogger(__name__)
@@ -91,11 +92,21 @@ class Server:
             SYSTEM_CLOCK,
             Actor(source="pinledger:queue-config", server=config.server_id),
         )
+        self.owner.retirement = Retirement(
+            self.writer,
+            self.store,
+            lambda: self.owner.partitions.catalog is not None,
+            self.queues.rows,
+            SYSTEM_CLOCK,
+            Actor(source="pinledger:owner", server=config.server_id),
+            config.retire_after_s,
+        )
         # Before listening: a server that cannot read the cluster's ledger format stops
         # here, saying why (UnreadableFormatError).
         self.owner.format.start()
         # Listen first, then read: a change in between is not missed.
         self.queues.on_change = self.owner.set_queues
+        self.queues.on_rows = self.owner.set_rows
         self.owner.set_queues(self.queues.names())
         self.peers = CountingPeerPool(
             self.metrics,

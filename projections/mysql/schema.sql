@@ -15,7 +15,10 @@ CREATE TABLE queues (
     partitions  INT          NOT NULL CHECK (partitions > 0),
     created_at  BIGINT       NOT NULL,
     -- Partitions 0 .. open_partitions - 1 take new jobs; NULL: all (decision 0030).
-    open_partitions INT NULL CHECK (open_partitions > 0)
+    open_partitions INT NULL CHECK (open_partitions > 0),
+    -- Partitions retired_from and above are retired: drained, empty, no owner work;
+    -- NULL: none (decision 0030).
+    retired_from INT NULL CHECK (retired_from >= 0)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- Current state of every job that has not been deleted or garbage collected.

@@ -144,9 +144,13 @@ ON CONFLICT (name) DO NOTHING;
 
 -- name: resize_queue
 -- A queue resized in the catalog (decision 0030): its partitions only ever grow (Kafka
--- never removes one); the first `partitions` of them take new jobs.
+-- never removes one); the first `partitions` of them take new jobs, and no retired
+-- partition is among those.
 UPDATE queues SET partitions = GREATEST(partitions, %(partitions)s),
-                  open_partitions = %(partitions)s
+                  open_partitions = %(partitions)s,
+                  retired_from = CASE WHEN retired_from IS NULL THEN NULL
+                                      WHEN retired_from < %(partitions)s THEN %(partitions)s
+                                      ELSE retired_from END
 WHERE name = %(name)s;
 
 -- name: job_timeline
@@ -235,6 +239,11 @@ WHERE queue = %(queue)s AND state = %(state)s AND priority = %(priority)s
   AND (%(regex)s::text IS NULL OR encode(body, 'escape') ~ %(regex)s)
 ORDER BY run_after, partition, local_id
 LIMIT %(limit)s;
+
+-- name: jobs_from_partition
+-- Whether a queue holds any job in partition `first` or above: a closed partition
+-- retires only once it holds none (decision 0030). Served by the primary key.
+SELECT 1 FROM jobs WHERE queue = %(queue)s AND partition >= %(first)s LIMIT 1;
 
 -- name: expired_jobs
 -- Finished jobs of one partition past their TTL, for the owner's garbage collection.

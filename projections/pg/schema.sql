@@ -12,7 +12,10 @@ CREATE TABLE queues (
     partitions  integer NOT NULL CHECK (partitions > 0),
     created_at  bigint  NOT NULL,
     -- Partitions 0 .. open_partitions - 1 take new jobs; NULL: all (decision 0030).
-    open_partitions integer CHECK (open_partitions > 0)
+    open_partitions integer CHECK (open_partitions > 0),
+    -- Partitions retired_from and above are retired: drained, empty, no owner work;
+    -- NULL: none (decision 0030).
+    retired_from integer CHECK (retired_from >= 0)
 );
 
 -- Current state of every job that has not been deleted or garbage collected.

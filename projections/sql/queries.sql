@@ -10,7 +10,7 @@ SELECT version FROM schema_migrations ORDER BY version;
 INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s);
 
 -- name: list_queues
-SELECT name, partitions, created_at, open_partitions FROM queues ORDER BY name;
+SELECT name, partitions, created_at, open_partitions, retired_from FROM queues ORDER BY name;
 
 -- name: job_counts
 -- Jobs by queue, state and priority: what replay prints as a summary.
@@ -29,6 +29,12 @@ FROM jobs
 WHERE queue = %(queue)s
 GROUP BY state, priority, future
 ORDER BY state, priority, future;
+
+-- name: retire_partitions
+-- A queue's partitions `first` and above retired (decision 0030), unless a later resize
+-- reopened some of them before this record was projected: only closed ones retire.
+UPDATE queues SET retired_from = %(first)s
+WHERE name = %(name)s AND %(first)s >= COALESCE(open_partitions, partitions);
 
 -- name: delete_queue
 DELETE FROM queues WHERE name = %(name)s;

@@ -95,6 +95,12 @@ class SqlReads(SqlBase):
     def queues(self) -> list[QueueRow]:
         return [QueueRow(*row) for row in self._all("listing queues", "list_queues", {})]
 
+    def holds_jobs_from(self, queue: str, first: int) -> bool:
+        params = {"queue": queue, "first": first}
+        return bool(
+            self._all("looking for jobs in closed partitions", "jobs_from_partition", params)
+        )
+
     def job_counts(self) -> list[JobCount]:
         found = self._all("counting jobs", "job_counts", {})
         return [

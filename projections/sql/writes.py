@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pinledger.ledger.events import PartitionsRetired
 from pinledger.projections.row_mapping import imported_params
 from pinledger.projections.sql.day_partitions import SqlDayPartitions
 from pinledger.projections.sql.dialect import Session
@@ -88,6 +89,7 @@ class SqlWrites(SqlDayPartitions):
         created: Sequence[tuple[QueueRow, Sequence[str]]],
         deleted: Sequence[tuple[str, str]],
         resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
+        retired: Sequence[PartitionsRetired] = (),
     ) -> None:
         """Apply queue creations (row, partition topics to start at offset 0),
         deletions (queue name, its topic) and resizes with the catalog offset, in one
@@ -121,6 +123,10 @@ class SqlWrites(SqlDayPartitions):
                         session.execute(
                             "init_offset", {"topic": queue_topic, "partition": partition}
                         )
+            for retirement in retired:
+                session.execute(
+                    "retire_partitions", {"name": retirement.name, "first": retirement.first}
+                )
 
 
 def _fenced(session: Session, batch: PartitionBatch) -> None:

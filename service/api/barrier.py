@@ -59,8 +59,9 @@ def wait_projected(api: Api, keys: dict[Partition, int]) -> None:
 
 def settle(api: Api, queue: QueueRow) -> None:
     """Counts, scans and bulk actions see every record in the queue's log as of the
-    call (one request for the end offsets), this server's own writes included."""
+    call (one request for the end offsets), this server's own writes included. Retired
+    partitions are left out: they hold no job, and nobody projects them eagerly."""
     topic = api.writer.topic(queue.name)
-    keys = [(topic, p) for p in range(queue.partitions)]
+    keys = [(topic, p) for p in range(queue.active)]
     ends = api.writer.log.end_offsets(keys)
     wait_projected(api, {key: ends.get(key, 0) - 1 for key in keys})

@@ -29,6 +29,9 @@ class QueueDirectory:
         # Told the queue names whenever they change (the server points it at the owner,
         # which subscribes to their topics).
         self.on_change: Callable[[set[str]], None] = lambda _: None
+        # Told every queue row on each read (the server points it at the owner, which
+        # leaves retired partitions out of its work).
+        self.on_rows: Callable[[list[QueueRow]], None] = lambda _: None
         self._queues: dict[str, QueueRow] = {}
         self._read_at = 0.0
         # When the refresh loop last finished a round, worked or not (liveness).
@@ -69,6 +72,7 @@ class QueueDirectory:
             self._read_at = self.clock.monotonic()
         if changed:
             self.on_change(set(rows))
+        self.on_rows(list(rows.values()))
 
     def get(self, name: str) -> QueueRow | None:
         row = self._queues.get(name)

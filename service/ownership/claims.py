@@ -40,9 +40,9 @@ class Claimed(NamedTuple):
 
 
 def serving_parts(owned: Sequence[Owned], queue: str, coverage: float) -> list[Owned]:
-    """The serving partitions of `queue` a dequeue looks at: a random share of them
-    when `coverage` is below 1 (at least one)."""
-    parts = [o for o in owned if o.queue == queue and o.serving]
+    """The serving partitions of `queue` a dequeue looks at (never a retired one): a
+    random share of them when `coverage` is below 1 (at least one)."""
+    parts = [o for o in owned if o.queue == queue and o.serving and not o.retired]
     if 0 < coverage < 1 and len(parts) > 1:
         parts = random.sample(parts, max(1, math.ceil(coverage * len(parts))))
     return parts

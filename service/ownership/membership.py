@@ -32,13 +32,18 @@ def member_id_of(address: str) -> str:
     return f"{MEMBER_PREFIX}{address}"
 
 
-def peer_addresses(members: Sequence[GroupMember], topic: str, member_id: str) -> list[str]:
-    """Addresses (host:port) of the other servers owning partitions of `topic`."""
+def peer_addresses(
+    members: Sequence[GroupMember], topic: str, member_id: str, retired_from: int | None = None
+) -> list[str]:
+    """Addresses (host:port) of the other servers owning partitions of `topic` (other
+    than retired ones: those from `retired_from` on)."""
     addresses = []
     for member in members:
         if member.member_id == member_id or not member.member_id.startswith(MEMBER_PREFIX):
             continue
-        if any(t == topic for t, _ in member.partitions):
+        if any(
+            t == topic and (retired_from is None or p < retired_from) for t, p in member.partitions
+        ):
             addresses.append(member.member_id.removeprefix(MEMBER_PREFIX))
     return addresses
 
@@ -93,9 +98,10 @@ class Membership:
         )
         return mine is not None and self.partitions.all_serving(mine)
 
-    def peers_for(self, topic: str) -> list[str]:
-        """Addresses (host:port) of other live servers owning partitions of `topic`."""
-        return peer_addresses(self.members, topic, self.member_id)
+    def peers_for(self, topic: str, retired_from: int | None = None) -> list[str]:
+        """Addresses (host:port) of other live servers owning partitions of `topic`
+        (retired ones, from `retired_from` on, left out)."""
+        return peer_addresses(self.members, topic, self.member_id, retired_from)
 
 
 class MembersThread:

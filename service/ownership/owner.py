@@ -61,7 +61,7 @@ from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 from pinledger.ledger.events import Actor
 from pinledger.ledger.log import GroupMember, GroupReader, Log, LogError, owners_group
 from pinledger.ledger.writer import LedgerWriter, Traced
-from pinledger.projections.store import LedgerStore
+from pinledger.projections.store import LedgerStore, QueueRow
 from pinledger.service.config import Config
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
@@ -79,6 +79,7 @@ from pinledger.service.ownership.maintenance.timeline_retention import (
 from pinledger.service.ownership.membership import Membership, MembersThread, member_id_of
 from pinledger.service.ownership.partitions import Owned, Partitions
 from pinledger.service.ownership.queue_sizes import QueueSizes
+from pinledger.service.ownership.retirement import Retirement
 from pinledger.service.ownership.subscription import Subscription
 from pinledger.service.ownership.watchdog import Watchdog, stalled, unowned_topics
 
@@ -157,6 +158,9 @@ class Owner:
         # Resizes the queues whose `partitions` the queue config changes (the server
         # sets it; queue_sizes.py).
         self.queue_sizes: QueueSizes | None = None
+        # Retires a queue's drained partitions, on the catalog's owner (the server sets
+        # it; retirement.py).
+        self.retirement: Retirement | None = None
         self.format = ClusterFormat(
             kafka, config.topic_prefix, writer, metrics, on_unreadable_format
         )
@@ -205,6 +209,14 @@ class Owner:
         change); the owner thread subscribes to their topics."""
         self.subscription.set_queues(names)
 
+    def set_rows(self, rows: Iterable[QueueRow]) -> None:
+        """Every queue's row as the catalog projection has it (the queue directory
+        calls this on each read): the owner leaves their retired partitions out of its
+        work, its dequeues and its forwarding."""
+        self.partitions.set_retired(
+            {row.name: row.active for row in rows if row.active < row.partitions}
+        )
+
     def add_queue(self, name: str) -> None:
         """A queue this server has just created: own its partitions now, before the
         catalog projection lists it."""
@@ -233,6 +245,11 @@ class Owner:
                 self.queue_sizes.check()
             except Exception as exc:  # the tick's other duties must run whatever happens
                 log.warning("checking the queue config's partitions failed: %s", exc)
+        if self.retirement is not None:
+            try:
+                self.retirement.check()
+            except Exception as exc:  # as above
+                log.warning("checking for drained partitions to retire failed: %s", exc)
         members = self.membership.refresh()
         if members is None:
             return
@@ -267,7 +284,9 @@ class Owner:
 
     def peers_for(self, queue: str) -> list[str]:
         """Addresses (host:port) of other live servers owning partitions of `queue`."""
-        return self.membership.peers_for(self.writer.topic(queue))
+        return self.membership.peers_for(
+            self.writer.topic(queue), self.partitions.retired_from(queue)
+        )
 
     # -- dequeue (Thrift handler threads) and maintenance -------------------------------
 

@@ -78,6 +78,9 @@ class Owned:
     # (local_id, touched_at) of the claims whose timeout was appended and is on its way
     # through the log (maintenance/claim_timeouts.py), so it is not appended twice.
     timing_out: set[tuple[int, int | None]] = field(default_factory=set)
+    # Retired: drained and empty after a resize closed it (retirement.py); no ready
+    # window, no maintenance, no dequeues, until a resize reopens it.
+    retired: bool = False
 
 
 class _WindowCache:
@@ -138,6 +141,29 @@ class Partitions:
         # Why the last reload failed (the loop logs it).
         self.reload_error: Exception | None = None
         self._reader: GroupReader | None = None
+        # Queue -> its first retired partition, for the queues that have retired ones.
+        self._retired_from: dict[str, int] = {}
+
+    def set_retired(self, retired_from: dict[str, int]) -> None:
+        """Which partitions are retired (queue -> the first of them), from the catalog
+        projection; any thread."""
+        with self.lock:
+            if retired_from == self._retired_from:
+                return
+            self._retired_from = retired_from
+            for owned in self.owned.values():
+                was = owned.retired
+                owned.retired = owned.partition >= retired_from.get(
+                    owned.queue, owned.partition + 1
+                )
+                if owned.retired != was:
+                    state = "retired" if owned.retired else "reopened"
+                    log.info("%s[%d] %s", owned.topic, owned.partition, state)
+
+    def retired_from(self, queue: str) -> int | None:
+        """The queue's first retired partition, or None."""
+        with self.lock:
+            return self._retired_from.get(queue)
 
     def attach(self, reader: GroupReader) -> None:
         """The group reader whose assignment this follows (made at start, with
@@ -226,6 +252,8 @@ class Partitions:
             cache=_WindowCache(self.lock, buffer),
         )
         owned = Owned(queue, topic, partition, projector, buffer, target=end)
+        with self.lock:
+            owned.retired = _retired(queue, partition, self._retired_from)
         self._refill(owned)
         with self.lock:
             self.owned[key] = owned
@@ -258,6 +286,8 @@ class Partitions:
 
     def _refill(self, owned: Owned) -> None:
         with self.lock:
+            if owned.retired:
+                return
             wanted = owned.buffer.wants()
         for priority, after, room in wanted:
             found = self.store.ready_jobs(owned.queue, owned.partition, priority, after, room)
@@ -385,6 +415,11 @@ class Partitions:
         with self.lock:
             return [o for o in self.owned.values() if o.serving]
 
+    def working(self) -> list[Owned]:
+        """The partitions serving now that are not retired: what maintenance visits."""
+        with self.lock:
+            return [o for o in self.owned.values() if o.serving and not o.retired]
+
     def projected(self) -> dict[Key, int]:
         """Each owned partition's next offset to project."""
         with self.lock:
@@ -394,6 +429,11 @@ class Partitions:
         """Whether each of these partitions is owned here and serving."""
         with self.lock:
             return all(key in self.owned and self.owned[key].serving for key in keys)
+
+
+def _retired(queue: str, partition: int, retired_from: Mapping[str, int]) -> bool:
+    first = retired_from.get(queue)
+    return first is not None and partition >= first
 
 
 def _forget_unheld(owned: Owned, ids: Iterable[int]) -> None:

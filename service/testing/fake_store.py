@@ -9,14 +9,15 @@ them.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.ledger.events import PartitionsRetired, QueueResized
 from pinledger.ledger.state import FINISHED, Job, JobState
+from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.day_partitions import DayPartition
 from pinledger.projections.migration_plan import Plan, Progress, plan
 from pinledger.projections.pg.sql import migrations
@@ -278,6 +279,7 @@ class FakeStore:
         created: Sequence[tuple[QueueRow, Sequence[str]]],
         deleted: Sequence[tuple[str, str]],
         resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
+        retired: Sequence[PartitionsRetired] = (),
     ) -> None:
         def run() -> None:
             check_forward(topic, 0, expected_offset, next_offset)
@@ -296,16 +298,13 @@ class FakeStore:
                     for partition in range(row.partitions):
                         self._offsets.setdefault((queue_topic, partition), 0)
             for row, topics in resized:
-                old = self._queues.get(row.name)
-                if old is not None:  # as the UPDATE: an unknown queue stays unknown
-                    self._queues[row.name] = dataclasses.replace(
-                        old,
-                        partitions=max(old.partitions, row.partitions),
-                        open_partitions=row.partitions,
-                    )
+                # As the UPDATE: an unknown queue stays unknown.
+                fold_queue_event(self._queues, QueueResized(row.name, row.partitions), 0)
                 for queue_topic in topics:
                     for partition in range(row.partitions):
                         self._offsets.setdefault((queue_topic, partition), 0)
+            for retirement in retired:
+                fold_queue_event(self._queues, retirement, 0)
 
         self._run(f"committing catalog {topic}", run)
 
@@ -346,6 +345,12 @@ class FakeStore:
     def queues(self) -> list[QueueRow]:
         return self._run(
             "listing queues", lambda: sorted(self._queues.values(), key=lambda q: q.name)
+        )
+
+    def holds_jobs_from(self, queue: str, first: int) -> bool:
+        return self._run(
+            "looking for jobs in closed partitions",
+            lambda: any(k[0] == queue and k[1] >= first for k in self._jobs),
         )
 
     # -- the readers' side ----------------------------------------------------------------

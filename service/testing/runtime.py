@@ -46,6 +46,7 @@ from pinledger.service.api.requests import Caller, DequeueRequest
 from pinledger.service.config import Config
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.owner import Owner
+from pinledger.service.ownership.retirement import Retirement
 from pinledger.service.queue_config import QueueConfig
 from pinledger.service.testing.clock import FakeClock
 from pinledger.service.testing.fake_log import FakeLog
@@ -136,7 +137,17 @@ class Node:
         )
         self.owner.loop.poll_timeout_ms = _POLL_TIMEOUT_MS
         self.queues.on_change = self.owner.set_queues
+        self.queues.on_rows = self.owner.set_rows
         self.owner.set_queues(self.queues.names())
+        self.owner.retirement = Retirement(
+            self.writer,
+            runtime.store,
+            lambda: self.owner.partitions.catalog is not None,
+            self.queues.rows,
+            runtime.clock,
+            Actor(source="pinledger:owner", server=config.server_id),
+            config.retire_after_s,
+        )
         self.handler = Handler(
             config,
             runtime.store,

@@ -15,7 +15,8 @@ plain records of every event type with every field (a45139f), an enqueue of an i
 job (`"i"`, 58ce852), group records whose envelopes carry their trace context (`"tp"`,
 0f5dff3); the trace context of a plain record in its `traceparent` header (a45139f);
 the catalog's record of the cluster's ledger format (`"fmt"`, ledger format 2, decision
-0025); a queue resized live (`"qsize"`, ledger format 2, decision 0030).
+0025); a queue resized live (`"qsize"`, ledger format 2, decision 0030); a queue's drained
+partitions retired (`"qret"`, ledger format 2, decision 0030).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from pinledger.ledger.events import (
     Event,
     Failed,
     FormatRaised,
+    PartitionsRetired,
     QueueCreated,
     QueueDeleted,
     QueueResized,
@@ -210,6 +212,22 @@ def queue_resized() -> Story:
     return s
 
 
+def partitions_retired() -> Story:
+    s = Story(
+        "v1-catalog-partitions-retired",
+        "Catalog records of ledger format 2: a queue shrunk, its drained partitions retired, "
+        "a retirement undone, and partitions reopened by a resize (decision 0030).",
+        topic="catalog",
+    )
+    s.plain(T0, OWNER, FormatRaised(2))
+    s.plain(T0 + 1, OPERATOR, QueueCreated("mail", 6))
+    s.plain(T0 + 2, OPERATOR, QueueResized("mail", 2, "pinledger queue resize, by ops@host"))
+    s.plain(T0 + 3, OWNER, PartitionsRetired("mail", 2, "partitions 2..5 drained"))
+    s.plain(T0 + 4, OWNER, PartitionsRetired("mail", 6, "a job in a retired partition"))
+    s.plain(T0 + 5, OWNER, QueueResized("mail", 4, "queue config"))
+    return s
+
+
 def _job(job: Job) -> dict[str, Any]:
     values = job._asdict()
     values["state"] = job.state.name
@@ -272,8 +290,8 @@ def document(story: Story) -> dict[str, Any]:
 
 
 # The fields of catalog events, in the order a file lists them.
-CATALOG_FIELDS = ("name", "partitions", "reason", "format")
-STORIES = (lifecycle, group_records, catalog, format_records, queue_resized)
+CATALOG_FIELDS = ("name", "partitions", "first", "reason", "format")
+STORIES = (lifecycle, group_records, catalog, format_records, queue_resized, partitions_retired)
 
 
 def read_sums() -> dict[str, str]:

@@ -25,6 +25,7 @@ from pinledger.ledger.events import (
     Failed,
     FormatRaised,
     JobEvent,
+    PartitionsRetired,
     QueueCreated,
     QueueDeleted,
     QueueResized,
@@ -80,6 +81,7 @@ collected = st.builds(Collected, local_id=i64)
 queue_created = st.builds(QueueCreated, name=st.text(), partitions=i64)
 queue_deleted = st.builds(QueueDeleted, name=st.text())
 queue_resized = st.builds(QueueResized, name=st.text(), partitions=i64, reason=st.text())
+partitions_retired = st.builds(PartitionsRetired, name=st.text(), first=i64, reason=st.text())
 format_raised = st.builds(FormatRaised, format=i64)
 
 EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
@@ -95,6 +97,7 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     QueueCreated: queue_created,
     QueueDeleted: queue_deleted,
     QueueResized: queue_resized,
+    PartitionsRetired: partitions_retired,
     FormatRaised: format_raised,
 }
 

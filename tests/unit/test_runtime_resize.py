@@ -14,7 +14,15 @@ import pytest
 from pinledger.idl import pinlater
 from pinledger.ledger import codec, formats
 from pinledger.ledger.descriptor import parse
-from pinledger.ledger.events import Actor, Envelope, QueueCreated, QueueDeleted, QueueResized
+from pinledger.ledger.events import (
+    Actor,
+    Enqueued,
+    Envelope,
+    PartitionsRetired,
+    QueueCreated,
+    QueueDeleted,
+    QueueResized,
+)
 from pinledger.ledger.log import catalog_topic, queue_topic
 from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.catalog_log import catalog_queues, resizes
@@ -214,3 +222,128 @@ def test_a_queues_resizes_are_read_from_the_catalog_with_their_reasons() -> None
         (5, 2, "shrink")
     ]
     assert catalog_queues(envelopes)["mail"].open == 2
+
+
+# Closed partitions retire five seconds after their last job was collected, which is
+# five seconds after its success: the fake clock moves through them in steps.
+RETIRING = dataclasses.replace(
+    CONFIG, partitions=4, succeeded_ttl_s=5.0, gc_interval_s=1.0, retire_after_s=5.0
+)
+
+
+def _row(rt: Runtime, name: str = "mail") -> QueueRow:
+    return {q.name: q for q in rt.store.queues()}[name]
+
+
+def _retired(node: Node) -> list[int]:
+    with node.owner.partitions.lock:
+        return sorted(o.partition for o in node.owner.partitions.owned.values() if o.retired)
+
+
+def _drain(rt: Runtime, node: Node, jobs: int) -> None:
+    """Dequeue and ack `jobs` jobs as a worker does."""
+    done: set[str] = set()
+
+    def served() -> bool:
+        got = node.dequeue("mail", 50)
+        node.ack("mail", succeeded=list(got))
+        done.update(got)
+        return len(done) == jobs
+
+    rt.advance_until(served, f"{jobs} jobs to be dequeued and acked")
+
+
+def test_drained_partitions_retire_and_a_resize_reopens_them() -> None:
+    with Runtime(RETIRING) as rt:
+        a, b = rt.node(), rt.node()
+        a.create_queue("mail")
+        rt.wait_serving("mail", 4, [a, b])
+        before = [d for i in range(8) for d in a.enqueue("mail", job(b"old %d" % i))]
+        rt.resize_queue("mail", 2)
+        rt.advance_until(lambda: _row(rt).open == 2, "the queue to take jobs on two partitions")
+        rt.clock.advance(2)
+        # Closed partitions with jobs in them do not retire, however long they wait.
+        rt.clock.advance(30)
+        rt.settle()
+        assert _row(rt).retired_from is None
+        assert _row(rt).state_of(3) == "draining"
+
+        _drain(rt, a, len(before))
+        rt.advance_until(
+            lambda: _row(rt).retired_from == 2, "partitions 2 and 3 to retire", step_s=0.5
+        )
+        catalog = [
+            e
+            for r in rt.log.records(catalog_topic(CONFIG.topic_prefix), 0)
+            for e in codec.decode(r.value).events
+        ]
+        assert [e for e in catalog if isinstance(e, PartitionsRetired)] == [
+            PartitionsRetired("mail", 2, "partitions 2..3 drained: empty for 5 s")
+        ]
+        assert [_row(rt).state_of(p) for p in range(4)] == [
+            "serving",
+            "serving",
+            "retired",
+            "retired",
+        ]
+        rt.advance_until(
+            lambda: _retired(a) + _retired(b) == [2, 3], "the owners to retire partitions 2, 3"
+        )
+        # A retired partition is nobody's work: no dequeue looks at it, no peer is asked
+        # for the queue on its account, counts do not wait for it.
+        owner_of_3 = a if ("mail", 3) in a.serving() else b
+        other = b if owner_of_3 is a else a
+        if ("mail", 0) not in owner_of_3.serving() and ("mail", 1) not in owner_of_3.serving():
+            assert other.owner.peers_for("mail") == []
+        assert a.count("mail") == 0
+
+        rt.resize_queue("mail", 4)  # grown again: the retired partitions take jobs again
+        rt.advance_until(lambda: _row(rt).open == 4, "the queue to take jobs on four again")
+        assert _row(rt).retired_from == 4 and _row(rt).state_of(3) == "serving"
+        rt.advance_until(lambda: _retired(a) + _retired(b) == [], "the owners to reopen them")
+        rt.clock.advance(2)
+        after = [d for i in range(8) for d in a.enqueue("mail", job(b"again %d" % i))]
+        assert {_partition(d) for d in after} == set(range(4))
+        rt.settle()
+        _drain(rt, a, len(after))
+
+
+def test_a_job_that_turns_up_in_a_retired_partition_is_served_and_it_retires_again() -> None:
+    with Runtime(RETIRING) as rt:
+        a = rt.node()
+        a.create_queue("mail")
+        rt.resize_queue("mail", 2)
+        rt.advance_until(
+            lambda: _row(rt).retired_from == 2, "the empty partitions to retire", step_s=0.5
+        )
+        rt.advance_until(lambda: _retired(a) == [2, 3], "the owner to retire partitions 2, 3")
+        # A server that had not seen the resize enqueues to partition 3 all the same.
+        rt.writer.append("mail", 3, [Enqueued(b"late", 1, 0, 1)], rt.clock.now_ms(), Actor("t"))
+        rt.advance_until(
+            lambda: _row(rt).retired_from == 4, "the retirement to be undone", step_s=0.5
+        )
+        rt.advance_until(lambda: _retired(a) == [], "the owner to work on them again")
+        got = {}
+        rt.advance_until(lambda: bool(got.update(a.dequeue("mail", 5)) or got), "the late job")
+        assert list(got.values()) == [b"late"] and _partition(next(iter(got))) == 3
+        a.ack("mail", succeeded=list(got))
+        rt.advance_until(
+            lambda: _row(rt).retired_from == 2, "partitions 2, 3 to retire again", step_s=0.5
+        )
+
+
+def test_retirements_fold_as_the_projection_writes_them() -> None:
+    queues = {"mail": QueueRow("mail", 6, 1)}
+    fold_queue_event(queues, PartitionsRetired("mail", 2, "open ones never retire"), 2)
+    assert queues["mail"].retired_from is None
+    fold_queue_event(queues, QueueResized("mail", 2, "shrunk"), 3)
+    fold_queue_event(queues, PartitionsRetired("mail", 2, "drained"), 4)
+    assert [queues["mail"].state_of(p) for p in range(6)] == ["serving"] * 2 + ["retired"] * 4
+    assert queues["mail"].active == 2
+    fold_queue_event(queues, QueueResized("mail", 1, "shrunk again"), 5)
+    assert [queues["mail"].state_of(p) for p in range(3)] == ["serving", "draining", "retired"]
+    fold_queue_event(queues, QueueResized("mail", 4, "grown"), 6)
+    assert queues["mail"].retired_from == 4 and queues["mail"].active == 4
+    assert [queues["mail"].state_of(p) for p in range(6)] == ["serving"] * 4 + ["retired"] * 2
+    fold_queue_event(queues, PartitionsRetired("mail", 6, "undone"), 7)
+    assert [queues["mail"].state_of(p) for p in range(6)] == ["serving"] * 4 + ["draining"] * 2

@@ -89,7 +89,7 @@ class ClaimTimeouts:
         timeout_ms = self.timeout_ms
         partitions = self.partitions
         batches = timed_out(
-            partitions.store, partitions.lock, partitions.serving(), now, timeout_ms
+            partitions.store, partitions.lock, partitions.working(), now, timeout_ms
         )
         appends: list[tuple[str, int, Sequence[Event]]] = [
             (owned.queue, owned.partition, decide_timeouts((h.job for h in held), now, timeout_ms))

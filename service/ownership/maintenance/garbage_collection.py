@@ -55,7 +55,7 @@ class Collector:
         succeeded_ttl, failed_ttl = self.succeeded_ttl_ms, self.failed_ttl_ms
         succeeded_before, failed_before = gc_cutoffs(now, succeeded_ttl, failed_ttl)
         appends: list[tuple[str, int, Sequence[Event]]] = []
-        for owned in self.partitions.serving():
+        for owned in self.partitions.working():
             jobs = self.store.expired(
                 owned.queue, owned.partition, succeeded_before, failed_before, limit
             )
