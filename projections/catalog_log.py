@@ -5,7 +5,7 @@ dashboard (when and why each queue was resized)."""
 from __future__ import annotations
 
 from pinledger.ledger import codec
-from pinledger.ledger.events import Envelope, QueueDeleted, QueueResized
+from pinledger.ledger.events import Envelope, PartitionsRetired, QueueDeleted, QueueResized
 from pinledger.ledger.log import Log, catalog_topic
 from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.store import QueueRow
@@ -30,13 +30,15 @@ def catalog_queues(envelopes: list[Envelope]) -> dict[str, QueueRow]:
     return queues
 
 
-def resizes(envelopes: list[Envelope], queue: str) -> list[tuple[Envelope, QueueResized]]:
-    """The queue's resizes, oldest first, each with the envelope that says when and
-    who (a queue deleted and created again starts over)."""
-    found: list[tuple[Envelope, QueueResized]] = []
+def resizes(
+    envelopes: list[Envelope], queue: str
+) -> list[tuple[Envelope, QueueResized | PartitionsRetired]]:
+    """The queue's resizes and retirements, oldest first, each with the envelope that
+    says when and who (a queue deleted and created again starts over)."""
+    found: list[tuple[Envelope, QueueResized | PartitionsRetired]] = []
     for envelope in envelopes:
         for event in envelope.events:
-            if isinstance(event, QueueResized) and event.name == queue:
+            if isinstance(event, QueueResized | PartitionsRetired) and event.name == queue:
                 found.append((envelope, event))
             elif isinstance(event, QueueDeleted) and event.name == queue:
                 found = []  # what came before was another queue of that name

@@ -4,6 +4,7 @@ moment."""
 
 from __future__ import annotations
 
+from pinledger.ledger.events import PartitionsRetired, QueueResized
 from pinledger.ledger.log import queue_topic
 from pinledger.ledger.state import JobState
 from pinledger.ledger.times import parse_ms
@@ -109,7 +110,9 @@ def _partitions(backend: Backend, queue: QueueRow) -> str:
     rows = []
     for p in range(queue.partitions):
         state = []
-        if p >= queue.open:
+        if queue.state_of(p) == "retired":
+            state.append("retired (drained and empty; reused when the queue grows)")
+        elif p >= queue.open:
             state.append("draining (the queue was resized to fewer partitions)")
         elif p in settings.drained_partitions:
             state.append("draining (no new enqueues)")
@@ -174,12 +177,18 @@ def _resizes(backend: Backend, queue: QueueRow) -> str:
     rows = [
         [
             esc(when(envelope.at)),
-            esc(str(event.partitions)),
+            esc(_change(event, queue)),
             esc(event.reason or "-"),
             esc(envelope.actor.source),
         ]
         for envelope, event in reversed(found[-RESIZES_SHOWN:])
     ]
-    return "<h2>Resizes</h2>" + table(
-        ["when (UTC)", "partitions taking jobs", "why", "by"], rows, "resizes"
-    )
+    return "<h2>Resizes</h2>" + table(["when (UTC)", "change", "why", "by"], rows, "resizes")
+
+
+def _change(event: QueueResized | PartitionsRetired, queue: QueueRow) -> str:
+    if isinstance(event, QueueResized):
+        return f"takes jobs on {event.partitions} partition(s)"
+    if event.first >= queue.partitions:
+        return "retirement undone"
+    return f"partitions {event.first}..{queue.partitions - 1} retired"

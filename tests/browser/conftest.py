@@ -76,6 +76,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         schema,
         settings={
             "PINLEDGER_CLAIM_TIMEOUT_S": "2",
+            # A resized queue's empty partitions retire within seconds.
+            "PINLEDGER_RETIRE_AFTER_S": "3",
             "PINLEDGER_ADMIN_PASSWORD_SHA256": hash_password(PASSWORD, SALT),
             "PINLEDGER_ADMIN_SALT": SALT,
             "PINLEDGER_TRACE_URL_TEMPLATE": "https://traces.example/trace/{trace_id}",

@@ -104,7 +104,7 @@ def test_the_queue_page_shows_counts_after_jobs_ran(
     ]
 
 
-def test_the_queue_page_shows_a_resize_its_reason_and_the_draining_partitions(
+def test_the_queue_page_shows_a_resize_its_reason_and_the_draining_then_retired_partitions(
     server: ServerProcess, browser: webdriver.Chrome, client: Any
 ) -> None:
     queue = _queue(client)
@@ -122,6 +122,19 @@ def test_the_queue_page_shows_a_resize_its_reason_and_the_draining_partitions(
     (resize,) = browser.find_elements(By.CSS_SELECTOR, "table.resizes tbody tr")
     assert "pinledger queue resize, by" in resize.text
     assert "pinledger:queue-resize" in resize.text
+
+    # Empty, the closed partitions retire (PINLEDGER_RETIRE_AFTER_S is 3 here).
+    def retired_rows() -> list[str]:
+        browser.get(_page(server, f"/queue?name={queue}"))
+        rows = browser.find_elements(By.CSS_SELECTOR, "table.partitions tbody tr")
+        return [r.text for r in rows] if "retired" in (rows[-1].text if rows else "") else []
+
+    rows = wait_for(retired_rows, timeout=30)
+    assert ["retired" in row for row in rows] == [False, False, True, True], rows
+    changes = browser.find_elements(By.CSS_SELECTOR, "table.resizes tbody tr")
+    assert "partitions 2..3 retired" in changes[0].text, [c.text for c in changes]
+    assert "pinledger:owner" in changes[0].text
+    assert "takes jobs on 2 partition(s)" in changes[1].text
 
 
 def _overview_cells(browser: webdriver.Chrome, queue: str) -> dict[str, str]:

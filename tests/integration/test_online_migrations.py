@@ -154,7 +154,7 @@ def test_check_on_a_schema_in_use_names_the_pause_and_changes_nothing(
 
     code, out, _ = _cli(store, "--check", monkeypatch=monkeypatch, capsys=capsys)
     assert code == EXIT_NEEDS_PAUSE
-    assert [line.strip() for line in out.splitlines()[1:6]] == [
+    assert [line.strip() for line in out.splitlines()[1:7]] == [
         "0005_ready_window.sql: concurrently (outside a transaction; writes go on)",
         "0006_job_events_by_type.sql: needs a pause: indexes the partitioned job_events, "
         "which Postgres cannot index concurrently: writes to job_events wait for the whole "
@@ -162,6 +162,7 @@ def test_check_on_a_schema_in_use_names_the_pause_and_changes_nothing(
         "0007_imported_descriptors.sql: online (brief locks only)",
         "0008_ended_sessions.sql: online (brief locks only)",
         "0009_queue_open_partitions.sql: online (brief locks only)",
+        "0010_queue_retired_partitions.sql: online (brief locks only)",
     ]
     assert "0006_job_events_by_type.sql would block writes" in out
     assert "pinledger migrate --allow-pause" in out
@@ -260,7 +261,8 @@ def test_migrate_stops_before_a_pause_and_says_what_to_do(
         "applied 0007_imported_descriptors.sql (online)",
         "applied 0008_ended_sessions.sql (online)",
         "applied 0009_queue_open_partitions.sql (online)",
-        f"schema {store.schema}: 4 applied",
+        "applied 0010_queue_retired_partitions.sql (online)",
+        f"schema {store.schema}: 5 applied",
     ]
     # The same schema as a new one migrated in one run.
     fresh = fresh_pg_store("online_fresh")

@@ -1,8 +1,8 @@
-"""A queue grown live on real servers (issue 24, part 1): two servers share a queue of two
-partitions under enqueue and dequeue load; `pinledger queue resize` grows it to six;
-new enqueues spread over the six, every job enqueued before, during and after is
-dequeued, acked and SUCCEEDED, and replaying the log gives the projection the servers
-built."""
+"""A queue resized live on real servers (issue 24): two servers share a queue of two
+partitions under enqueue and dequeue load; `pinledger queue resize` grows it to six and
+shrinks it to one; new enqueues go where the queue takes them, every job enqueued
+before, during and after is dequeued, acked and SUCCEEDED, the closed partitions retire
+once empty, and replaying the log gives the projection the servers built."""
 
 from __future__ import annotations
 
@@ -158,23 +158,60 @@ def _two_servers_under_load(
             load.stop()
 
 
-def test_a_queue_grows_from_two_to_six_partitions_under_load(
+def _retired_from(config: Config, schema: str, queue: str) -> int | None:
+    store = Store(config.pg_dsn, schema)
+    try:
+        return {row.name: row for row in store.queues()}[queue].retired_from
+    finally:
+        store.close()
+
+
+def test_a_queue_grows_to_six_partitions_and_shrinks_to_one_under_load(
     names: tuple[str, str], tmp_path: Path, kafka: Log, config: Config
 ) -> None:
+    """Grown from two to six and shrunk to one under load: every acknowledged job
+    SUCCEEDED; once their jobs are gone the closed partitions retire, and the queue
+    serves on the one left."""
     prefix, schema = names
     queue = f"grow_{uuid.uuid4().hex[:6]}"
-    with _two_servers_under_load(names, tmp_path, queue) as (_, address, load):
+    with _two_servers_under_load(names, tmp_path, queue, PINLEDGER_RETIRE_AFTER_S="1") as (
+        _,
+        address,
+        load,
+    ):
         assert "from 2 to 6 partitions" in _resize(prefix, queue, 6)
         wait_for(lambda: _partitions_of(load.enqueued[-60:]) == set(range(6)), timeout=30)
+        load.enqueue_more(100)
+        assert "partitions 1..5 take no new jobs and drain" in _resize(prefix, queue, 1)
+        wait_for(lambda: _partitions_of(load.enqueued[-40:]) == {0}, timeout=30)
         load.enqueue_more(100)
         load.drain()
         load.stop()
         assert not load.errors, load.errors
         _all_succeeded(address, load)
-        again = run_pinledger("queue", "resize", queue, "6", PINLEDGER_TOPIC_PREFIX=prefix)
+        again = run_pinledger("queue", "resize", queue, "1", PINLEDGER_TOPIC_PREFIX=prefix)
         assert again.returncode == 0 and "nothing to do" in again.stdout
         none = run_pinledger("queue", "resize", queue, "0", PINLEDGER_TOPIC_PREFIX=prefix)
         assert none.returncode == 2 and "at least one partition" in none.stdout
+
+        # The closed partitions retire once they hold no job (collected, or deleted).
+        assert _retired_from(config, schema, queue) is None
+        with PinLaterClient(address) as client:
+            while client.delete_jobs(queue, JobState.SUCCEEDED) > 0:
+                pass
+        wait_for(lambda: _retired_from(config, schema, queue) == 1, timeout=30)
+        with PinLaterClient(address) as client:
+            late = client.enqueue(queue, [Job(b"after %d" % i) for i in range(5)])
+            assert _partitions_of(late) == {0}
+            assert client.count(queue, JobState.PENDING) == 5
+            got: list[str] = []
+
+            def dequeued() -> bool:
+                got.extend(job.descriptor for job in client.dequeue(queue, 5))
+                return len(got) == len(late)
+
+            wait_for(dequeued, timeout=30)
+            assert sorted(got) == sorted(late)
     _replays_identically(config, kafka, prefix, schema)
 
 

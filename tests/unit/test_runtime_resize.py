@@ -216,10 +216,12 @@ def test_a_queues_resizes_are_read_from_the_catalog_with_their_reasons() -> None
         Envelope(3, actor, (QueueDeleted("mail"),)),
         Envelope(4, actor, (QueueCreated("mail", 4),)),
         Envelope(5, actor, (QueueResized("mail", 2, "shrink"),)),
+        Envelope(6, actor, (PartitionsRetired("mail", 2, "drained"),)),
     ]
-    # The queue deleted and created again is another queue: only its own resize.
-    assert [(e.at, r.partitions, r.reason) for e, r in resizes(envelopes, "mail")] == [
-        (5, 2, "shrink")
+    # The queue deleted and created again is another queue: only its own changes.
+    assert [(e.at, r) for e, r in resizes(envelopes, "mail")] == [
+        (5, QueueResized("mail", 2, "shrink")),
+        (6, PartitionsRetired("mail", 2, "drained")),
     ]
     assert catalog_queues(envelopes)["mail"].open == 2
 
