@@ -6,8 +6,14 @@
 
 maxJobsPerSecond  number >= 0, cluster-wide dequeue rate; 0 pauses the queue; absent means
                   unlimited.
-partitions        integer >= 1, the partition count createQueue uses for this queue;
-                  absent means the server's default.
+partitions        integer >= 1, the partitions this queue takes jobs on: createQueue
+                  uses it, and a change resizes the queue live (decision 0030); absent
+                  means the server's default, never resized. Or an object letting the
+                  servers adapt the count between bounds (service/ownership/adaptation.py):
+                  {"min": 1, "max": 32} and optionally "growRate" (enqueues/s per
+                  partition, 200), "growBacklog" (due jobs per partition, 1000),
+                  "shrinkEmptyRatio" (share of empty dequeue answers, 0.5),
+                  "minDequeues" (50), "cooldownSeconds" (300), "windowSeconds" (60).
 drainPartitions   integers >= 0, partitions that take no new enqueues and are emptied by
                   dequeues (PinLater's dequeue-only shards).
 
@@ -28,6 +34,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from pinledger.service.partition_policy import Bounds, Thresholds
+
 log = logging.getLogger(__name__)
 
 
@@ -36,10 +44,30 @@ class QueueConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class Adaptive:
+    """`"partitions": {"min": .., "max": ..}`: the servers choose the count."""
+
+    bounds: Bounds
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    # How long each measurement runs before the policy decides on it.
+    window_s: float = 60.0
+
+
+@dataclass(frozen=True)
 class QueueSettings:
     max_jobs_per_second: float | None = None
+    # A fixed count; None with `adaptive` set, or for the server's default.
     partitions: int | None = None
     drained_partitions: frozenset[int] = frozenset()
+    adaptive: Adaptive | None = None
+
+    def initial_partitions(self, default: int) -> int:
+        """The partitions createQueue gives the queue."""
+        if self.partitions is not None:
+            return self.partitions
+        if self.adaptive is not None:
+            return max(self.adaptive.bounds.min, min(default, self.adaptive.bounds.max))
+        return default
 
 
 _DEFAULT = QueueSettings()
@@ -100,8 +128,15 @@ def _settings(cfg: Any, where: str) -> QueueSettings:
             f"{where}: maxJobsPerSecond must be a number >= 0 (0 pauses the queue), got {rate!r}"
         )
     partitions = cfg.get("partitions")
-    if partitions is not None and not (_is_int(partitions) and partitions >= 1):
-        raise QueueConfigError(f"{where}: partitions must be an integer >= 1, got {partitions!r}")
+    adaptive = None
+    if isinstance(partitions, dict):
+        adaptive = _adaptive(partitions, where)
+        partitions = None
+    elif partitions is not None and not (_is_int(partitions) and partitions >= 1):
+        raise QueueConfigError(
+            f"{where}: partitions must be an integer >= 1 or an object like "
+            f'{{"min": 1, "max": 32}}, got {partitions!r}'
+        )
     drained = cfg.get("drainPartitions", [])
     if not (isinstance(drained, list) and all(_is_int(p) and p >= 0 for p in drained)):
         raise QueueConfigError(
@@ -111,7 +146,45 @@ def _settings(cfg: Any, where: str) -> QueueSettings:
         max_jobs_per_second=None if rate is None else float(rate),
         partitions=partitions,
         drained_partitions=frozenset(drained),
+        adaptive=adaptive,
     )
+
+
+# Optional keys of an adaptive `partitions` object: (Thresholds field, at least, integer).
+_ADAPTIVE_KEYS = {
+    "growRate": ("grow_rate", 0.0, False),
+    "growBacklog": ("grow_backlog", 1, True),
+    "shrinkEmptyRatio": ("shrink_empty_ratio", 0.0, False),
+    "minDequeues": ("min_dequeues", 1, True),
+    "cooldownSeconds": ("cooldown_s", 0.0, False),
+}
+
+
+def _adaptive(cfg: dict[str, Any], where: str) -> Adaptive:
+    where = f"{where}: partitions"
+    _refuse_unknown(cfg, {"min", "max", "windowSeconds", *_ADAPTIVE_KEYS}, where)
+    low: Any = cfg.get("min")
+    high: Any = cfg.get("max")
+    if not (_is_int(low) and _is_int(high) and 1 <= low <= high):
+        raise QueueConfigError(
+            f"{where} needs integers 1 <= min <= max, got min {low!r}, max {high!r}"
+        )
+    thresholds: dict[str, Any] = {}
+    for key, (name, least, integer) in _ADAPTIVE_KEYS.items():
+        value = cfg.get(key)
+        if value is None:
+            continue
+        ok = _is_int(value) if integer else _is_number(value) and math.isfinite(value)
+        if not ok or value < least or (name == "grow_rate" and value <= 0):
+            kind = "an integer" if integer else "a number"
+            raise QueueConfigError(f"{where}.{key} must be {kind} >= {least}, got {value!r}")
+        if name == "shrink_empty_ratio" and value > 1:
+            raise QueueConfigError(f"{where}.{key} must be between 0 and 1, got {value!r}")
+        thresholds[name] = value
+    window = cfg.get("windowSeconds", 60.0)
+    if not (_is_number(window) and math.isfinite(window) and window >= 1):
+        raise QueueConfigError(f"{where}.windowSeconds must be a number >= 1, got {window!r}")
+    return Adaptive(Bounds(low, high), Thresholds(**thresholds), float(window))
 
 
 def _is_int(v: Any) -> bool:

@@ -31,6 +31,7 @@ from pinledger.service.listeners import Listener
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.health import HealthMonitor, Loop
 from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.adaptation import Adaptation
 from pinledger.service.ownership.owner import Owner
 from pinledger.service.ownership.queue_sizes import QueueSizes
 from pinledger.service.ownership.retirement import Retirement
@@ -100,6 +101,18 @@ class Server:
             SYSTEM_CLOCK,
             Actor(source="pinledger:owner", server=config.server_id),
             config.retire_after_s,
+        )
+        self.owner.adaptation = Adaptation(
+            self.writer,
+            self.store,
+            self.owner.dequeue_tally,
+            self.metrics,
+            lambda: self.owner.partitions.catalog is not None,
+            lambda: self.queue_config.current,
+            self.queues.rows,
+            SYSTEM_CLOCK,
+            Actor(source="pinledger:adaptive", server=config.server_id),
+            config.max_priority,
         )
         # Before listening: a server that cannot read the cluster's ledger format stops
         # here, saying why (UnreadableFormatError).

@@ -69,6 +69,10 @@ class Owners(Protocol):
         """Why this server's partitions are not served now, or None."""
         ...
 
+    def note_dequeue(self, queue: str, jobs: int) -> None:
+        """A dequeue call this server answered, with how many jobs (0: empty)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Api:

@@ -70,6 +70,7 @@ def dequeue_jobs(api: Api, caller: Caller | None, request: DequeueRequest) -> An
             f"this server cannot serve its partitions of {queue.name!r} now ({unavailable}); "
             "it reloads them by itself once that is back: retry, or dequeue elsewhere",
         )
+    api.owner.note_dequeue(queue.name, jobs)
     api.rate_limits.charge(queue.name, jobs)
     api.metrics.count("pinledger_jobs_total", jobs, queue=queue.name, action="dequeue")
     return response

@@ -23,7 +23,7 @@ _OWNED_POLL_S = 0.05
 def create_queue(api: Api, caller: Caller | None, name: str) -> None:
     if api.queues.get(name) is not None:
         return
-    partitions = api.queue_config().settings(name).partitions or api.config.partitions
+    partitions = api.queue_config().settings(name).initial_partitions(api.config.partitions)
     api.writer.create_queue(name, partitions, api.clock.now_ms(), api.actor(caller))
     api.owner.add_queue(name)
     _wait_catalog(api, name, present=True)

@@ -51,6 +51,9 @@ class NoOwner:
     def peek(self, queue: str, limit: int, now: int, coverage: float = 1.0) -> Sequence[ClaimedJob]:
         return []
 
+    def note_dequeue(self, queue: str, jobs: int) -> None:
+        pass  # a dashboard answers no worker's dequeue: nothing to measure
+
     def dequeue(
         self,
         queue: str,

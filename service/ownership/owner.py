@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 from pinledger.ledger import formats
@@ -65,6 +66,7 @@ from pinledger.projections.store import LedgerStore, QueueRow
 from pinledger.service.config import Config
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.adaptation import Adaptation, DequeueTally
 from pinledger.service.ownership.claims import Claimed, Claims
 from pinledger.service.ownership.ledger_format import ClusterFormat
 from pinledger.service.ownership.live_traces import LiveTraces
@@ -161,6 +163,11 @@ class Owner:
         # Retires a queue's drained partitions, on the catalog's owner (the server sets
         # it; retirement.py).
         self.retirement: Retirement | None = None
+        # The dequeue calls this server answers, for the adaptive partitions
+        # (adaptation.py), which the server sets.
+        self.dequeue_tally = DequeueTally(metrics)
+        self.adaptation: Adaptation | None = None
+        self.metrics = metrics
         self.format = ClusterFormat(
             kafka, config.topic_prefix, writer, metrics, on_unreadable_format
         )
@@ -213,9 +220,16 @@ class Owner:
         """Every queue's row as the catalog projection has it (the queue directory
         calls this on each read): the owner leaves their retired partitions out of its
         work, its dequeues and its forwarding."""
+        rows = list(rows)
         self.partitions.set_retired(
             {row.name: row.active for row in rows if row.active < row.partitions}
         )
+        for row in rows:
+            states = Counter(row.state_of(p) for p in range(row.partitions))
+            for state in ("serving", "draining", "retired"):
+                self.metrics.set_gauge(
+                    "pinledger_queue_partitions", float(states[state]), queue=row.name, state=state
+                )
 
     def add_queue(self, name: str) -> None:
         """A queue this server has just created: own its partitions now, before the
@@ -250,6 +264,11 @@ class Owner:
                 self.retirement.check()
             except Exception as exc:  # as above
                 log.warning("checking for drained partitions to retire failed: %s", exc)
+        if self.adaptation is not None:
+            try:
+                self.adaptation.check()
+            except Exception as exc:  # as above
+                log.warning("adapting the queues' partitions failed: %s", exc)
         members = self.membership.refresh()
         if members is None:
             return
@@ -289,6 +308,11 @@ class Owner:
         )
 
     # -- dequeue (Thrift handler threads) and maintenance -------------------------------
+
+    def note_dequeue(self, queue: str, jobs: int) -> None:
+        """A dequeue call this server answered (for the adaptive partitions' measure of
+        empty answers)."""
+        self.dequeue_tally.note(queue, jobs)
 
     def new_claim(self, source: str) -> str:
         return self.claims.new_claim(source)

@@ -45,6 +45,7 @@ from pinledger.service.api.ratelimit import QueueRateLimits
 from pinledger.service.api.requests import Caller, DequeueRequest
 from pinledger.service.config import Config
 from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.adaptation import Adaptation
 from pinledger.service.ownership.owner import Owner
 from pinledger.service.ownership.retirement import Retirement
 from pinledger.service.queue_config import QueueConfig
@@ -139,6 +140,20 @@ class Node:
         self.queues.on_change = self.owner.set_queues
         self.queues.on_rows = self.owner.set_rows
         self.owner.set_queues(self.queues.names())
+        # The queue config file's contents, as a test sets them.
+        self.queue_config = QueueConfig()
+        self.owner.adaptation = Adaptation(
+            self.writer,
+            runtime.store,
+            self.owner.dequeue_tally,
+            self.metrics,
+            lambda: self.owner.partitions.catalog is not None,
+            lambda: self.queue_config,
+            self.queues.rows,
+            runtime.clock,
+            Actor(source="pinledger:adaptive", server=config.server_id),
+            config.max_priority,
+        )
         self.owner.retirement = Retirement(
             self.writer,
             runtime.store,
@@ -156,7 +171,7 @@ class Node:
             self.metrics,
             self.queues,
             QueueRateLimits(runtime.clock.monotonic),
-            QueueConfig,
+            lambda: self.queue_config,
             _LocalPeers(runtime),
             runtime.clock,
         )

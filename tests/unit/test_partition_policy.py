@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pinledger.service.ownership.partition_policy import (
+from pinledger.service.partition_policy import (
     Bounds,
     Change,
     Measured,
