@@ -6,6 +6,7 @@ once empty, and replaying the log gives the projection the servers built."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -19,7 +20,9 @@ from pinledger.client import PinLaterClient
 from pinledger.client.errors import ClientError
 from pinledger.client.jobs import Job, JobState
 from pinledger.ledger.descriptor import parse
+from pinledger.ledger.events import QueueResized
 from pinledger.ledger.log import Log
+from pinledger.projections.catalog_log import catalog_envelopes, resizes
 from pinledger.projections.pg.store import Store
 from pinledger.projections.projector import Scope
 from pinledger.projections.verify import verify
@@ -242,4 +245,53 @@ def test_a_server_killed_while_a_queue_grows_and_shrinks_loses_nothing(
         with PinLaterClient(address[:1]) as client:
             assert client.count(queue, JobState.PENDING) == 0
             assert client.count(queue, JobState.IN_PROGRESS) == 0
+    _replays_identically(config, kafka, prefix, schema)
+
+
+def _changes(kafka: Log, prefix: str, queue: str) -> list[QueueResized]:
+    return [
+        c
+        for _, c in resizes(catalog_envelopes(kafka, prefix), queue)
+        if isinstance(c, QueueResized)
+    ]
+
+
+def test_a_queue_with_bounds_grows_under_load_and_shrinks_when_idle(
+    names: tuple[str, str], tmp_path: Path, kafka: Log, config: Config
+) -> None:
+    """A queue whose config lets the servers adapt its partitions: under enqueue load
+    they grow it (never past the maximum), and once its workers find it empty they
+    shrink it to the minimum, each change a catalog record with the policy's reason;
+    every acknowledged job SUCCEEDED and the log replays to the servers' projection."""
+    prefix, schema = names
+    queue = f"adapt_{uuid.uuid4().hex[:6]}"
+    bounds = {
+        "min": 1,
+        "max": 6,
+        "growRate": 10,
+        "minDequeues": 10,
+        "windowSeconds": 2,
+        "cooldownSeconds": 3,
+    }
+    path = tmp_path / "queues.json"
+    path.write_text(
+        json.dumps({"queues": [{"name": queue, "queueConfig": {"partitions": bounds}}]})
+    )
+    with _two_servers_under_load(names, tmp_path, queue, PINLEDGER_QUEUE_CONFIG=str(path)) as (
+        _,
+        address,
+        load,
+    ):
+        wait_for(lambda: any(c.partitions > 2 for c in _changes(kafka, prefix, queue)), timeout=60)
+        grown = _changes(kafka, prefix, queue)[0]
+        assert grown.reason.startswith("adaptive: ") and "per partition" in grown.reason
+        load.enqueue_more(50)
+        load.drain()  # enqueues stop; the worker goes on finding the queue empty
+        wait_for(lambda: _changes(kafka, prefix, queue)[-1].partitions == 1, timeout=90)
+        shrunk = _changes(kafka, prefix, queue)[-1]
+        assert "dequeue calls came back empty" in shrunk.reason
+        assert max(c.partitions for c in _changes(kafka, prefix, queue)) <= 6
+        load.stop()
+        assert not load.errors, load.errors
+        _all_succeeded(address, load)
     _replays_identically(config, kafka, prefix, schema)
