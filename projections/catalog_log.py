@@ -4,6 +4,8 @@ dashboard (when and why each queue was resized)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pinledger.ledger import codec
 from pinledger.ledger.events import Envelope, PartitionsRetired, QueueDeleted, QueueResized
 from pinledger.ledger.log import Log, catalog_topic
@@ -30,16 +32,27 @@ def catalog_queues(envelopes: list[Envelope]) -> dict[str, QueueRow]:
     return queues
 
 
-def resizes(
-    envelopes: list[Envelope], queue: str
-) -> list[tuple[Envelope, QueueResized | PartitionsRetired]]:
-    """The queue's resizes and retirements, oldest first, each with the envelope that
-    says when and who (a queue deleted and created again starts over)."""
-    found: list[tuple[Envelope, QueueResized | PartitionsRetired]] = []
+class QueueChange(NamedTuple):
+    """A resize or retirement of a queue, with the record that says when and who, and
+    how many partitions the queue had when it came."""
+
+    envelope: Envelope
+    event: QueueResized | PartitionsRetired
+    partitions: int
+
+
+def resizes(envelopes: list[Envelope], queue: str) -> list[QueueChange]:
+    """The queue's resizes and retirements, oldest first (a queue deleted and created
+    again starts over)."""
+    queues: dict[str, QueueRow] = {}
+    found: list[QueueChange] = []
     for envelope in envelopes:
         for event in envelope.events:
             if isinstance(event, QueueResized | PartitionsRetired) and event.name == queue:
-                found.append((envelope, event))
+                row = queues.get(queue)
+                if row is not None:
+                    found.append(QueueChange(envelope, event, row.partitions))
             elif isinstance(event, QueueDeleted) and event.name == queue:
                 found = []  # what came before was another queue of that name
+            fold_queue_event(queues, event, envelope.at)
     return found

@@ -288,7 +288,7 @@ class CatalogProjector:
                 # Resizes and retirements of one batch commit in the order they were
                 # appended (a retirement holds only for partitions still closed).
                 changed = self._commit(pending, last) or changed
-                pending = _CatalogBatch()
+                pending = _CatalogBatch(gone=pending.gone)
             last = record.offset
             pending.add(envelope, self.prefix)
         if last is None:
@@ -321,6 +321,10 @@ class _CatalogBatch:
     resized: list[tuple[QueueRow, list[str]]] = field(default_factory=list)
     retired: list[PartitionsRetired] = field(default_factory=list)
     deleted: list[tuple[str, str]] = field(default_factory=list)
+    # Queues deleted in this batch and not created again since: a resize or retirement
+    # of one names no queue (the fold ignores it), though the store would apply it to a
+    # queue of that name created later in the batch.
+    gone: set[str] = field(default_factory=set)
 
     @property
     def sizes(self) -> bool:
@@ -331,10 +335,11 @@ class _CatalogBatch:
             if isinstance(event, QueueCreated):
                 row = QueueRow(event.name, event.partitions, envelope.at)
                 self.created.append((row, [queue_topic(prefix, event.name)]))
-            elif isinstance(event, QueueResized):
+                self.gone.discard(event.name)
+            elif isinstance(event, QueueResized) and event.name not in self.gone:
                 row = QueueRow(event.name, event.partitions, envelope.at)
                 self.resized.append((row, [queue_topic(prefix, event.name)]))
-            elif isinstance(event, PartitionsRetired):
+            elif isinstance(event, PartitionsRetired) and event.name not in self.gone:
                 self.retired.append(event)
             elif isinstance(event, QueueDeleted):
                 # A deletion cancels an earlier creation or resize in the same batch.
@@ -342,6 +347,7 @@ class _CatalogBatch:
                 self.resized = [r for r in self.resized if r[0].name != event.name]
                 self.retired = [r for r in self.retired if r.name != event.name]
                 self.deleted.append((event.name, queue_topic(prefix, event.name)))
+                self.gone.add(event.name)
 
 
 @dataclass(frozen=True, slots=True)

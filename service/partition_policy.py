@@ -42,7 +42,7 @@ class Bounds:
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
-    grow_rate: float = 200.0  # enqueue records/s per open partition above which it grows
+    grow_rate: float = 200.0  # jobs enqueued/s per open partition above which it grows
     grow_backlog: int = 1000  # due PENDING jobs per open partition above which it grows
     shrink_empty_ratio: float = 0.5  # share of dequeue calls answered empty above which it shrinks
     min_dequeues: int = 50  # fewer dequeue calls measured: no shrink signal at all
@@ -51,7 +51,7 @@ class Thresholds:
 
 @dataclass(frozen=True, slots=True)
 class Measured:
-    enqueue_rate: float  # enqueue records/s into the whole queue over the window
+    enqueue_rate: float  # jobs enqueued/s into the whole queue over the window
     due_backlog: int  # PENDING jobs due now in the whole queue
     dequeues: int  # dequeue calls on the queue in the window
     empty_dequeues: int  # of those, answered with no job

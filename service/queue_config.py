@@ -177,7 +177,8 @@ def _adaptive(cfg: dict[str, Any], where: str) -> Adaptive:
         ok = _is_int(value) if integer else _is_number(value) and math.isfinite(value)
         if not ok or value < least or (name == "grow_rate" and value <= 0):
             kind = "an integer" if integer else "a number"
-            raise QueueConfigError(f"{where}.{key} must be {kind} >= {least}, got {value!r}")
+            bound = "> 0" if name == "grow_rate" else f">= {least}"
+            raise QueueConfigError(f"{where}.{key} must be {kind} {bound}, got {value!r}")
         if name == "shrink_empty_ratio" and value > 1:
             raise QueueConfigError(f"{where}.{key} must be between 0 and 1, got {value!r}")
         thresholds[name] = value

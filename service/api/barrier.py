@@ -60,7 +60,9 @@ def wait_projected(api: Api, keys: dict[Partition, int]) -> None:
 def settle(api: Api, queue: QueueRow) -> None:
     """Counts, scans and bulk actions see every record in the queue's log as of the
     call (one request for the end offsets), this server's own writes included. Retired
-    partitions are left out: they hold no job, and nobody projects them eagerly."""
+    partitions are left out: they hold no job (a stray one enqueued there by a server
+    with a stale queue list is counted once its retirement is undone, within seconds:
+    service/ownership/retirement.py)."""
     topic = api.writer.topic(queue.name)
     keys = [(topic, p) for p in range(queue.active)]
     ends = api.writer.log.end_offsets(keys)

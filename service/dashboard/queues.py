@@ -177,18 +177,19 @@ def _resizes(backend: Backend, queue: QueueRow) -> str:
     rows = [
         [
             esc(when(envelope.at)),
-            esc(_change(event, queue)),
+            esc(_change(event, partitions)),
             esc(event.reason or "-"),
             esc(envelope.actor.source),
         ]
-        for envelope, event in reversed(found[-RESIZES_SHOWN:])
+        for envelope, event, partitions in reversed(found[-RESIZES_SHOWN:])
     ]
     return "<h2>Resizes</h2>" + table(["when (UTC)", "change", "why", "by"], rows, "resizes")
 
 
-def _change(event: QueueResized | PartitionsRetired, queue: QueueRow) -> str:
+def _change(event: QueueResized | PartitionsRetired, partitions: int) -> str:
+    """What a record changed, told with the partitions the queue had then."""
     if isinstance(event, QueueResized):
         return f"takes jobs on {event.partitions} partition(s)"
-    if event.first >= queue.partitions:
+    if event.first >= partitions:
         return "retirement undone"
-    return f"partitions {event.first}..{queue.partitions - 1} retired"
+    return f"partitions {event.first}..{partitions - 1} retired"

@@ -196,5 +196,5 @@ class Adaptation:
 
 def _since_last_resize(envelopes: list[Envelope], queue: str, now_ms: int) -> float | None:
     """Seconds since the queue's last resize (None: never resized)."""
-    found = [e for e, change in resizes(envelopes, queue) if isinstance(change, QueueResized)]
+    found = [c.envelope for c in resizes(envelopes, queue) if isinstance(c.event, QueueResized)]
     return None if not found else (now_ms - found[-1].at) / 1000

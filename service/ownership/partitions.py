@@ -153,9 +153,7 @@ class Partitions:
             self._retired_from = retired_from
             for owned in self.owned.values():
                 was = owned.retired
-                owned.retired = owned.partition >= retired_from.get(
-                    owned.queue, owned.partition + 1
-                )
+                owned.retired = _retired(owned.queue, owned.partition, retired_from)
                 if owned.retired != was:
                     state = "retired" if owned.retired else "reopened"
                     log.info("%s[%d] %s", owned.topic, owned.partition, state)
@@ -256,6 +254,9 @@ class Partitions:
             owned.retired = _retired(queue, partition, self._retired_from)
         self._refill(owned)
         with self.lock:
+            # Again, in the block that makes it owned: `set_retired` may have changed
+            # the map since, and it only updates the partitions in `owned`.
+            owned.retired = _retired(queue, partition, self._retired_from)
             self.owned[key] = owned
         self.reader.seek(topic, partition, projector.next_offset)
         log.info(

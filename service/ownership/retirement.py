@@ -129,14 +129,16 @@ class Retirement:
         return True
 
     def _drained(self, row: QueueRow, first: int) -> bool:
-        """No job in the closed partitions, and nothing in their log left to project."""
-        if self.store.holds_jobs_from(row.name, first):
-            return False
+        """Nothing in the closed partitions' log left to project, and then no job in
+        them. In that order: a job projected after the look for jobs would be missed if
+        the offsets were read last."""
         topic = self.writer.topic(row.name)
         keys = [(topic, p) for p in range(first, row.partitions)]
         ends = self.writer.log.end_offsets(keys)
         projected = self.store.offsets(keys)
-        return all(projected.get(key, 0) >= ends.get(key, 0) for key in keys)
+        if any(projected.get(key, 0) < ends.get(key, 0) for key in keys):
+            return False
+        return not self.store.holds_jobs_from(row.name, first)
 
     def _record(self, row: QueueRow, first: int, reason: str) -> bool:
         """Append the record, unless this server did so already and the catalog

@@ -15,13 +15,16 @@ from pinledger.ledger.events import (
     Enqueued,
     Envelope,
     Event,
+    PartitionsRetired,
     QueueCreated,
     QueueDeleted,
+    QueueResized,
     Succeeded,
 )
 from pinledger.ledger.log import LogRecord, catalog_topic, queue_topic
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.actions import EVENT_TYPES
+from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.projector import CatalogProjector, PartitionProjector
 from pinledger.projections.store import (
     READY_START,
@@ -35,6 +38,7 @@ from pinledger.projections.store import (
     LedgerStore,
     PartitionBatch,
     PartitionGoneError,
+    QueueRow,
     ScanKey,
     StateCount,
     StoreError,
@@ -526,3 +530,62 @@ def test_of_two_projectors_racing_from_one_offset_exactly_one_commits(store: Led
     (winner,) = [n for n, outcome in outcomes.items() if outcome == "committed"]
     assert store.offset("t", 0) == winner
     assert list(store.load_jobs("q", 0, [3, 4])) == [winner]
+
+
+def test_resizes_and_retirements_project_as_the_catalog_folds_them(store: LedgerStore) -> None:
+    """Every store projects the catalog's resizes and retirements to the rows the
+    in-memory fold gives, one batch or one record at a time (the SQL of each dialect:
+    GREATEST, the CASE on retired_from, a retirement only of closed partitions)."""
+    log = FakeLog(catalog_topic(PREFIX))
+    events: list[Event] = [
+        QueueCreated("mail", 6),
+        QueueCreated("gone", 2),
+        PartitionsRetired("mail", 2, "open partitions never retire"),
+        QueueResized("mail", 2, "shrunk"),
+        PartitionsRetired("mail", 2, "drained"),
+        QueueResized("mail", 1, "shrunk again"),
+        QueueResized("mail", 4, "grown: reopens 2 and 3"),
+        PartitionsRetired("mail", 6, "undone"),
+        QueueDeleted("gone"),
+        QueueResized("gone", 5, "names a deleted queue"),
+        QueueCreated("gone", 3),
+        QueueResized("mail", 8, "grown past its partitions"),
+    ]
+    for event in events:
+        log.append(T0, WORKER, event)
+    folded: dict[str, QueueRow] = {}
+    for event in events:
+        fold_queue_event(folded, event, T0)
+    CatalogProjector(store, PREFIX).apply(log.records)
+    assert {q.name: q for q in store.queues()} == folded
+    mail = folded["mail"]
+    assert (mail.partitions, mail.open, mail.retired_from) == (8, 8, 8)
+    assert folded["gone"] == QueueRow("gone", 3, T0)
+
+    # The closed partitions' jobs are what a retirement waits for.
+    topic = queue_topic(PREFIX, "mail")
+    p5 = FakeLog(topic, 5)
+    p5.append(T0, WORKER, _enqueued(b"late", 1, T0))
+    assert not store.holds_jobs_from("mail", 5)
+    PartitionProjector(store, "mail", topic, 5).apply(p5.records)
+    assert store.holds_jobs_from("mail", 5)
+    assert store.holds_jobs_from("mail", 2)
+    assert not store.holds_jobs_from("mail", 6)
+    assert not store.holds_jobs_from("gone", 0)
+
+
+def test_catalog_records_projected_one_at_a_time_give_the_same_rows(store: LedgerStore) -> None:
+    log = FakeLog(catalog_topic(PREFIX))
+    for event in (
+        QueueCreated("mail", 4),
+        QueueResized("mail", 1, "shrunk"),
+        PartitionsRetired("mail", 1, "drained"),
+        QueueResized("mail", 3, "grown"),
+    ):
+        log.append(T0, WORKER, event)
+    catalog = CatalogProjector(store, PREFIX)
+    for record in log.records:
+        catalog.apply([record])
+    (mail,) = store.queues()
+    assert (mail.partitions, mail.open, mail.retired_from) == (4, 3, 3)
+    assert [mail.state_of(p) for p in range(4)] == ["serving"] * 3 + ["retired"]

@@ -249,11 +249,8 @@ def test_a_server_killed_while_a_queue_grows_and_shrinks_loses_nothing(
 
 
 def _changes(kafka: Log, prefix: str, queue: str) -> list[QueueResized]:
-    return [
-        c
-        for _, c in resizes(catalog_envelopes(kafka, prefix), queue)
-        if isinstance(c, QueueResized)
-    ]
+    changes = resizes(catalog_envelopes(kafka, prefix), queue)
+    return [c.event for c in changes if isinstance(c.event, QueueResized)]
 
 
 def test_a_queue_with_bounds_grows_under_load_and_shrinks_when_idle(

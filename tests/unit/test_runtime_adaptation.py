@@ -201,7 +201,7 @@ def test_adaptive_partitions_parse(partitions: dict[str, Any], expected: Adaptiv
         ({"min": 5, "max": 4}, "needs integers 1 <= min <= max"),
         ({"max": 4}, "needs integers 1 <= min <= max"),
         ({"min": 1, "max": 4, "grow": 3}, "unknown key 'grow'"),
-        ({"min": 1, "max": 4, "growRate": 0}, "growRate must be a number >= 0"),
+        ({"min": 1, "max": 4, "growRate": 0}, "growRate must be a number > 0"),
         ({"min": 1, "max": 4, "growBacklog": 0.5}, "growBacklog must be an integer >= 1"),
         ({"min": 1, "max": 4, "shrinkEmptyRatio": 2}, "must be between 0 and 1"),
         ({"min": 1, "max": 4, "windowSeconds": 0}, "windowSeconds must be a number >= 1"),

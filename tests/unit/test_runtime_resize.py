@@ -23,10 +23,11 @@ from pinledger.ledger.events import (
     QueueDeleted,
     QueueResized,
 )
-from pinledger.ledger.log import catalog_topic, queue_topic
+from pinledger.ledger.log import GroupMember, catalog_topic, queue_topic
 from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.catalog_log import catalog_queues, resizes
 from pinledger.projections.store import QueueRow
+from pinledger.service.ownership.membership import member_id_of, peer_addresses
 from pinledger.service.ownership.queue_sizes import QueueSizes
 from pinledger.service.queue_config import QueueConfig, parse_queue_config
 from pinledger.service.testing.runtime import TEST_CONFIG, Node, Runtime, job
@@ -219,9 +220,9 @@ def test_a_queues_resizes_are_read_from_the_catalog_with_their_reasons() -> None
         Envelope(6, actor, (PartitionsRetired("mail", 2, "drained"),)),
     ]
     # The queue deleted and created again is another queue: only its own changes.
-    assert [(e.at, r) for e, r in resizes(envelopes, "mail")] == [
-        (5, QueueResized("mail", 2, "shrink")),
-        (6, PartitionsRetired("mail", 2, "drained")),
+    assert [(e.at, r, n) for e, r, n in resizes(envelopes, "mail")] == [
+        (5, QueueResized("mail", 2, "shrink"), 4),
+        (6, PartitionsRetired("mail", 2, "drained"), 4),
     ]
     assert catalog_queues(envelopes)["mail"].open == 2
 
@@ -291,12 +292,11 @@ def test_drained_partitions_retire_and_a_resize_reopens_them() -> None:
         rt.advance_until(
             lambda: _retired(a) + _retired(b) == [2, 3], "the owners to retire partitions 2, 3"
         )
-        # A retired partition is nobody's work: no dequeue looks at it, no peer is asked
-        # for the queue on its account, counts do not wait for it.
-        owner_of_3 = a if ("mail", 3) in a.serving() else b
-        other = b if owner_of_3 is a else a
-        if ("mail", 0) not in owner_of_3.serving() and ("mail", 1) not in owner_of_3.serving():
-            assert other.owner.peers_for("mail") == []
+        # A retired partition is nobody's work: no peer is asked for the queue on its
+        # account (peer_addresses, below, for every placement).
+        for node, peer in ((a, b), (b, a)):
+            works = any(p < 2 for q, p in peer.serving() if q == "mail")
+            assert node.owner.peers_for("mail") == ([peer.address] if works else [])
         assert a.count("mail") == 0
 
         rt.resize_queue("mail", 4)  # grown again: the retired partitions take jobs again
@@ -349,3 +349,16 @@ def test_retirements_fold_as_the_projection_writes_them() -> None:
     assert [queues["mail"].state_of(p) for p in range(6)] == ["serving"] * 4 + ["retired"] * 2
     fold_queue_event(queues, PartitionsRetired("mail", 6, "undone"), 7)
     assert [queues["mail"].state_of(p) for p in range(6)] == ["serving"] * 4 + ["draining"] * 2
+
+
+def test_a_server_owning_only_retired_partitions_is_asked_for_no_dequeue() -> None:
+    topic = "rt.q.mail"
+    members = [
+        GroupMember(member_id_of("a:1"), [(topic, 2), (topic, 3)]),
+        GroupMember(member_id_of("b:1"), [(topic, 0), (topic, 1), ("rt.q.other", 3)]),
+        GroupMember(member_id_of("c:1"), [(topic, 1), (topic, 4)]),
+    ]
+    me = member_id_of("b:1")
+    assert peer_addresses(members, topic, me) == ["a:1", "c:1"]
+    assert peer_addresses(members, topic, me, retired_from=2) == ["c:1"]
+    assert peer_addresses(members, topic, me, retired_from=1) == []
