@@ -45,7 +45,8 @@ from bench.measure import (
 )
 from bench.table import Row, render
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
-from pinledger.projections.factory import is_mysql, open_store
+from pinledger.projections.dsn import is_mysql
+from pinledger.projections.factory import open_store
 from pinledger.service.config import Config
 from pinledger.service.testing.servers import ServerProcess, running
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from bench import cpu
 from bench import pinledger_load as load
 from bench.__main__ import bench_server, cleanup
-from pinledger.projections.factory import is_mysql
+from pinledger.projections.dsn import is_mysql
 from pinledger.service.config import Config
 from pinledger.service.testing.servers import running
 

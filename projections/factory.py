@@ -6,13 +6,8 @@ asks the server named whether it takes this client."""
 
 from __future__ import annotations
 
+from pinledger.projections.dsn import is_mysql
 from pinledger.projections.store import LedgerStore
-
-MYSQL_SCHEME = "mysql://"
-
-
-def is_mysql(dsn: str) -> bool:
-    return dsn.startswith(MYSQL_SCHEME)
 
 
 def open_store(dsn: str, schema: str, max_size: int = 8) -> LedgerStore:

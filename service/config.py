@@ -15,6 +15,8 @@ a file, as container platforms mount secrets: PINLEDGER_<NAME>_FILE.
 | KAFKA_SSL_CERTFILE, _KEYFILE      | none: no client certificate (PEM; for mTLS)           |
 | KAFKA_SSL_CHECK_HOSTNAME          | true (a broker's certificate must name its host)      |
 | STORE_DSN                         | PG_DSN: the projection store; mysql://... for MySQL   |
+| STORE_SHARDS                      | none: STORE_DSN is the one shard; set: the shard map  |
+|                                   | file (service/store_shards.py; issue 23)              |
 | PG_DSN                            | postgresql://pinledger:pinledger@127.0.0.1:54329/pinledger |
 | SCHEMA                            | pinledger (the projection's schema; a MySQL database) |
 | TOPIC_PREFIX                      | pinledger. (every topic name starts with it)          |
@@ -120,6 +122,8 @@ class Config:
     # mysql://... (docs/decisions/0016-mysql-store.md). Empty: PG_DSN, the setting's
     # name before MySQL, still accepted.
     store_dsn: str = ""
+    # The shard map file (service/store_shards.py); empty: the one store of store_url.
+    store_shards: str = ""
     pg_dsn: str = DEFAULT_PG_DSN
     schema: str = DEFAULT_SCHEMA
     topic_prefix: str = DEFAULT_TOPIC_PREFIX

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pinledger.service.partition_policy import Bounds, Thresholds
+from pinledger.service.watched_file import WatchedFile
 
 log = logging.getLogger(__name__)
 
@@ -215,13 +215,11 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-class QueueConfigWatcher:
-    """Loads the queue-config file and reloads it when it changes.
+class QueueConfigWatcher(WatchedFile[QueueConfig]):
+    """Loads the queue-config file and reloads it when it changes (watched_file.py).
 
-    The first load happens here and a broken or missing file raises QueueConfigError:
-    better to refuse to start than to run with limits nobody wrote. on_change is called
-    with that first config too, so callers have one path that applies a config. path None
-    means no file: the empty config, never reloaded.
+    A broken or missing file at start raises QueueConfigError: better to refuse to start
+    than to run with limits nobody wrote. path None means no file: the empty config.
     """
 
     def __init__(
@@ -230,84 +228,13 @@ class QueueConfigWatcher:
         on_change: Callable[[QueueConfig], None],
         interval_s: float = 1.0,
     ) -> None:
-        self._path = path
-        self._on_change = on_change
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._current = QueueConfig()
-        self._content: bytes | None = None
-        # The file's (mtime_ns, size) when last read, good or bad, so an unchanged broken
-        # file is not re-parsed and re-logged every interval.
-        self._seen: tuple[int, int] | None = None
-        self._missing = False
-        if path is not None:
-            try:
-                stat = path.stat()
-                content = path.read_bytes()
-            except OSError as e:
-                raise QueueConfigError(f"cannot read queue config {path}: {e}") from e
-            self._current = parse_queue_config(content)
-            self._content, self._seen = content, (stat.st_mtime_ns, stat.st_size)
-        on_change(self._current)
-
-    @property
-    def current(self) -> QueueConfig:
-        return self._current
-
-    def check(self) -> bool:
-        """Reload if the file changed; True when a new config was applied."""
-        if self._path is None:
-            return False
-        try:
-            stat = self._path.stat()
-            seen = (stat.st_mtime_ns, stat.st_size)
-            if seen == self._seen:
-                return False
-            content = self._path.read_bytes()
-        except OSError as e:
-            if not self._missing:
-                log.warning(
-                    "cannot read queue config %s (%s); the previous config stays in force",
-                    self._path,
-                    e,
-                )
-                self._missing, self._seen = True, None
-            return False
-        self._missing, self._seen = False, seen
-        if content == self._content:
-            return False
-        try:
-            config = parse_queue_config(content)
-        except QueueConfigError as e:
-            log.warning(
-                "queue config %s is broken: %s; the previous config stays in force",
-                self._path,
-                e,
-            )
-            return False
-        self._content = content
-        if config == self._current:  # e.g. only whitespace changed
-            return False
-        self._current = config
-        self._on_change(config)
-        return True
-
-    def start(self) -> None:
-        if self._path is None or self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._run, name="queue-config", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            try:
-                self.check()
-            except Exception:  # an on_change failure must not end reloading for good
-                log.exception("applying the queue config %s failed", self._path)
+        super().__init__(
+            path,
+            parse_queue_config,
+            QueueConfig(),
+            on_change,
+            "queue config",
+            QueueConfigError,
+            log,
+            interval_s,
+        )

@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 import pymysql
 import pymysql.cursors
 
+from pinledger.projections.dsn import redacted
 from pinledger.projections.migration_plan import PauseNeededError, Plan, Progress, plan
 from pinledger.projections.mysql.refusals import refusal
 from pinledger.projections.mysql.sql import migrations, query
@@ -55,15 +56,6 @@ class _PoolUnavailableError(Exception):
 def check_schema_name(schema: str) -> str:
     """A store's "schema" is a MariaDB database: the same names, said so."""
     return names.check_schema_name(schema, "database")
-
-
-def redacted(dsn: str) -> str:
-    """The DSN as it may be shown: its password replaced by ***."""
-    url = urlsplit(dsn)
-    if url.password is None:
-        return dsn
-    host = url.netloc.rpartition("@")[2]
-    return url._replace(netloc=f"{url.username or ''}:***@{host}").geturl()
 
 
 def connect_args(dsn: str) -> dict[str, Any]:

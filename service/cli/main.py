@@ -23,6 +23,7 @@ from pinledger.service.assembly import open_log
 from pinledger.service.cli import doctor, import_pinlater, queue_resize, upgrade_format
 from pinledger.service.cli import migrate as migrate_cli
 from pinledger.service.cli import replay as replay_cli
+from pinledger.service.cli import shards as shards_cli
 from pinledger.service.cli import trace as trace_cli
 from pinledger.service.cli.demo import run_demo
 from pinledger.service.cli.tool import main as client_main
@@ -32,6 +33,7 @@ from pinledger.service.ownership.ledger_format import UnreadableFormatError
 from pinledger.service.password import hash_password, hash_password_scrypt
 from pinledger.service.processes.supervisor import die_with_supervisor, run_processes
 from pinledger.service.server import DashboardServer, Server
+from pinledger.service.store_shards import load_shard_map
 
 log = logging.getLogger("pinledger")
 
@@ -41,6 +43,9 @@ def _store(config: Config, schema: str | None = None) -> LedgerStore:
 
 
 def cmd_migrate(config: Config, args: argparse.Namespace) -> int:
+    if config.store_shards:
+        shards = load_shard_map(config.store_shards, config.store_url)
+        return migrate_cli.run_shards(shards, config.schema, args.check, args.allow_pause)
     store = _store(config)
     try:
         if args.check:
@@ -204,7 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     migrate_cli.add_arguments(
-        commands.add_parser("migrate", help="apply the projection schema's migrations")
+        commands.add_parser(
+            "migrate", help="apply the projection schema's migrations (on every shard)"
+        )
+    )
+    commands.add_parser(
+        "shards", help="the store's shards and the health of each (exit 1: one is not healthy)"
     )
 
     project = commands.add_parser("project", help="project the log into the store")
@@ -288,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "migrate": cmd_migrate,
+    "shards": shards_cli.run,
     "project": cmd_project,
     "replay": cmd_replay,
     "demo": cmd_demo,

@@ -1,14 +1,19 @@
 """`pinledger migrate`: apply the schema's migrations, one line per migration applied;
 `--check` says what a run would do and whether it would block the servers' writes
-(docs/decisions/0024-online-migrations.md)."""
+(docs/decisions/0024-online-migrations.md). With a shard map (PINLEDGER_STORE_SHARDS),
+every shard in it, one after the other, each under a line naming it; the worst exit
+status of them all."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from pinledger.projections.dsn import redacted
+from pinledger.projections.factory import open_store
 from pinledger.projections.migration_plan import Migration, PauseNeededError
 from pinledger.projections.store import LedgerStore
+from pinledger.service.store_shards import ShardMap
 
 # A pending migration needs the servers stopped (`--check`, or a run that reached it
 # without --allow-pause). Apart from 2, an error.
@@ -65,3 +70,17 @@ def run(store: LedgerStore, allow_pause: bool) -> int:
         return EXIT_NEEDS_PAUSE
     print(f"schema {store.schema}: " + (f"{len(applied)} applied" if applied else "up to date"))
     return 0
+
+
+def run_shards(shards: ShardMap, schema: str, check_only: bool, allow_pause: bool) -> int:
+    """Migrate (or check) the schema on every shard of the map."""
+    worst = 0
+    for shard in shards.shards:
+        print(f"shard {shard.name} ({shard.kind}, {redacted(shard.dsn)}):", flush=True)
+        store = open_store(shard.dsn, schema)
+        try:
+            code = check(store) if check_only else run(store, allow_pause)
+        finally:
+            store.close()
+        worst = max(worst, code)
+    return worst

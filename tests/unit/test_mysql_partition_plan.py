@@ -9,7 +9,7 @@ import itertools
 import pytest
 
 from pinledger.projections.day_partitions import DAY_MS, DayPartition, day_start
-from pinledger.projections.factory import is_mysql
+from pinledger.projections.dsn import is_mysql
 from pinledger.projections.mysql.day_partitions import Part, Split, gap, plan_creation, plan_drop
 from pinledger.projections.store import StoreError
 from pinledger.service.config import Config

@@ -13,7 +13,8 @@ import pymysql
 import pytest
 from psycopg_pool import PoolTimeout
 
-from pinledger.projections.mysql.connection import connect_args, redacted
+from pinledger.projections.dsn import redacted
+from pinledger.projections.mysql.connection import connect_args
 from pinledger.projections.mysql.connection import store_error as my_store_error
 from pinledger.projections.mysql.tls import MyTls, driver_args, parse_tls
 from pinledger.projections.pg.connection import store_error as pg_store_error
