@@ -7,7 +7,6 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -26,7 +25,7 @@ PG = "postgresql://app:s3cret@db-a:5432/ledger"
 MY = "mysql://app:s3cret@db-b:3306/ledger"
 
 
-def _doc(*shards: dict[str, Any]) -> str:
+def _doc(*shards: object) -> str:
     return json.dumps({"shards": list(shards)})
 
 
