@@ -139,9 +139,10 @@ class Server:
         )
         self.health = HealthMonitor(
             probes={
-                # A round trip to a broker (the catalog's end offset) and to Postgres.
+                # A round trip to a broker (the catalog's end offset) and to the store,
+                # named by its kind ("postgres", or "mysql" on MariaDB).
                 "kafka": lambda: self.kafka.end_offsets([(catalog_topic(config.topic_prefix), 0)]),
-                "postgres": self.store.queues,
+                self.store.kind: self.store.queues,
             },
             loops={
                 "owner": Loop(lambda: self.owner.alive, lambda: self.owner.loop.turned_at),
@@ -311,7 +312,7 @@ class DashboardServer:
             limits=Limits(max_priority=config.max_priority, max_body_bytes=config.max_body_bytes),
         )
         self.dashboard, self.admin = self.parts.admin_http(
-            api, self.metrics, lambda: {"postgres": "ok"}
+            api, self.metrics, lambda: {self.store.kind: "ok"}
         )
         self._stopped = threading.Event()
 

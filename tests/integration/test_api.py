@@ -6,6 +6,7 @@ librdkafka adapter (PINLEDGER_KAFKA_CLIENT=librdkafka, on Postgres)."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -16,6 +17,7 @@ import pytest
 from pinledger.idl import pinlater as p
 from pinledger.ledger import descriptor
 from pinledger.ledger.kafka import KafkaLog
+from pinledger.projections.dsn import is_mysql
 from pinledger.projections.factory import open_store
 from pinledger.projections.store import LedgerStore, StoreError
 from pinledger.service.testing.servers import (
@@ -119,6 +121,13 @@ def ledger_store(server: ServerProcess) -> Iterator[LedgerStore]:
     store = open_store(server.settings["PINLEDGER_STORE_DSN"], server.schema)
     yield store
     store.close()
+
+
+def test_ready_names_the_store_it_checks_by_its_kind(server: ServerProcess) -> None:
+    with server.admin_get("/ready") as answer:
+        checks = json.loads(answer.read())["checks"]
+    kind = "mysql" if is_mysql(server.settings["PINLEDGER_STORE_DSN"]) else "postgres"
+    assert checks[kind] == "ok" and checks["kafka"] == "ok", checks
 
 
 # -- queues --------------------------------------------------------------------------

@@ -167,7 +167,7 @@ def test_mariadb_refusals_stop_serve_at_start_with_one_line_each(
 
 
 def _ready_postgres(server: ServerProcess) -> str:
-    """/ready's `postgres` check (the store's, whichever database it is)."""
+    """/ready's store check, named by the store's kind (`postgres` here)."""
     try:
         with server.admin_get("/ready") as answer:
             body = answer.read()
