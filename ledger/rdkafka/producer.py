@@ -192,6 +192,13 @@ class Appender:
             if delivery.error.code() in UNREACHABLE:
                 self._start_probe(appends[0].topic)
             raise log_error(delivery.error, what, self._bootstrap)
+        if min(delivery.offsets) < 0:
+            # Delivered, but librdkafka did not say where (seen once in CI on a topic
+            # created a moment before): offsets make descriptors, so never answer one.
+            raise LogError(
+                f"{what}: Kafka took the records but did not report their offsets; "
+                "the append may be in the log: retry it"
+            )
         return delivery.offsets
 
     def _start_probe(self, topic: str) -> None:
