@@ -46,13 +46,7 @@ def cmd_migrate(config: Config, args: argparse.Namespace) -> int:
     if config.store_shards:
         shards = load_shard_map(config.store_shards, config.store_url)
         return migrate_cli.run_shards(shards, config.schema, args.check, args.allow_pause)
-    store = _store(config)
-    try:
-        if args.check:
-            return migrate_cli.check(store)
-        return migrate_cli.run(store, args.allow_pause)
-    finally:
-        store.close()
+    return migrate_cli.migrate_store(config.store_url, config.schema, args.check, args.allow_pause)
 
 
 def cmd_project(config: Config, args: argparse.Namespace) -> int:

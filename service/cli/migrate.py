@@ -72,15 +72,19 @@ def run(store: LedgerStore, allow_pause: bool) -> int:
     return 0
 
 
+def migrate_store(dsn: str, schema: str, check_only: bool, allow_pause: bool) -> int:
+    """Migrate (or check) the schema on the store `dsn` names."""
+    store = open_store(dsn, schema)
+    try:
+        return check(store) if check_only else run(store, allow_pause)
+    finally:
+        store.close()
+
+
 def run_shards(shards: ShardMap, schema: str, check_only: bool, allow_pause: bool) -> int:
     """Migrate (or check) the schema on every shard of the map."""
     worst = 0
     for shard in shards.shards:
         print(f"shard {shard.name} ({shard.kind}, {redacted(shard.dsn)}):", flush=True)
-        store = open_store(shard.dsn, schema)
-        try:
-            code = check(store) if check_only else run(store, allow_pause)
-        finally:
-            store.close()
-        worst = max(worst, code)
+        worst = max(worst, migrate_store(shard.dsn, schema, check_only, allow_pause))
     return worst
