@@ -33,6 +33,7 @@ from pinledger.ledger.events import (
     Event,
     Failed,
     FormatRaised,
+    PartitionPlaced,
     PartitionsRetired,
     QueueCreated,
     QueueDeleted,
@@ -68,6 +69,7 @@ EVENT_TAGS: dict[type[Event], str] = {
     QueueDeleted: "qdel",
     QueueResized: "qsize",
     PartitionsRetired: "qret",
+    PartitionPlaced: "qplace",
     FormatRaised: "fmt",
 }
 
@@ -155,7 +157,12 @@ def _encode_event(event: Event) -> dict[str, Any]:
         case Collected():
             return {"t": EVENT_TAGS[Collected], "j": event.local_id}
         case (
-            QueueCreated() | QueueDeleted() | QueueResized() | PartitionsRetired() | FormatRaised()
+            QueueCreated()
+            | QueueDeleted()
+            | QueueResized()
+            | PartitionsRetired()
+            | PartitionPlaced()
+            | FormatRaised()
         ):
             return _encode_catalog_event(event)
 
@@ -178,6 +185,14 @@ def _encode_catalog_event(event: CatalogEvent) -> dict[str, Any]:
                 "t": EVENT_TAGS[PartitionsRetired],
                 "q": event.name,
                 "p": event.first,
+                "why": event.reason,
+            }
+        case PartitionPlaced():
+            return {
+                "t": EVENT_TAGS[PartitionPlaced],
+                "q": event.name,
+                "p": event.partition,
+                "s": event.shard,
                 "why": event.reason,
             }
         case FormatRaised():
@@ -257,6 +272,12 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     ),
     "qret": lambda o: PartitionsRetired(
         name=_field(o, "q", str), first=_field(o, "p", int), reason=_field(o, "why", str)
+    ),
+    "qplace": lambda o: PartitionPlaced(
+        name=_field(o, "q", str),
+        partition=_field(o, "p", int),
+        shard=_field(o, "s", str),
+        reason=_field(o, "why", str),
     ),
     "fmt": lambda o: FormatRaised(format=_field(o, "f", int)),
 }

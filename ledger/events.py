@@ -157,6 +157,19 @@ class PartitionsRetired:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionPlaced:
+    """The queue's partition `partition` is projected into the store shard named `shard`
+    (ledger format 2 and later, decision 0031). Appended with the creation or resize
+    that adds the partition, in the same record. The first placement of a partition
+    stands (two servers resizing at once place it once); `reason` says why."""
+
+    name: str
+    partition: int
+    shard: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class FormatRaised:
     """The cluster's ledger format, raised by `pinledger upgrade-format` (or recorded when
     a catalog is created): from this record on, servers write records of this format
@@ -177,7 +190,7 @@ JobEvent = (
     | Deleted
     | Collected
 )
-QueueEvent = QueueCreated | QueueDeleted | QueueResized | PartitionsRetired
+QueueEvent = QueueCreated | QueueDeleted | QueueResized | PartitionsRetired | PartitionPlaced
 # What the catalog topic holds.
 CatalogEvent = QueueEvent | FormatRaised
 Event = JobEvent | CatalogEvent

@@ -6,7 +6,7 @@ the projection.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from pinledger.ledger import codec, formats
 from pinledger.ledger.commands import check_queue_name
@@ -17,6 +17,7 @@ from pinledger.ledger.events import (
     Envelope,
     Event,
     FormatRaised,
+    PartitionPlaced,
     PartitionsRetired,
     QueueCreated,
     QueueDeleted,
@@ -29,6 +30,9 @@ from pinledger.ledger.log import Append, Log, catalog_topic, queue_topic
 Batch = tuple[str, int, Sequence[Event]]
 # Batches with the trace context their records carry.
 Traced = tuple[Sequence[Batch], str | None]
+# Where new partitions go (service/placement.py): (queue, partitions, created) -> the
+# store shard of each partition to place now.
+Placer = Callable[[str, int, bool], Mapping[int, str]]
 
 
 class LedgerWriter:
@@ -45,6 +49,9 @@ class LedgerWriter:
         # writes a record some live server could not read.
         self.group = GroupCommit(log, grouping=False)
         self.cluster_format = formats.PLAIN
+        # Places the partitions a creation or resize adds on store shards (decision
+        # 0031); None, or a map of one shard: every partition on the one store.
+        self.placer: Placer | None = None
 
     def topic(self, queue: str) -> str:
         return queue_topic(self.prefix, queue)
@@ -75,9 +82,12 @@ class LedgerWriter:
         if partitions < 1:
             raise ValueError(f"a queue needs at least one partition, got {partitions}")
         self.ensure_catalog(at, actor)
+        # Placed before the topic exists: a store that cannot say fails the call with
+        # nothing created, so the caller's retry creates the queue.
+        placed = self._placements(name, partitions, new=True)
         if not self.log.create_topic(self.topic(name), partitions):
             return False
-        self._append_catalog(QueueCreated(name=name, partitions=partitions), at, actor)
+        self._append_catalog(QueueCreated(name=name, partitions=partitions), at, actor, placed)
         return True
 
     def resize_queue(self, name: str, partitions: int, at: int, actor: Actor, reason: str) -> None:
@@ -94,8 +104,9 @@ class LedgerWriter:
                 f"format {self.cluster_format}: run `pinledger upgrade-format` once every "
                 "server runs this release (README, Upgrading)"
             )
+        placed = self._placements(name, partitions, new=False)
         self.log.add_partitions(self.topic(name), partitions)
-        self._append_catalog(QueueResized(name, partitions, reason), at, actor)
+        self._append_catalog(QueueResized(name, partitions, reason), at, actor, placed)
 
     def retire_partitions(self, name: str, first: int, at: int, actor: Actor, reason: str) -> None:
         """Record that the queue's partitions `first` and above are retired (drained and
@@ -115,8 +126,21 @@ class LedgerWriter:
         self._append_catalog(QueueDeleted(name=name), at, actor)
         self.log.delete_topic(self.topic(name))
 
-    def _append_catalog(self, event: Event, at: int, actor: Actor) -> None:
-        value = codec.encode(Envelope(at=at, actor=actor, events=(event,)))
+    def _placements(self, name: str, partitions: int, new: bool) -> list[PartitionPlaced]:
+        """The placement records of the partitions a creation or resize adds, in the
+        creation's or resize's record: no server sees the new partitions before it sees
+        where they are. None below the format that has them (an older server could not
+        read them): the partitions stay on the home shard."""
+        if self.placer is None or self.cluster_format < formats.PLACEMENTS:
+            return []
+        why = "queue created" if new else "queue resized"
+        shards = self.placer(name, partitions, new)
+        return [PartitionPlaced(name, p, shard, why) for p, shard in sorted(shards.items())]
+
+    def _append_catalog(
+        self, event: Event, at: int, actor: Actor, more: Sequence[Event] = ()
+    ) -> None:
+        value = codec.encode(Envelope(at=at, actor=actor, events=(event, *more)))
         self.log.append([Append(catalog_topic(self.prefix), 0, value)])
 
     def append(

@@ -3,7 +3,8 @@ projector writes into the `queues` table (projector.py), for those that read the
 catalog from the log themselves (verify, `pinledger queue resize`). The first creation
 of a name stands until its deletion; a resize only ever adds partitions, and says how
 many of them take new jobs; a retirement covers closed partitions only, and a resize
-reopens the retired ones below its count."""
+reopens the retired ones below its count; the first placement of a partition on a store
+shard stands (decision 0031)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import MutableMapping
 
 from pinledger.ledger.events import (
     Event,
+    PartitionPlaced,
     PartitionsRetired,
     QueueCreated,
     QueueDeleted,
@@ -38,5 +40,20 @@ def fold_queue_event(queues: MutableMapping[str, QueueRow], event: Event, at: in
         row = queues.get(event.name)
         if row is not None and event.first >= row.open:  # only closed ones retire
             queues[event.name] = dataclasses.replace(row, retired_from=event.first)
+    elif isinstance(event, PartitionPlaced):
+        row = queues.get(event.name)
+        if row is not None:
+            queues[event.name] = placed(row, event)
     elif isinstance(event, QueueDeleted):
         queues.pop(event.name, None)
+
+
+def placed(row: QueueRow, event: PartitionPlaced) -> QueueRow:
+    """The queue row with the partition placed, unless it already was or the queue has
+    no such partition (the projection's INSERT does the same: first placement stands)."""
+    p = event.partition
+    if not 0 <= p < row.partitions or row.shard_of(p) is not None or not event.shard:
+        return row
+    shards = list(row.shards) + [""] * (p + 1 - len(row.shards))
+    shards[p] = event.shard
+    return dataclasses.replace(row, shards=tuple(shards))

@@ -21,6 +21,7 @@ from pinledger.ledger.events import (
     Enqueued,
     Envelope,
     JobEvent,
+    PartitionPlaced,
     PartitionsRetired,
     QueueCreated,
     QueueDeleted,
@@ -261,7 +262,8 @@ class PartitionProjector:
 
 
 class CatalogProjector:
-    """Projects the catalog topic: queue creations and deletions."""
+    """Projects the catalog topic: queue creations, deletions, resizes, retirements and
+    placements."""
 
     def __init__(self, store: ProjectorStore, prefix: str, bound: Bound = UNBOUNDED) -> None:
         self.store = store
@@ -304,9 +306,10 @@ class CatalogProjector:
             batch.deleted,
             batch.resized,
             batch.retired,
+            batch.placed,
         )
         self.next_offset = last + 1
-        return bool(batch.created or batch.deleted or batch.sizes)
+        return bool(batch.created or batch.deleted or batch.sizes or batch.placed)
 
 
 def _sizes_queues(envelope: Envelope) -> bool:
@@ -320,6 +323,9 @@ class _CatalogBatch:
     created: list[tuple[QueueRow, list[str]]] = field(default_factory=list)
     resized: list[tuple[QueueRow, list[str]]] = field(default_factory=list)
     retired: list[PartitionsRetired] = field(default_factory=list)
+    # Placements apply after the batch's creations and resizes: a record that creates or
+    # grows a queue places its new partitions.
+    placed: list[PartitionPlaced] = field(default_factory=list)
     deleted: list[tuple[str, str]] = field(default_factory=list)
     # Queues deleted in this batch and not created again since: a resize or retirement
     # of one names no queue (the fold ignores it), though the store would apply it to a
@@ -341,11 +347,14 @@ class _CatalogBatch:
                 self.resized.append((row, [queue_topic(prefix, event.name)]))
             elif isinstance(event, PartitionsRetired) and event.name not in self.gone:
                 self.retired.append(event)
+            elif isinstance(event, PartitionPlaced) and event.name not in self.gone:
+                self.placed.append(event)
             elif isinstance(event, QueueDeleted):
                 # A deletion cancels an earlier creation or resize in the same batch.
                 self.created = [c for c in self.created if c[0].name != event.name]
                 self.resized = [r for r in self.resized if r[0].name != event.name]
                 self.retired = [r for r in self.retired if r.name != event.name]
+                self.placed = [p for p in self.placed if p.name != event.name]
                 self.deleted.append((event.name, queue_topic(prefix, event.name)))
                 self.gone.add(event.name)
 

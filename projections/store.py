@@ -27,12 +27,13 @@ check.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.events import PartitionsRetired
+from pinledger.ledger.events import PartitionPlaced, PartitionsRetired
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.day_partitions import DayPartition
 
@@ -184,6 +185,16 @@ class QueueRow:
     # Partitions retired_from and above (never an open one) are retired: drained after a
     # resize closed them, empty, no owner work; None: none (decision 0030).
     retired_from: int | None = None
+    # The shard (of the shard map, decision 0031) each partition's projection is placed
+    # on, by partition; "" or past the end: not placed, so on the home shard (the map's
+    # first, the one store without a map).
+    shards: tuple[str, ...] = ()
+
+    def shard_of(self, partition: int) -> str | None:
+        """The shard partition `partition` is placed on; None: not placed (home)."""
+        if partition < len(self.shards) and self.shards[partition]:
+            return self.shards[partition]
+        return None
 
     @property
     def open(self) -> int:
@@ -206,6 +217,25 @@ class QueueRow:
         if partition < self.open:
             return "serving"
         return "draining" if partition < self.active else "retired"
+
+
+def with_placements(
+    rows: Iterable[QueueRow], placements: Iterable[tuple[str, int, str]]
+) -> list[QueueRow]:
+    """The queue rows with their partitions' shards, from (queue, partition, shard)
+    placement rows (what a store keeps in a table of its own)."""
+    by_queue: dict[str, dict[int, str]] = {}
+    for queue, partition, shard in placements:
+        by_queue.setdefault(queue, {})[int(partition)] = shard
+    found = []
+    for row in rows:
+        placed = by_queue.get(row.name)
+        if placed:
+            shards = tuple(placed.get(p, "") for p in range(max(placed) + 1))
+            found.append(dataclasses.replace(row, shards=shards))
+        else:
+            found.append(row)
+    return found
 
 
 class JobCount(NamedTuple):
@@ -377,13 +407,15 @@ class ProjectorStore(Protocol):
         deleted: Sequence[tuple[str, str]],
         resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
         retired: Sequence[PartitionsRetired] = (),
+        placed: Sequence[PartitionPlaced] = (),
     ) -> None:
         """Apply queue creations (row, partition topics to start at offset 0),
-        deletions (queue name, its topic: its jobs, timeline and offsets go too) and
-        resizes (row with the new partition count, after deletions and creations: a
-        queue only grows here, its new partitions start at offset 0), then retirements
-        (of partitions still closed) with the catalog offset, by the same
-        compare-and-set."""
+        deletions (queue name, its topic: its jobs, timeline, offsets and placements go
+        too) and resizes (row with the new partition count, after deletions and
+        creations: a queue only grows here, its new partitions start at offset 0), then
+        retirements (of partitions still closed) and placements (of partitions the queue
+        has and that were not placed yet: `QueueRow.shards`) with the catalog offset, by
+        the same compare-and-set."""
         ...
 
     def expired(

@@ -153,6 +153,16 @@ WHERE queue = %(queue)s AND old_descriptor IN %(old)s;
 -- name: create_queue
 INSERT IGNORE INTO queues (name, partitions, created_at) VALUES (%(name)s, %(partitions)s, %(at)s);
 
+-- name: place_partition
+-- A partition's projection placed on a store shard (decision 0031): only a partition the
+-- queue has, and only its first placement (two servers resizing at once place it once).
+INSERT IGNORE INTO partition_placements (queue, `partition`, shard)
+SELECT name, %(partition)s, %(shard)s FROM queues
+WHERE name = %(name)s AND partitions > %(partition)s;
+
+-- name: list_placements
+SELECT queue, `partition`, shard FROM partition_placements ORDER BY queue, `partition`;
+
 -- name: resize_queue
 -- A queue resized in the catalog (decision 0030): its partitions only ever grow (Kafka
 -- never removes one); the first `partitions` of them take new jobs, and no retired

@@ -21,6 +21,15 @@ CREATE TABLE queues (
     retired_from INT NULL CHECK (retired_from >= 0)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
+-- Which store shard each partition's projection is placed on (decision 0031); a
+-- partition without a row is on the home shard (migrations/mysql/0006).
+CREATE TABLE partition_placements (
+    queue        VARCHAR(255) NOT NULL,
+    `partition`  INT          NOT NULL CHECK (`partition` >= 0),
+    shard        VARCHAR(255) NOT NULL,
+    PRIMARY KEY (queue, `partition`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
 -- Current state of every job that has not been deleted or garbage collected.
 CREATE TABLE jobs (
     queue               VARCHAR(255) NOT NULL,

@@ -18,6 +18,15 @@ CREATE TABLE queues (
     retired_from integer CHECK (retired_from >= 0)
 );
 
+-- Which store shard each partition's projection is placed on (decision 0031); a
+-- partition without a row is on the home shard (migrations/0011).
+CREATE TABLE partition_placements (
+    queue      text    NOT NULL,
+    partition  integer NOT NULL CHECK (partition >= 0),
+    shard      text    NOT NULL,
+    PRIMARY KEY (queue, partition)
+);
+
 -- Current state of every job that has not been deleted or garbage collected.
 CREATE TABLE jobs (
     queue               text     NOT NULL,

@@ -39,6 +39,9 @@ WHERE name = %(name)s AND %(first)s >= COALESCE(open_partitions, partitions);
 -- name: delete_queue
 DELETE FROM queues WHERE name = %(name)s;
 
+-- name: delete_queue_placements
+DELETE FROM partition_placements WHERE queue = %(name)s;
+
 -- name: delete_queue_jobs
 DELETE FROM jobs WHERE queue = %(name)s;
 

@@ -10,7 +10,15 @@ from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.row_mapping import held, job, looked_up, scanned, selected
 from pinledger.projections.sql.base import SqlBase
-from pinledger.projections.store import HeldJob, JobCount, JobFilter, JobRow, QueueRow, ScanKey
+from pinledger.projections.store import (
+    HeldJob,
+    JobCount,
+    JobFilter,
+    JobRow,
+    QueueRow,
+    ScanKey,
+    with_placements,
+)
 
 
 class SqlReads(SqlBase):
@@ -93,7 +101,9 @@ class SqlReads(SqlBase):
         return [job(row) for row in self._all("finding expired jobs", "expired_jobs", params)]
 
     def queues(self) -> list[QueueRow]:
-        return [QueueRow(*row) for row in self._all("listing queues", "list_queues", {})]
+        rows = self._all("listing queues", "list_queues", {})
+        placements = self._all("listing partition placements", "list_placements", {})
+        return with_placements([QueueRow(*row) for row in rows], placements)
 
     def holds_jobs_from(self, queue: str, first: int) -> bool:
         params = {"queue": queue, "first": first}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pinledger.ledger.events import PartitionsRetired
+from pinledger.ledger.events import PartitionPlaced, PartitionsRetired
 from pinledger.projections.row_mapping import imported_params
 from pinledger.projections.sql.day_partitions import SqlDayPartitions
 from pinledger.projections.sql.dialect import Session
@@ -22,6 +22,7 @@ from pinledger.projections.store import (
 # What a deleted queue takes with it, in this order.
 _DELETE_QUEUE = (
     "delete_queue",
+    "delete_queue_placements",
     "delete_queue_jobs",
     "delete_queue_job_events",
     "delete_queue_imported",
@@ -90,10 +91,11 @@ class SqlWrites(SqlDayPartitions):
         deleted: Sequence[tuple[str, str]],
         resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
         retired: Sequence[PartitionsRetired] = (),
+        placed: Sequence[PartitionPlaced] = (),
     ) -> None:
         """Apply queue creations (row, partition topics to start at offset 0),
-        deletions (queue name, its topic) and resizes with the catalog offset, in one
-        transaction."""
+        deletions (queue name, its topic), resizes, retirements and placements with the
+        catalog offset, in one transaction."""
         check_forward(topic, 0, expected_offset, next_offset)
         with self.dialect.session(f"committing catalog {topic}", transaction=True) as session:
             moved = session.execute(
@@ -127,6 +129,16 @@ class SqlWrites(SqlDayPartitions):
                 session.execute(
                     "retire_partitions", {"name": retirement.name, "first": retirement.first}
                 )
+            for placement in placed:
+                if placement.shard:  # as the fold: a placement names a shard
+                    session.execute(
+                        "place_partition",
+                        {
+                            "name": placement.name,
+                            "partition": placement.partition,
+                            "shard": placement.shard,
+                        },
+                    )
 
 
 def _fenced(session: Session, batch: PartitionBatch) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.events import PartitionsRetired, QueueResized
+from pinledger.ledger.events import PartitionPlaced, PartitionsRetired, QueueResized
 from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.day_partitions import DayPartition
@@ -280,6 +280,7 @@ class FakeStore:
         deleted: Sequence[tuple[str, str]],
         resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
         retired: Sequence[PartitionsRetired] = (),
+        placed: Sequence[PartitionPlaced] = (),
     ) -> None:
         def run() -> None:
             check_forward(topic, 0, expected_offset, next_offset)
@@ -305,6 +306,8 @@ class FakeStore:
                         self._offsets.setdefault((queue_topic, partition), 0)
             for retirement in retired:
                 fold_queue_event(self._queues, retirement, 0)
+            for placement in placed:
+                fold_queue_event(self._queues, placement, 0)
 
         self._run(f"committing catalog {topic}", run)
 

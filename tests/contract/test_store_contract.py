@@ -15,6 +15,7 @@ from pinledger.ledger.events import (
     Enqueued,
     Envelope,
     Event,
+    PartitionPlaced,
     PartitionsRetired,
     QueueCreated,
     QueueDeleted,
@@ -572,6 +573,41 @@ def test_resizes_and_retirements_project_as_the_catalog_folds_them(store: Ledger
     assert store.holds_jobs_from("mail", 2)
     assert not store.holds_jobs_from("mail", 6)
     assert not store.holds_jobs_from("gone", 0)
+
+
+def test_placements_project_as_the_catalog_folds_them(store: LedgerStore) -> None:
+    """A partition's first placement stands, only partitions the queue has are placed,
+    and a deleted queue's placements go with it (decision 0031): on every store, one
+    batch or one record at a time, as the in-memory fold says."""
+    records: list[tuple[Event, ...]] = [
+        (
+            QueueCreated("mail", 2),
+            PartitionPlaced("mail", 0, "a", "queue created"),
+            PartitionPlaced("mail", 1, "b", "queue created"),
+        ),
+        (PartitionPlaced("mail", 1, "a", "a second placement: ignored"),),
+        (PartitionPlaced("mail", 5, "a", "no such partition"),),
+        (PartitionPlaced("nowhere", 0, "a", "no such queue"),),
+        (QueueResized("mail", 4, "grown"), PartitionPlaced("mail", 3, "b", "queue resized")),
+        (
+            QueueCreated("gone", 1),
+            PartitionPlaced("gone", 0, "b", "queue created"),
+            QueueDeleted("gone"),
+        ),
+        (QueueCreated("gone", 2), PartitionPlaced("gone", 1, "a", "created again")),
+    ]
+    folded: dict[str, QueueRow] = {}
+    for events in records:
+        for event in events:
+            fold_queue_event(folded, event, T0)
+    assert folded["mail"].shards == ("a", "b", "", "b")
+    assert [folded["mail"].shard_of(p) for p in range(4)] == ["a", "b", None, "b"]
+    assert folded["gone"].shards == ("", "a")
+    log = FakeLog(catalog_topic(PREFIX))
+    for events in records:
+        log.append(T0, WORKER, *events)
+    CatalogProjector(store, PREFIX).apply(log.records)
+    assert {q.name: q for q in store.queues()} == folded
 
 
 def test_catalog_records_projected_one_at_a_time_give_the_same_rows(store: LedgerStore) -> None:

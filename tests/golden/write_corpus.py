@@ -16,7 +16,8 @@ job (`"i"`, 58ce852), group records whose envelopes carry their trace context (`
 0f5dff3); the trace context of a plain record in its `traceparent` header (a45139f);
 the catalog's record of the cluster's ledger format (`"fmt"`, ledger format 2, decision
 0025); a queue resized live (`"qsize"`, ledger format 2, decision 0030); a queue's drained
-partitions retired (`"qret"`, ledger format 2, decision 0030).
+partitions retired (`"qret"`, ledger format 2, decision 0030); partitions placed on store
+shards (`"qplace"`, ledger format 2, decision 0031).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from pinledger.ledger.events import (
     Event,
     Failed,
     FormatRaised,
+    PartitionPlaced,
     PartitionsRetired,
     QueueCreated,
     QueueDeleted,
@@ -228,6 +230,40 @@ def partitions_retired() -> Story:
     return s
 
 
+def partitions_placed() -> Story:
+    s = Story(
+        "v1-catalog-partitions-placed",
+        "Catalog records of ledger format 2: a queue created with its partitions placed on "
+        "two store shards, grown with its new partitions placed, a second placement of a "
+        "partition (ignored: the first stands), and a queue deleted and created again "
+        "with placements of its own (decision 0031).",
+        topic="catalog",
+    )
+    s.plain(T0, OWNER, FormatRaised(2))
+    s.plain(
+        T0 + 1,
+        OPERATOR,
+        QueueCreated("mail", 2),
+        PartitionPlaced("mail", 0, "a", "queue created"),
+        PartitionPlaced("mail", 1, "b", "queue created"),
+    )
+    s.plain(
+        T0 + 2,
+        OPERATOR,
+        QueueResized("mail", 3, "queue config"),
+        PartitionPlaced("mail", 2, "a", "queue resized"),
+    )
+    s.plain(T0 + 3, OPERATOR, PartitionPlaced("mail", 2, "b", "queue resized"))
+    s.plain(T0 + 4, OPERATOR, QueueDeleted("mail"))
+    s.plain(
+        T0 + 5,
+        OPERATOR,
+        QueueCreated("mail", 1),
+        PartitionPlaced("mail", 0, "b", "queue created"),
+    )
+    return s
+
+
 def _job(job: Job) -> dict[str, Any]:
     values = job._asdict()
     values["state"] = job.state.name
@@ -290,8 +326,16 @@ def document(story: Story) -> dict[str, Any]:
 
 
 # The fields of catalog events, in the order a file lists them.
-CATALOG_FIELDS = ("name", "partitions", "first", "reason", "format")
-STORIES = (lifecycle, group_records, catalog, format_records, queue_resized, partitions_retired)
+CATALOG_FIELDS = ("name", "partitions", "partition", "shard", "first", "reason", "format")
+STORIES = (
+    lifecycle,
+    group_records,
+    catalog,
+    format_records,
+    queue_resized,
+    partitions_retired,
+    partitions_placed,
+)
 
 
 def read_sums() -> dict[str, str]:

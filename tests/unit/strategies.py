@@ -25,6 +25,7 @@ from pinledger.ledger.events import (
     Failed,
     FormatRaised,
     JobEvent,
+    PartitionPlaced,
     PartitionsRetired,
     QueueCreated,
     QueueDeleted,
@@ -82,6 +83,9 @@ queue_created = st.builds(QueueCreated, name=st.text(), partitions=i64)
 queue_deleted = st.builds(QueueDeleted, name=st.text())
 queue_resized = st.builds(QueueResized, name=st.text(), partitions=i64, reason=st.text())
 partitions_retired = st.builds(PartitionsRetired, name=st.text(), first=i64, reason=st.text())
+partition_placed = st.builds(
+    PartitionPlaced, name=st.text(), partition=i64, shard=st.text(), reason=st.text()
+)
 format_raised = st.builds(FormatRaised, format=i64)
 
 EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
@@ -98,6 +102,7 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     QueueDeleted: queue_deleted,
     QueueResized: queue_resized,
     PartitionsRetired: partitions_retired,
+    PartitionPlaced: partition_placed,
     FormatRaised: format_raised,
 }
 
