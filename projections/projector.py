@@ -312,6 +312,29 @@ class CatalogProjector:
         return bool(batch.created or batch.deleted or batch.sizes or batch.placed)
 
 
+class CatalogProjectors:
+    """The catalog projected into each store shard's own tables (decision 0031): every
+    shard holds the queues, their placements and the catalog's offset, so each is a
+    whole projection of what is placed on it, replayed and verified alone. Each shard
+    keeps its own offset: one that fell behind (it was down) catches up from where it
+    is, while the others skip what they have."""
+
+    def __init__(self, stores: Sequence[ProjectorStore], prefix: str) -> None:
+        self.projectors = [CatalogProjector(store, prefix) for store in stores]
+        self.topic = catalog_topic(prefix)
+
+    @property
+    def next_offset(self) -> int:
+        """Where reading must start for every shard: the one furthest behind."""
+        return min(p.next_offset for p in self.projectors)
+
+    def apply(self, records: Sequence[LogRecord]) -> bool:
+        changed = False
+        for projector in self.projectors:
+            changed = projector.apply(records) or changed
+        return changed
+
+
 def _sizes_queues(envelope: Envelope) -> bool:
     return any(isinstance(e, QueueResized | PartitionsRetired) for e in envelope.events)
 

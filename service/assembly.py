@@ -29,6 +29,7 @@ from pinledger.projections.asof import QueueAsOf, jobs_then, queue_as_of, why_fi
 from pinledger.projections.factory import open_store
 from pinledger.projections.projector import Bound, Scope
 from pinledger.projections.replay import replay
+from pinledger.projections.sharded_store import ShardedStore
 from pinledger.projections.store import LedgerStore
 from pinledger.service import tls
 from pinledger.service.api.core import Api
@@ -39,7 +40,9 @@ from pinledger.service.dashboard.auth import Sessions
 from pinledger.service.dashboard.backend import AsOfReader, Backend
 from pinledger.service.observability.admin_http import AdminHttpServer, Health, Progress
 from pinledger.service.observability.metrics import Metrics
+from pinledger.service.placement import Placer
 from pinledger.service.queue_config import QueueConfig, QueueConfigWatcher
+from pinledger.service.store_shards import ShardMap, ShardMapWatcher, load_shard_map
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +91,18 @@ class Assembly:
                 "a scrypt one with `pinledger hash-password` and set "
                 "PINLEDGER_ADMIN_PASSWORD_HASH instead"
             )
-        self.store = open_store(config.store_url, config.schema, max_size=store_size)
+        # The shard map (decision 0031): read at start, where the stores are opened; its
+        # watcher keeps the placement's view current (a shard made dequeueOnly takes no
+        # new partitions from then on).
+        shard_map = load_shard_map(config.store_shards, config.store_url)
+        self.shard_map = ShardMapWatcher(
+            Path(config.store_shards) if config.store_shards else None, shard_map
+        )
+        self.store = open_shards(shard_map, config.schema, config.topic_prefix, store_size)
         self.store.migrate()
         self.kafka = open_log(config)
         self.writer = LedgerWriter(self.kafka, config.topic_prefix)
+        self.writer.placer = Placer(lambda: self.shard_map.current, self.store.queues)
         self.queues = QueueDirectory(self.store)
         self.queue_config = QueueConfigWatcher(
             Path(config.queue_config) if config.queue_config else None, on_queue_config
@@ -135,6 +146,30 @@ class Assembly:
     def close(self) -> None:
         self.kafka.close()
         self.store.close()
+
+
+def open_shards(shard_map: ShardMap, schema: str, prefix: str, max_size: int = 8) -> LedgerStore:
+    """The projection store of a shard map (not migrated): the one store of a map of one
+    shard, else a ShardedStore that routes each partition to the shard it is placed on
+    (decision 0031), every shard's schema named `schema`."""
+    if len(shard_map.shards) == 1:
+        return open_store(shard_map.shards[0].dsn, schema, max_size=max_size)
+    stores: dict[str, LedgerStore] = {}
+    try:
+        for shard in shard_map.shards:
+            stores[shard.name] = open_store(shard.dsn, schema, max_size=max_size)
+    except BaseException:
+        for store in stores.values():
+            store.close()
+        raise
+    return ShardedStore(prefix, stores)
+
+
+def open_configured_store(config: Config, max_size: int = 8) -> LedgerStore:
+    """The live projection store a config names: its shard map's shards, or its one
+    store (not migrated)."""
+    shard_map = load_shard_map(config.store_shards, config.store_url)
+    return open_shards(shard_map, config.schema, config.topic_prefix, max_size)
 
 
 def stop_on_signals(stop: Callable[[], None]) -> None:

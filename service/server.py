@@ -208,6 +208,7 @@ class Server:
         self.owner.start()
         self.queues.start()
         self.queue_config.start()
+        self.parts.shard_map.start()
         self.health.start()
         self.admin.start()
         threading.Thread(
@@ -246,6 +247,7 @@ class Server:
         self.owner.stop()
         self.queues.stop()
         self.queue_config.stop()
+        self.parts.shard_map.stop()
         self.admin.stop()
         self.health.stop()
         self.peers.close()
@@ -320,6 +322,7 @@ class DashboardServer:
         stop_on_signals(self._stopped.set)
         self.queues.start()
         self.queue_config.start()
+        self.parts.shard_map.start()
         self.admin.start()
         log.info(
             "pinledger dashboard on %s://%s:%d/ (Kafka %s, Postgres schema %s, prefix %r)",
@@ -333,6 +336,7 @@ class DashboardServer:
         self._stopped.wait()
         self.admin.stop()
         self.queue_config.stop()
+        self.parts.shard_map.stop()
         self.queues.stop()
         self.peers.close()
         self.parts.close()

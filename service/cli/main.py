@@ -19,7 +19,7 @@ from pinledger.projections.factory import check_store, open_store
 from pinledger.projections.projector import ProjectionRunner
 from pinledger.projections.store import LedgerStore, StoreError, StoreRefusedError
 from pinledger.service import tls
-from pinledger.service.assembly import open_log
+from pinledger.service.assembly import open_configured_store, open_log
 from pinledger.service.cli import doctor, import_pinlater, queue_resize, upgrade_format
 from pinledger.service.cli import migrate as migrate_cli
 from pinledger.service.cli import replay as replay_cli
@@ -39,7 +39,9 @@ log = logging.getLogger("pinledger")
 
 
 def _store(config: Config, schema: str | None = None) -> LedgerStore:
-    return open_store(config.store_url, schema or config.schema)
+    if schema is None:  # the live store: every shard of a shard map
+        return open_configured_store(config)
+    return open_store(config.store_url, schema)
 
 
 def cmd_migrate(config: Config, args: argparse.Namespace) -> int:

@@ -24,9 +24,10 @@ from pinledger.projections.projector import Bound, Scope
 from pinledger.projections.replay import ReplayReport, replay
 from pinledger.projections.store import LedgerStore
 from pinledger.projections.verify import MAX_JOBS, verify
-from pinledger.service.assembly import open_log
+from pinledger.service.assembly import open_configured_store, open_log
 from pinledger.service.cli import asof as asof_cli
-from pinledger.service.config import Config
+from pinledger.service.config import Config, ConfigError
+from pinledger.service.store_shards import load_shard_map
 
 
 def add_arguments(rep: argparse.ArgumentParser, time_arg: Callable[[str], int]) -> None:
@@ -71,7 +72,7 @@ def _max_jobs(text: str) -> int:
 
 def open_ports(config: Config) -> tuple[LedgerStore, Log]:
     """A worker process's own store and log (module level: pickled to the process)."""
-    return open_store(config.store_url, config.schema), open_log(config)
+    return open_configured_store(config), open_log(config)
 
 
 def progress_printer() -> Callable[[int, int], None]:
@@ -137,7 +138,7 @@ def run(config: Config, args: argparse.Namespace) -> int:
 
 def _verify(config: Config, args: argparse.Namespace, scope: Scope) -> int:
     workers = args.workers or os.cpu_count() or 1
-    live = open_store(config.store_url, config.schema)
+    live = open_configured_store(config)
     kafka = open_log(config)
     try:
         print(
@@ -163,6 +164,13 @@ def _verify(config: Config, args: argparse.Namespace, scope: Scope) -> int:
 
 
 def _into_schema(config: Config, args: argparse.Namespace, scope: Scope) -> int:
+    if len(load_shard_map(config.store_shards, config.store_url).shards) > 1:
+        # Its comparison reads one schema against another in one database.
+        raise ConfigError(
+            "replay into a schema (--into-schema, --scratch, --as-of) works on one store, "
+            "not yet on a shard map (decision 0031, step 7); `pinledger replay` without "
+            "them verifies every shard"
+        )
     scratch_name = args.scratch or args.into_schema or f"replay_{uuid.uuid4().hex[:8]}"
     live = open_store(config.store_url, config.schema)
     scratch = open_store(config.store_url, scratch_name)

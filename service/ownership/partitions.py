@@ -46,8 +46,14 @@ from pinledger.ledger.log import (
     queue_of_topic,
 )
 from pinledger.ledger.state import FINISHED, Job, JobState
-from pinledger.projections.projector import CatalogProjector, PartitionProjector, Transition
-from pinledger.projections.store import FencedError, LedgerStore, PartitionGoneError
+from pinledger.projections.projector import CatalogProjectors, PartitionProjector, Transition
+from pinledger.projections.sharded_store import PlacementUnknownError
+from pinledger.projections.store import (
+    FencedError,
+    LedgerStore,
+    PartitionGoneError,
+    ProjectorStore,
+)
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.live_traces import LiveTraces
@@ -119,8 +125,12 @@ class Partitions:
         on_catalog_change: Callable[[], None],
         window: int = DEFAULT_WINDOW,
         live_traces: LiveTraces | None = None,
+        catalog_stores: Sequence[ProjectorStore] = (),
     ) -> None:
         self.prefix = prefix
+        # Where the catalog is projected: every store shard (decision 0031); by default
+        # the one store.
+        self.catalog_stores: Sequence[ProjectorStore] = catalog_stores or (store,)
         # Exports the attempts and jobs that end, while tracing is on.
         self.live_traces = live_traces
         # Ready jobs held per partition, all priorities (PINLEDGER_READY_WINDOW).
@@ -134,7 +144,7 @@ class Partitions:
         self.catalog_key: Key = (catalog_topic(prefix), 0)
         self.lock = threading.Lock()
         self.owned: dict[Key, Owned] = {}
-        self.catalog: CatalogProjector | None = None
+        self.catalog: CatalogProjectors | None = None
         self._news = _News()
         # Set while a reload after a failed pass has not succeeded yet (loop.py retries).
         self.reload_pending = False
@@ -143,6 +153,10 @@ class Partitions:
         self._reader: GroupReader | None = None
         # Queue -> its first retired partition, for the queues that have retired ones.
         self._retired_from: dict[str, int] = {}
+        # Assigned partitions whose store shard is not known yet (their queue's creation
+        # or resize is not projected yet): adopted once it is (`adopt_unplaced`).
+        self._unplaced: set[Key] = set()
+        self._unplaced_tried = 0.0
 
     def set_retired(self, retired_from: dict[str, int]) -> None:
         """Which partitions are retired (queue -> the first of them), from the catalog
@@ -205,13 +219,40 @@ class Partitions:
         if catalog not in assigned:
             self.catalog = None
         keys = [key for key in news.assigned if key != catalog]
+        self._unplaced.intersection_update(assigned)
+        # The catalog first: partitions whose placement is not projected yet wait for it.
+        if catalog in assigned:
+            self._adopt_catalog()
         stored = self.store.offsets(keys)
         ends = self.end_offsets(keys)
         for key in keys:
-            self._adopt(key, stored.get(key), ends.get(key, 0))
-        if catalog in assigned:
-            self._adopt_catalog()
+            self._adopt_placed(key, stored.get(key), ends.get(key, 0))
         self.metrics.set_gauge("pinledger_owned_partitions", float(len(self.owned)))
+
+    def _adopt_placed(self, key: Key, stored: int | None, end: int) -> None:
+        try:
+            self._adopt(key, stored, end)
+        except PlacementUnknownError as exc:
+            if key not in self._unplaced:
+                log.info("%s[%d] waits for its placement: %s", key[0], key[1], exc)
+            self._unplaced.add(key)
+        else:
+            self._unplaced.discard(key)
+
+    def adopt_unplaced(self, now: float, every_s: float = 0.5) -> None:
+        """Adopt the assigned partitions that were waiting for their store shard, once
+        the catalog projection places them (owner thread, at most every `every_s`: each
+        try reads the home shard)."""
+        if not self._unplaced or now - self._unplaced_tried < every_s:
+            return
+        self._unplaced_tried = now
+        keys = sorted(self._unplaced)
+        ends = self.end_offsets(keys)
+        for key in keys:
+            if key in self.owned:
+                self._unplaced.discard(key)
+            else:
+                self._adopt_placed(key, None, ends.get(key, 0))
 
     def drop(self, key: Key) -> None:
         with self.lock:
@@ -220,7 +261,7 @@ class Partitions:
             self.ledger_metrics.forget(owned.queue, owned.partition)
 
     def _adopt_catalog(self) -> None:
-        self.catalog = CatalogProjector(self.store, self.prefix)
+        self.catalog = CatalogProjectors(self.catalog_stores, self.prefix)
         self.reader.seek(self.catalog.topic, 0, self.catalog.next_offset)
 
     def _adopt(self, key: Key, stored: int | None, end: int) -> None:
@@ -391,6 +432,7 @@ class Partitions:
         with self.lock:
             self.owned.clear()
         self.catalog = None
+        self._unplaced.clear()
         if self._reader is None:
             return False
         try:

@@ -37,7 +37,8 @@ from pinledger.ledger import formats
 from pinledger.ledger.events import Actor
 from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.store import StoreError
+from pinledger.projections.sharded_store import ShardedStore
+from pinledger.projections.store import LedgerStore, StoreError
 from pinledger.service.api.directory import QueueDirectory
 from pinledger.service.api.handler import Handler
 from pinledger.service.api.peers import PeerPool
@@ -48,7 +49,9 @@ from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.adaptation import Adaptation
 from pinledger.service.ownership.owner import Owner
 from pinledger.service.ownership.retirement import Retirement
+from pinledger.service.placement import Placer
 from pinledger.service.queue_config import QueueConfig
+from pinledger.service.store_shards import Shard, ShardMap
 from pinledger.service.testing.clock import FakeClock
 from pinledger.service.testing.fake_log import FakeLog
 from pinledger.service.testing.fake_store import FakeStore
@@ -126,10 +129,14 @@ class Node:
         self.config = config
         self.metrics = Metrics()
         self.writer = LedgerWriter(runtime.log, config.topic_prefix)
-        self.queues = QueueDirectory(runtime.store, clock=runtime.clock)
+        store = runtime.ledger_store
+        if runtime.shard_map is not None:
+            shard_map = runtime.shard_map
+            self.writer.placer = Placer(lambda: shard_map, store.queues)
+        self.queues = QueueDirectory(store, clock=runtime.clock)
         self.owner = Owner(
             config,
-            runtime.store,
+            store,
             runtime.log,
             self.writer,
             self.metrics,
@@ -144,7 +151,7 @@ class Node:
         self.queue_config = QueueConfig()
         self.owner.adaptation = Adaptation(
             self.writer,
-            runtime.store,
+            store,
             self.owner.dequeue_tally,
             self.metrics,
             lambda: self.owner.partitions.catalog is not None,
@@ -156,7 +163,7 @@ class Node:
         )
         self.owner.retirement = Retirement(
             self.writer,
-            runtime.store,
+            store,
             lambda: self.owner.partitions.catalog is not None,
             self.queues.rows,
             runtime.clock,
@@ -165,7 +172,7 @@ class Node:
         )
         self.handler = Handler(
             config,
-            runtime.store,
+            store,
             self.writer,
             self.owner,
             self.metrics,
@@ -273,14 +280,24 @@ class Node:
 
 
 class Runtime:
-    """One FakeClock, FakeLog and FakeStore, and the nodes started over them."""
+    """One FakeClock, FakeLog and FakeStore, and the nodes started over them. With
+    `shards` above 1, a FakeStore per store shard ("a", "b", ...: `shards`), the nodes
+    reading and writing them through a ShardedStore and placing new partitions on them
+    (decision 0031); `store` is then the home shard's."""
 
-    def __init__(self, config: Config = TEST_CONFIG) -> None:
+    def __init__(self, config: Config = TEST_CONFIG, shards: int = 1) -> None:
         self.config = config
         self.clock = FakeClock()
         self.log = FakeLog(self.clock)
-        self.store = FakeStore()
-        self.store.migrate()
+        names = [chr(ord("a") + i) for i in range(shards)]
+        self.shards = {name: FakeStore() for name in names}
+        self.store = self.shards[names[0]]
+        self.ledger_store: LedgerStore = self.store
+        self.shard_map: ShardMap | None = None
+        if shards > 1:
+            self.ledger_store = ShardedStore(config.topic_prefix, self.shards)
+            self.shard_map = ShardMap(tuple(Shard(n, f"postgresql://fake/{n}") for n in names))
+        self.ledger_store.migrate()
         # Appends of a server that is gone (or not yet started): no owner behind it.
         self.writer = LedgerWriter(self.log, config.topic_prefix)
         self.writer.ensure_catalog(self.clock.now_ms(), GONE)
@@ -295,7 +312,8 @@ class Runtime:
     def close(self) -> None:
         # A test may leave a fake failing: let the owners leave cleanly.
         self.log.heal()
-        self.store.recover()
+        for shard in self.shards.values():
+            shard.recover()
         for node in self.nodes:
             node.stop()
 
@@ -374,7 +392,7 @@ class Runtime:
     def projected(self) -> bool:
         """Whether every record in the log is projected into the store."""
         ends = self.ends()
-        reached = self.store.offsets(list(ends))
+        reached = self.ledger_store.offsets(list(ends))
         return all(reached.get(key, 0) >= end for key, end in ends.items())
 
     def settle(self, timeout_s: float = WAIT_S) -> None:

@@ -262,7 +262,8 @@ def test_migrate_stops_before_a_pause_and_says_what_to_do(
         "applied 0008_ended_sessions.sql (online)",
         "applied 0009_queue_open_partitions.sql (online)",
         "applied 0010_queue_retired_partitions.sql (online)",
-        f"schema {store.schema}: 5 applied",
+        "applied 0011_partition_placements.sql (online)",
+        f"schema {store.schema}: 6 applied",
     ]
     # The same schema as a new one migrated in one run.
     fresh = fresh_pg_store("online_fresh")

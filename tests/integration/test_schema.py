@@ -46,6 +46,7 @@ def test_migrations_produce_the_canonical_schema(
     migrated, expected = describe(store), describe(canonical)
     assert {c[0] for c in expected.columns} == {
         "queues",
+        "partition_placements",
         "jobs",
         "job_events",
         "imported_descriptors",

@@ -1,0 +1,149 @@
+"""A queue spread over two store shards on real servers (issue 23, parts 2-4): two
+Postgres databases, then Postgres and MariaDB. Two servers share the shard map; the
+queue's partitions are placed on both shards by catalog records; jobs enqueued,
+dequeued and acked under load land each in its partition's shard and nowhere else;
+counts and scans see every job once across the shards, with keyset continuations; and
+`pinledger replay` verifies the log against every shard."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pinledger.client import PinLaterClient
+from pinledger.client.jobs import JobState
+from pinledger.ledger.descriptor import parse
+from pinledger.ledger.log import Log
+from pinledger.projections.factory import open_store
+from pinledger.projections.store import JobFilter, LedgerStore
+from pinledger.service.testing.servers import ServerProcess, run_pinledger, running, wait_for
+from tests.integration.conftest import server_settings
+from tests.integration.test_resize import Load
+from tests.settings import stack_settings
+
+pytestmark = pytest.mark.integration
+
+SECOND_DB = "pinledger_shard_b"
+
+
+def _second_pg_dsn() -> str:
+    """The stack's Postgres, another database on it (created here when missing: the
+    stack's role may create databases)."""
+    dsn = stack_settings().pg_dsn
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if not conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (SECOND_DB,)
+        ).fetchone():
+            conn.execute(f'CREATE DATABASE "{SECOND_DB}"')
+    head, _, _ = dsn.rpartition("/")
+    return f"{head}/{SECOND_DB}"
+
+
+@pytest.fixture(params=["two-postgres", "postgres-mariadb"])
+def shard_dsns(request: pytest.FixtureRequest) -> tuple[str, str]:
+    settings = stack_settings()
+    if request.param == "two-postgres":
+        return settings.pg_dsn, _second_pg_dsn()
+    return settings.pg_dsn, settings.mysql_dsn
+
+
+@pytest.fixture
+def shard_map(shard_dsns: tuple[str, str], names: tuple[str, str], tmp_path: Path) -> Iterator[str]:
+    _, schema = names
+    path = tmp_path / "shards.json"
+    shards = [{"name": "a", "dsn": shard_dsns[0]}, {"name": "b", "dsn": shard_dsns[1]}]
+    path.write_text(json.dumps({"shards": shards}))
+    yield str(path)
+    store = open_store(shard_dsns[1], schema)  # the first is the `names` fixture's
+    try:
+        store.drop()
+    finally:
+        store.close()
+
+
+def _jobs_by_partition(store: LedgerStore, queue: str) -> dict[int, int]:
+    held: dict[int, int] = {}
+    for state in JobState:
+        for row in store.select(JobFilter(queue, state, priority=1), 100_000):
+            held[row.partition] = held.get(row.partition, 0) + 1
+    return held
+
+
+def test_a_queue_over_two_shards_serves_counts_scans_and_replays(
+    names: tuple[str, str],
+    shard_map: str,
+    shard_dsns: tuple[str, str],
+    tmp_path: Path,
+    kafka: Log,
+) -> None:
+    prefix, schema = names
+    queue = f"spread_{uuid.uuid4().hex[:6]}"
+    options = server_settings(PINLEDGER_PARTITIONS="4", PINLEDGER_STORE_SHARDS=shard_map)
+    servers = [ServerProcess(prefix=prefix, schema=schema, settings=options) for _ in range(2)]
+    with running(servers, tmp_path):
+        address = [f"127.0.0.1:{s.port}" for s in servers]
+        with PinLaterClient(address) as client:
+            client.create_queue(queue)
+        load = Load(address, queue)
+        load.start()
+        try:
+            wait_for(lambda: len(load.acked) >= 200, timeout=90)
+            load.drain()
+        finally:
+            load.stop()
+        assert not load.errors, load.errors
+        enqueued = set(load.enqueued)
+        assert {parse(d).partition for d in enqueued} == {0, 1, 2, 3}
+
+        with PinLaterClient(address) as client:
+            infos = client.lookup(enqueued)
+            assert {d for d, i in infos.items() if i.state == JobState.SUCCEEDED} == enqueued
+            assert client.count(queue, JobState.SUCCEEDED) == len(enqueued)
+            seen: list[str] = []
+            page = client.scan(queue, JobState.SUCCEEDED, limit=37)
+            seen += [j.descriptor for j in page.jobs]
+            while page.more:
+                page = client.scan(
+                    queue, JobState.SUCCEEDED, continuation=page.continuation, limit=37
+                )
+                seen += [j.descriptor for j in page.jobs]
+            assert len(seen) == len(set(seen)) == len(enqueued), "each job once, across shards"
+            assert set(seen) == enqueued
+            run_after = [infos[d].run_after_ms or 0 for d in seen]
+            assert run_after == sorted(run_after, reverse=True), "newest first across shards"
+
+    # The placements are catalog facts; each shard holds its partitions' jobs only.
+    shows = run_pinledger(
+        "shards",
+        PINLEDGER_STORE_SHARDS=shard_map,
+        PINLEDGER_SCHEMA=schema,
+        PINLEDGER_TOPIC_PREFIX=prefix,
+    )
+    assert shows.returncode == 0, shows.stdout + shows.stderr
+    stores = [open_store(dsn, schema) for dsn in shard_dsns]
+    try:
+        (row,) = [r for r in stores[0].queues() if r.name == queue]
+        placed = {p: row.shard_of(p) or "a" for p in range(row.partitions)}
+        assert sorted(placed.values()) == ["a", "a", "b", "b"], placed
+        for name, store in zip("ab", stores, strict=True):
+            held = _jobs_by_partition(store, queue)
+            assert held, f"shard {name} holds none of the queue's jobs"
+            assert {placed[p] for p in held} == {name}, (name, held, placed)
+        assert sum(sum(_jobs_by_partition(s, queue).values()) for s in stores) == len(enqueued)
+    finally:
+        for store in stores:
+            store.close()
+
+    verified = run_pinledger(
+        "replay",
+        PINLEDGER_STORE_SHARDS=shard_map,
+        PINLEDGER_SCHEMA=schema,
+        PINLEDGER_TOPIC_PREFIX=prefix,
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "identical" in verified.stdout, verified.stdout
