@@ -10,6 +10,7 @@ at a second implementation drifting apart.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
@@ -29,7 +30,13 @@ from pinledger.ledger.events import (
 )
 from pinledger.ledger.log import Log, LogRecord, Position, Reader, catalog_topic, queue_topic
 from pinledger.ledger.state import FINISHED, Job, Stamp, Verdict, event_local_id, evolve
-from pinledger.projections.store import ImportedJob, PartitionBatch, ProjectorStore, QueueRow
+from pinledger.projections.store import (
+    ImportedJob,
+    PartitionBatch,
+    ProjectorStore,
+    QueueRow,
+    StoreUnavailableError,
+)
 from pinledger.projections.timeline_rows import timeline_row
 
 log = logging.getLogger(__name__)
@@ -317,22 +324,74 @@ class CatalogProjectors:
     shard holds the queues, their placements and the catalog's offset, so each is a
     whole projection of what is placed on it, replayed and verified alone. Each shard
     keeps its own offset: one that fell behind (it was down) catches up from where it
-    is, while the others skip what they have."""
+    is, while the others skip what they have.
 
-    def __init__(self, stores: Sequence[ProjectorStore], prefix: str) -> None:
-        self.projectors = [CatalogProjector(store, prefix) for store in stores]
+    With several shards, a shard that does not answer (StoreUnavailableError) is set
+    aside and tried again every `retry_s` (`revive`), so that one shard down does not
+    stop the catalog on the others; with one, its error is the caller's, as before."""
+
+    def __init__(
+        self,
+        stores: Sequence[ProjectorStore],
+        prefix: str,
+        clock: Callable[[], float] = time.monotonic,
+        retry_s: float = 1.0,
+    ) -> None:
+        self.prefix = prefix
         self.topic = catalog_topic(prefix)
+        self._clock = clock
+        self._retry_s = retry_s
+        self._isolated = len(stores) > 1
+        self.projectors: list[CatalogProjector] = []
+        # Stores set aside (down), by id, with when to try them again.
+        self.waiting: dict[int, tuple[ProjectorStore, float]] = {}
+        for store in stores:
+            self._start(store)
+
+    def _start(self, store: ProjectorStore) -> bool:
+        try:
+            self.projectors.append(CatalogProjector(store, self.prefix))
+        except StoreUnavailableError as exc:
+            self._set_aside(store, exc)
+            return False
+        self.waiting.pop(id(store), None)
+        return True
+
+    def _set_aside(self, store: ProjectorStore, exc: StoreUnavailableError) -> None:
+        if not self._isolated:
+            raise exc
+        if id(store) not in self.waiting:
+            log.warning(
+                "catalog %s not projected into a store shard: %s; retrying", self.topic, exc
+            )
+        self.waiting[id(store)] = (store, self._clock() + self._retry_s)
 
     @property
     def next_offset(self) -> int:
-        """Where reading must start for every shard: the one furthest behind."""
-        return min(p.next_offset for p in self.projectors)
+        """Where reading must start for every shard: the one furthest behind (0 while
+        none answers)."""
+        return min((p.next_offset for p in self.projectors), default=0)
 
     def apply(self, records: Sequence[LogRecord]) -> bool:
         changed = False
-        for projector in self.projectors:
-            changed = projector.apply(records) or changed
+        for projector in list(self.projectors):
+            try:
+                changed = projector.apply(records) or changed
+            except StoreUnavailableError as exc:
+                self.projectors.remove(projector)
+                self._set_aside(projector.store, exc)
         return changed
+
+    def revive(self) -> bool:
+        """Try again the shards set aside whose time has come; True when one answered
+        (read the catalog again from `next_offset`: it starts behind)."""
+        now = self._clock()
+        revived = False
+        for store, at in list(self.waiting.values()):
+            if at <= now and self._start(store):
+                log.info("catalog %s projected into the store shard again", self.topic)
+                revived = True
+        return revived
 
 
 def _sizes_queues(envelope: Envelope) -> bool:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from types import MappingProxyType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import PartitionPlaced, PartitionsRetired
@@ -91,6 +91,39 @@ def _dequeue_order(due: DueJob) -> tuple[int, int, int, int]:
     return (due.priority, due.run_after, due.local_id, due.partition)
 
 
+class _Named:
+    """A shard's store whose errors name the shard (decision 0031, step 5): a caller's
+    SHARD_CONNECTION_FAILED, an owner's log line and `/ready` say which database to
+    look at. The error keeps its class (unavailable, refused, fenced ...)."""
+
+    def __init__(self, name: str, store: LedgerStore) -> None:
+        self._name = name
+        self._store = store
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(self._store, attr)
+        if not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return value(*args, **kwargs)
+            except StoreError as exc:
+                raise _named(exc, self._name) from exc
+
+        return call
+
+
+def _named(exc: StoreError, shard: str) -> StoreError:
+    prefix = f"store shard {shard!r}: "
+    if str(exc).startswith(prefix):
+        return exc
+    try:
+        return type(exc)(prefix + str(exc))
+    except TypeError:  # an error with other constructor arguments: as it is
+        return exc
+
+
 class ShardedStore:
     """A LedgerStore routing to the store shards of a shard map (first: home)."""
 
@@ -104,7 +137,9 @@ class ShardedStore:
         if not stores:
             raise ValueError("a ShardedStore needs at least one store shard")
         self.prefix = prefix
-        self._stores: Mapping[str, LedgerStore] = MappingProxyType(dict(stores))
+        self._stores: Mapping[str, LedgerStore] = MappingProxyType(
+            {name: cast(LedgerStore, _Named(name, store)) for name, store in stores.items()}
+        )
         self._order = {name: i for i, name in enumerate(self._stores)}
         self._home_name = next(iter(self._stores))
         self._refresh_s = refresh_s

@@ -124,7 +124,7 @@ class OwnerLoop:
         records = reader.poll(POLL_RECORDS, self.poll_timeout_ms)
         self.partitions.rebalance()
         self.partitions.project(records)
-        self.partitions.adopt_unplaced(self.clock.monotonic())
+        self.partitions.adopt_waiting(self.clock.monotonic())
         self.partitions.promote()
         self.partitions.refill()
         self.maintenance.run_due()

@@ -53,6 +53,7 @@ from pinledger.projections.store import (
     LedgerStore,
     PartitionGoneError,
     ProjectorStore,
+    StoreUnavailableError,
 )
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
@@ -131,6 +132,10 @@ class Partitions:
         # Where the catalog is projected: every store shard (decision 0031); by default
         # the one store.
         self.catalog_stores: Sequence[ProjectorStore] = catalog_stores or (store,)
+        # On several store shards, one shard that does not answer pauses only its own
+        # partitions (`pause`); on one store, its failure fails the owner's pass, which
+        # reloads every partition once the store answers (loop.py).
+        self.isolated = len(self.catalog_stores) > 1
         # Exports the attempts and jobs that end, while tracing is on.
         self.live_traces = live_traces
         # Ready jobs held per partition, all priorities (PINLEDGER_READY_WINDOW).
@@ -153,10 +158,11 @@ class Partitions:
         self._reader: GroupReader | None = None
         # Queue -> its first retired partition, for the queues that have retired ones.
         self._retired_from: dict[str, int] = {}
-        # Assigned partitions whose store shard is not known yet (their queue's creation
-        # or resize is not projected yet): adopted once it is (`adopt_unplaced`).
-        self._unplaced: set[Key] = set()
-        self._unplaced_tried = 0.0
+        # Assigned partitions not adopted yet: their store shard is not known yet (their
+        # queue's creation or resize is not projected yet), or it does not answer. Tried
+        # again every half second (`adopt_waiting`).
+        self._waiting: set[Key] = set()
+        self._waiting_tried = 0.0
 
     def set_retired(self, retired_from: dict[str, int]) -> None:
         """Which partitions are retired (queue -> the first of them), from the catalog
@@ -219,11 +225,16 @@ class Partitions:
         if catalog not in assigned:
             self.catalog = None
         keys = [key for key in news.assigned if key != catalog]
-        self._unplaced.intersection_update(assigned)
+        self._waiting.intersection_update(assigned)
         # The catalog first: partitions whose placement is not projected yet wait for it.
         if catalog in assigned:
             self._adopt_catalog()
-        stored = self.store.offsets(keys)
+        try:
+            stored = self.store.offsets(keys)
+        except StoreUnavailableError:
+            if not self.isolated:
+                raise
+            stored = {}  # each partition is read from its shard when adopted
         ends = self.end_offsets(keys)
         for key in keys:
             self._adopt_placed(key, stored.get(key), ends.get(key, 0))
@@ -233,24 +244,49 @@ class Partitions:
         try:
             self._adopt(key, stored, end)
         except PlacementUnknownError as exc:
-            if key not in self._unplaced:
+            if key not in self._waiting:
                 log.info("%s[%d] waits for its placement: %s", key[0], key[1], exc)
-            self._unplaced.add(key)
+            self._waiting.add(key)
+        except StoreUnavailableError as exc:
+            if not self.isolated:
+                raise
+            if key not in self._waiting:
+                log.warning("%s[%d] waits for its store shard: %s", key[0], key[1], exc)
+            self._waiting.add(key)
         else:
-            self._unplaced.discard(key)
+            self._waiting.discard(key)
 
-    def adopt_unplaced(self, now: float, every_s: float = 0.5) -> None:
+    def pause(self, key: Key, exc: StoreUnavailableError) -> bool:
+        """A partition whose store shard did not answer stops serving and is adopted
+        again once the shard answers (`adopt_waiting`), while the others go on; False
+        on one store, where the caller's pass fails instead (owner thread)."""
+        if not self.isolated:
+            return False
+        log.warning(
+            "%s[%d] paused: %s; it serves again once its store shard answers",
+            key[0],
+            key[1],
+            exc,
+        )
+        self.drop(key)
+        self._waiting.add(key)
+        return True
+
+    def adopt_waiting(self, now: float, every_s: float = 0.5) -> None:
         """Adopt the assigned partitions that were waiting for their store shard, once
-        the catalog projection places them (owner thread, at most every `every_s`: each
-        try reads the home shard)."""
-        if not self._unplaced or now - self._unplaced_tried < every_s:
+        the catalog projection places them and the shard answers; project the catalog
+        again into a shard that answers again (owner thread, at most every `every_s`:
+        each try reads a shard)."""
+        if self.catalog is not None and self.catalog.revive():
+            self.reader.seek(self.catalog.topic, 0, self.catalog.next_offset)
+        if not self._waiting or now - self._waiting_tried < every_s:
             return
-        self._unplaced_tried = now
-        keys = sorted(self._unplaced)
+        self._waiting_tried = now
+        keys = sorted(self._waiting)
         ends = self.end_offsets(keys)
         for key in keys:
             if key in self.owned:
-                self._unplaced.discard(key)
+                self._waiting.discard(key)
             else:
                 self._adopt_placed(key, None, ends.get(key, 0))
 
@@ -320,11 +356,18 @@ class Partitions:
         """Refill the ready windows running low (owner thread, between projected
         batches, so Postgres holds exactly what the buffers were told)."""
         for owned in list(self.owned.values()):
-            self._refill(owned)
+            self.refill_or_pause(owned)
         with self.lock:
             held = sum(len(o.buffer) for o in self.owned.values())
         # What the ready windows hold: bounded by the window, whatever the backlog.
         self.metrics.set_gauge("pinledger_ready_jobs_held", float(held))
+
+    def refill_or_pause(self, owned: Owned) -> None:
+        try:
+            self._refill(owned)
+        except StoreUnavailableError as exc:
+            if not self.pause((owned.topic, owned.partition), exc):
+                raise
 
     def _refill(self, owned: Owned) -> None:
         with self.lock:
@@ -398,6 +441,9 @@ class Partitions:
                 owned = self.owned.get(key)
                 if owned is not None:
                     owned.projector.apply(batch)
+            except StoreUnavailableError as exc:
+                if key == catalog_key or not self.pause(key, exc):
+                    raise
             except PartitionGoneError as exc:
                 # The rebalance that follows the topic's deletion revokes it for good.
                 log.info("%s; no longer owning it", exc)
@@ -409,7 +455,7 @@ class Partitions:
                     continue
                 self.drop(key)
                 if self._still_assigned(key):
-                    self._adopt(key, None, self.end_offsets([key]).get(key, 0))
+                    self._adopt_placed(key, None, self.end_offsets([key]).get(key, 0))
 
     def _still_assigned(self, key: Key) -> bool:
         return key in self.reader.assignment()
@@ -432,7 +478,7 @@ class Partitions:
         with self.lock:
             self.owned.clear()
         self.catalog = None
-        self._unplaced.clear()
+        self._waiting.clear()
         if self._reader is None:
             return False
         try:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from pinledger.idl import pinlater
 from pinledger.ledger.descriptor import parse
 from pinledger.ledger.state import JobState
@@ -70,3 +72,44 @@ def test_a_queue_over_two_shards_is_served_and_each_shard_holds_its_partitions()
             "every shard to forget the queue",
         )
         assert _held(rt.shards["a"], "mail") == _held(rt.shards["b"], "mail") == {}
+
+
+def test_a_shard_down_pauses_only_its_partitions_and_they_serve_again_when_it_returns() -> None:
+    with Runtime(CONFIG, shards=2) as rt:
+        a = rt.node()
+        a.create_queue("mail")
+        rt.settle()
+        rt.shards["b"].fail("shard b's database is down")
+        rt.clock.advance(2)  # claim timeouts and refills find it soon after
+        # Partitions 1 and 3 (on b) pause; 0 and 2 (on a) serve throughout.
+        rt.advance_until(
+            lambda: sorted(a.serving()) == [("mail", 0), ("mail", 2)],
+            "the owner to pause the partitions on b and serve the others",
+        )
+        enqueued = [d for i in range(8) for d in a.enqueue("mail", job(b"j%d" % i))]
+        on_a = [d for d in enqueued if parse(d).partition in (0, 2)]
+        got: dict[str, bytes] = {}
+
+        def served_on_a() -> bool:
+            got.update(a.dequeue("mail", 50))
+            return set(on_a) <= set(got)
+
+        rt.advance_until(served_on_a, "the jobs of the partitions on a to be dequeued")
+        assert {parse(d).partition for d in got} <= {0, 2}
+        on_b = next(d for d in enqueued if parse(d).partition == 1)
+        with pytest.raises(pinlater.PinLaterException) as refused:
+            a.lookup(on_b)
+        assert refused.value.errorCode == pinlater.ErrorCode.SHARD_CONNECTION_FAILED
+        assert "store shard 'b'" in refused.value.message
+
+        rt.shards["b"].recover()
+        rt.advance_until(
+            lambda: sorted(a.serving()) == [("mail", p) for p in range(4)],
+            "the partitions on b to serve again once it answers",
+        )
+
+        def served_all() -> bool:
+            got.update(a.dequeue("mail", 50))
+            return set(enqueued) <= set(got)
+
+        rt.advance_until(served_all, "every job, on a and on b, to be dequeued")

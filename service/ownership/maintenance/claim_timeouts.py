@@ -15,7 +15,7 @@ Locking: the partitions' lock is held while reading or marking an owned partitio
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pinledger.ledger.commands import decide_timeouts
@@ -23,7 +23,7 @@ from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.store import HeldJob, ProjectorStore
+from pinledger.projections.store import HeldJob, ProjectorStore, StoreUnavailableError
 from pinledger.service.observability import job_trace
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.partitions import Owned, Partitions
@@ -40,20 +40,28 @@ def timed_out(
     now: int,
     timeout_ms: int,
     limit: int = TIMEOUT_LIMIT,
+    paused: Callable[[Owned, StoreUnavailableError], bool] = lambda _, __: False,
 ) -> list[tuple[Owned, list[HeldJob]]]:
     """The claims of serving partitions not renewed within `timeout_ms` whose timeout
     has not been appended yet, by partition (at most `limit` each), read from the
     store. Marks them as timing out (so the next run does not append them again); a
-    mark goes once the store no longer shows the claim expired (its timeout projected)."""
+    mark goes once the store no longer shows the claim expired (its timeout projected).
+    A partition whose store shard does not answer is left out when `paused` takes it
+    (Partitions.pause), else the error is the caller's."""
     batches: list[tuple[Owned, list[HeldJob]]] = []
     for owned in parts:
         if not owned.serving:
             continue
         with lock:
             pending = len(owned.timing_out)
-        found = store.expired_claims(
-            owned.queue, owned.partition, now - timeout_ms, limit + pending
-        )
+        try:
+            found = store.expired_claims(
+                owned.queue, owned.partition, now - timeout_ms, limit + pending
+            )
+        except StoreUnavailableError as exc:
+            if paused(owned, exc):
+                continue
+            raise
         shown = {(h.job.local_id, h.job.touched_at) for h in found}
         with lock:
             fresh = [
@@ -89,7 +97,12 @@ class ClaimTimeouts:
         timeout_ms = self.timeout_ms
         partitions = self.partitions
         batches = timed_out(
-            partitions.store, partitions.lock, partitions.working(), now, timeout_ms
+            partitions.store,
+            partitions.lock,
+            partitions.working(),
+            now,
+            timeout_ms,
+            paused=lambda owned, exc: partitions.pause((owned.topic, owned.partition), exc),
         )
         appends: list[tuple[str, int, Sequence[Event]]] = [
             (owned.queue, owned.partition, decide_timeouts((h.job for h in held), now, timeout_ms))

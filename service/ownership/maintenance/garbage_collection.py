@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pinledger.ledger.commands import decide_collect
 from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.store import LedgerStore
+from pinledger.projections.store import LedgerStore, StoreUnavailableError
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.partitions import Partitions
 
@@ -56,9 +56,14 @@ class Collector:
         succeeded_before, failed_before = gc_cutoffs(now, succeeded_ttl, failed_ttl)
         appends: list[tuple[str, int, Sequence[Event]]] = []
         for owned in self.partitions.working():
-            jobs = self.store.expired(
-                owned.queue, owned.partition, succeeded_before, failed_before, limit
-            )
+            try:
+                jobs = self.store.expired(
+                    owned.queue, owned.partition, succeeded_before, failed_before, limit
+                )
+            except StoreUnavailableError as exc:
+                if self.partitions.pause((owned.topic, owned.partition), exc):
+                    continue  # its shard is down: collected once it is back
+                raise
             collected = decide_collect(jobs, now, succeeded_ttl, failed_ttl)
             if collected:
                 appends.append((owned.queue, owned.partition, collected))
