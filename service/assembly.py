@@ -172,6 +172,15 @@ def open_configured_store(config: Config, max_size: int = 8) -> LedgerStore:
     return open_shards(shard_map, config.schema, config.topic_prefix, max_size)
 
 
+def store_probes(store: LedgerStore) -> dict[str, Callable[[], object]]:
+    """What /ready probes of the store: the one store, named by its kind ("postgres",
+    "mysql"), or each shard of a shard map, named by kind and shard ("postgres:a"), so a
+    shard down is named."""
+    if isinstance(store, ShardedStore):
+        return {f"{s.kind}:{name}": s.queues for name, s in store.stores.items()}
+    return {store.kind: store.queues}
+
+
 def stop_on_signals(stop: Callable[[], None]) -> None:
     """SIGTERM and SIGINT call `stop` (in the main thread, between its bytecodes: it
     must not block)."""

@@ -24,7 +24,7 @@ from pinledger.service.api.forwarding import CountingPeerPool
 from pinledger.service.api.handler import Handler
 from pinledger.service.api.peers import PeerPool
 from pinledger.service.api.ratelimit import QueueRateLimits
-from pinledger.service.assembly import Assembly, stop_on_signals
+from pinledger.service.assembly import Assembly, stop_on_signals, store_probes
 from pinledger.service.config import Config
 from pinledger.service.dashboard.backend import NoOwner
 from pinledger.service.listeners import Listener
@@ -140,9 +140,10 @@ class Server:
         self.health = HealthMonitor(
             probes={
                 # A round trip to a broker (the catalog's end offset) and to the store,
-                # named by its kind ("postgres", or "mysql" on MariaDB).
+                # named by its kind ("postgres", or "mysql" on MariaDB), or to each
+                # store shard ("postgres:a", ...).
                 "kafka": lambda: self.kafka.end_offsets([(catalog_topic(config.topic_prefix), 0)]),
-                self.store.kind: self.store.queues,
+                **store_probes(self.store),
             },
             loops={
                 "owner": Loop(lambda: self.owner.alive, lambda: self.owner.loop.turned_at),

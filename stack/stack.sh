@@ -39,6 +39,8 @@
 #
 #   bash stack/stack.sh pg kill          crash the stack's PostgreSQL (immediate stop)
 #   bash stack/stack.sh pg start         start it again and wait until it answers
+#   bash stack/stack.sh mariadb kill     crash the stack's MariaDB (SIGKILL)
+#   bash stack/stack.sh mariadb start    start it again and wait until it answers
 #
 # If PINLEDGER_KAFKA, PINLEDGER_PG_DSN or PINLEDGER_MYSQL_DSN are set to another
 # address than the one this script serves, that server is yours: `up` only checks that
@@ -190,6 +192,28 @@ cmd_pg() {
     esac
 }
 
+# `mariadb kill`: SIGKILL, a crash (InnoDB recovers from its redo log on the next start);
+# `mariadb start` brings it back. The chaos suite's shard fault (a store shard down).
+cmd_mariadb() {
+    local what=${1:-} pid
+    if external_mysql; then
+        die "PINLEDGER_MYSQL_DSN=$PINLEDGER_MYSQL_DSN is not ours: 'mariadb $what' acts only on this script's MariaDB"
+    fi
+    case $what in
+        kill)
+            if pid=$(mariadb_pid); then
+                say "killing ${MARIADB_NAME} (pid $pid, SIGKILL)"
+                kill -KILL "$pid"
+                while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+            else
+                say "${MARIADB_NAME} not running"
+            fi
+            ;;
+        start) mariadb_up ;;
+        *) usage ;;
+    esac
+}
+
 cmd_logs() {
     local follow=() ver pglog files=()
     [[ ${1:-} == -f ]] && follow=(-f)
@@ -204,7 +228,7 @@ cmd_logs() {
 }
 
 usage() {
-    sed -n '2,42p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,44p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -219,5 +243,6 @@ case ${1:-} in
     cluster) shift; cmd_cluster "$@" ;;
     secure) shift; cmd_secure "$@" ;;
     pg) shift; cmd_pg "$@" ;;
+    mariadb) shift; cmd_mariadb "$@" ;;
     *) usage ;;
 esac

@@ -204,6 +204,11 @@ class Load:
             last = max(last, min(starts))
         return last - since
 
+    def served_between(self, start: float, end: float) -> set[int]:
+        """The partitions a dequeue + ack started in [start, end) covered."""
+        with self.record.lock:
+            return {p for r in self.record.rounds if start <= r.started < end for p in r.partitions}
+
     def since(self, start: float) -> str:
         """What worked and what failed since `start`, for a failure message."""
         with self.record.lock:

@@ -1,6 +1,8 @@
 """One fault at a time, under load through two servers on the three-broker cluster
 (replication 3, min ISR 2): a broker crash, all of Kafka down for 60 s, Postgres down
-for 20 s, a server frozen past its session timeout, a server killed.
+for 20 s, a server frozen past its session timeout, a server killed, and one store
+shard of two (MariaDB, beside a Postgres home shard) down for 20 s while the partitions
+on the other serve throughout.
 
 After each: every acknowledged enqueue ends SUCCEEDED (nothing lost), runs beyond a
 job's first are counted (at-least-once), the log replays to exactly the live tables,
@@ -12,12 +14,14 @@ does a lost job. The figures go into the table the suite prints at the end.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,9 +31,13 @@ import pytest
 from pinledger.idl import pinlater as p
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.log import TopicPolicy
+from pinledger.projections.factory import open_store
 from pinledger.projections.pg.store import Store
 from pinledger.projections.projector import Scope
 from pinledger.projections.replay import replay
+from pinledger.projections.verify import verify
+from pinledger.service.assembly import open_shards
+from pinledger.service.store_shards import load_shard_map
 from pinledger.service.testing.servers import ServerProcess, context, wait_for
 from tests.chaos.conftest import stack
 from tests.chaos.load import Load
@@ -49,6 +57,10 @@ DRAIN_LIMIT_S = 180
 QUEUE = "chaos"
 # How long all of Kafka stays down: 60 s in CI; set it to 300 to try a 5-minute outage.
 KAFKA_DOWN_S = float(os.environ.get("PINLEDGER_CHAOS_KAFKA_DOWN_S", "60"))
+# The sharded stage's second shard: the stack's MariaDB, which `mariadb kill` crashes.
+SHARD_B = {"name": "b", "dsn": stack_settings().mysql_dsn}
+# Partitions placed on the home shard "a" (the fewest rule alternates a, b, a, b).
+ON_A = {0, 2}
 
 
 @dataclass
@@ -60,6 +72,8 @@ class Stage:
     prefix: str
     schema: str
     pids: list[int] = field(default_factory=list)
+    # The shard map file the servers read (PINLEDGER_STORE_SHARDS), when on shards.
+    shard_map: str | None = None
 
     def log(self) -> KafkaLog:
         policy = TopicPolicy(replication_factor=3, min_insync_replicas=2)
@@ -68,8 +82,8 @@ class Stage:
         )
 
 
-@pytest.fixture
-def stage(cluster: str, tmp_path: Path) -> Iterator[Stage]:
+@contextmanager
+def staged(cluster: str, tmp_path: Path, sharded: bool = False) -> Iterator[Stage]:
     tag = uuid.uuid4().hex[:10]
     prefix, schema = f"chaos{tag}.", f"chaos_{tag}"
     settings = {
@@ -80,8 +94,14 @@ def stage(cluster: str, tmp_path: Path) -> Iterator[Stage]:
         "PINLEDGER_SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
         "PINLEDGER_CLAIM_TIMEOUT_S": str(CLAIM_TIMEOUT_S),
     }
+    shard_map = None
+    if sharded:
+        shard_map = str(tmp_path / "shards.json")
+        shards = [{"name": "a", "dsn": stack_settings().pg_dsn}, SHARD_B]
+        Path(shard_map).write_text(json.dumps({"shards": shards}))
+        settings["PINLEDGER_STORE_SHARDS"] = shard_map
     servers = [ServerProcess(prefix=prefix, schema=schema, settings=settings) for _ in range(2)]
-    stage = Stage(cluster, servers, prefix, schema)
+    stage = Stage(cluster, servers, prefix, schema, shard_map=shard_map)
     try:
         for server in servers:
             server.start(tmp_path)
@@ -104,6 +124,26 @@ def stage(cluster: str, tmp_path: Path) -> Iterator[Stage]:
         finally:
             log.close()
         Store(stack_settings().pg_dsn, schema).drop()
+        if sharded:
+            mariadb = open_store(stack_settings().mysql_dsn, schema)
+            try:
+                mariadb.drop()
+            finally:
+                mariadb.close()
+
+
+@pytest.fixture
+def stage(cluster: str, tmp_path: Path) -> Iterator[Stage]:
+    with staged(cluster, tmp_path) as made:
+        yield made
+
+
+@pytest.fixture
+def sharded_stage(cluster: str, tmp_path: Path) -> Iterator[Stage]:
+    """The stage on two store shards: Postgres (home, "a") and MariaDB ("b"); the
+    queue's four partitions are placed a, b, a, b."""
+    with staged(cluster, tmp_path, sharded=True) as made:
+        yield made
 
 
 @dataclass
@@ -117,6 +157,9 @@ class Fault:
     measured_from: str
     # Servers the fault kills on purpose: they are not expected to run afterwards.
     killed: frozenset[int] = frozenset()
+    # Checked at the end of the hold, before the repair, with the load and the time of
+    # the fault: what must go on while it lasts.
+    meanwhile: Callable[[Load, float], None] | None = None
 
 
 def survive(stage: Stage, fault: Fault) -> Row:
@@ -130,6 +173,8 @@ def survive(stage: Stage, fault: Fault) -> Row:
         fault_at = time.monotonic()
         fault.inject(stage)
         time.sleep(fault.hold_s)
+        if fault.meanwhile is not None:
+            fault.meanwhile(load, fault_at)
         fault.repair(stage)
         repaired_at = time.monotonic()
 
@@ -206,6 +251,16 @@ def still_running(stage: Stage, fault: Fault) -> None:
 
 
 def replay_is_identical(stage: Stage) -> None:
+    if stage.shard_map is not None:  # verified against every shard
+        shards = open_shards(load_shard_map(stage.shard_map, ""), stage.schema, stage.prefix)
+        kafka = stage.log()
+        try:
+            report = verify(shards, kafka, stage.prefix, Scope())
+            assert report.identical, report.diffs
+        finally:
+            kafka.close()
+            shards.close()
+        return
     dsn = stack_settings().pg_dsn
     live = Store(dsn, stage.schema)
     scratch = Store(dsn, f"{stage.schema}_replay")
@@ -316,6 +371,29 @@ def test_a_server_killed(stage: Stage) -> None:
                 repair=nothing,
                 measured_from="fault",
                 killed=frozenset({1}),
+            ),
+        )
+    )
+
+
+def home_partitions_served(load: Load, fault_at: float) -> None:
+    """The partitions on the shard that stayed up were dequeued and acked while the
+    other was down (after a few seconds for the owners to find it down)."""
+    served = load.served_between(fault_at + 5, time.monotonic())
+    assert served >= ON_A, f"while shard b was down only partitions {sorted(served)} served"
+
+
+def test_one_store_shard_killed_for_20_s(sharded_stage: Stage) -> None:
+    check(
+        survive(
+            sharded_stage,
+            Fault(
+                "store shard b of two killed for 20 s",
+                inject=run_stack("mariadb", "kill"),
+                hold_s=20,
+                repair=run_stack("mariadb", "start"),
+                measured_from="repair",
+                meanwhile=home_partitions_served,
             ),
         )
     )
