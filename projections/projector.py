@@ -342,6 +342,7 @@ class CatalogProjectors:
         self._clock = clock
         self._retry_s = retry_s
         self._isolated = len(stores) > 1
+        self.shards = len(stores)
         self.projectors: list[CatalogProjector] = []
         # Stores set aside (down), by id, with when to try them again.
         self.waiting: dict[int, tuple[ProjectorStore, float]] = {}

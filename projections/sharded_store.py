@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -133,6 +134,7 @@ class ShardedStore:
         stores: Mapping[str, LedgerStore],
         refresh_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
+        opener: Callable[[str], LedgerStore | None] | None = None,
     ) -> None:
         if not stores:
             raise ValueError("a ShardedStore needs at least one store shard")
@@ -154,6 +156,11 @@ class ShardedStore:
             max_workers=2 * len(self._stores), thread_name_prefix="pinledger-shards"
         )
         self._closed = False
+        # Opens a shard the map names now but did not when this store was made (None:
+        # not named): a shard added to the map is opened when a partition is first
+        # placed on it.
+        self._opener = opener
+        self._opening = threading.Lock()
 
     # -- the shard map ----------------------------------------------------------------
 
@@ -179,7 +186,8 @@ class ShardedStore:
         return name
 
     def store_for(self, queue: str, partition: int) -> LedgerStore:
-        return self._stores[self.shard_name(queue, partition)]
+        name = self.shard_name(queue, partition)  # first: it may open a shard added
+        return self._stores[name]
 
     def _refresh(self) -> _Placements:
         rows = {row.name: row for row in self.home.queues()}
@@ -207,13 +215,26 @@ class ShardedStore:
         return self._known(row.shard_of(partition) or self._home_name)
 
     def _known(self, name: str) -> str:
-        if name not in self._stores:
+        if name not in self._stores and not self._open(name):
             raise StoreError(
                 f"the projection places partitions on store shard {name!r}, which the "
                 f"shard map (PINLEDGER_STORE_SHARDS) does not name: add it back (a shard "
                 f"holding data must stay in the map)"
             )
         return name
+
+    def _open(self, name: str) -> bool:
+        if self._opener is None:
+            return False
+        with self._opening:
+            if name not in self._stores:
+                store = self._opener(name)
+                if store is None:
+                    return False
+                self._order = {**self._order, name: len(self._order)}
+                named = cast(LedgerStore, _Named(name, store))
+                self._stores = MappingProxyType({**self._stores, name: named})
+        return True
 
     def _queue_stores(self, queue: str) -> list[LedgerStore]:
         """The shards holding a partition of the queue, in the map's order. A queue the

@@ -98,7 +98,13 @@ class Assembly:
         self.shard_map = ShardMapWatcher(
             Path(config.store_shards) if config.store_shards else None, shard_map
         )
-        self.store = open_shards(shard_map, config.schema, config.topic_prefix, store_size)
+        self.store = open_shards(
+            shard_map,
+            config.schema,
+            config.topic_prefix,
+            store_size,
+            current=(lambda: self.shard_map.current) if config.store_shards else None,
+        )
         self.store.migrate()
         self.kafka = open_log(config)
         self.writer = LedgerWriter(self.kafka, config.topic_prefix)
@@ -148,11 +154,19 @@ class Assembly:
         self.store.close()
 
 
-def open_shards(shard_map: ShardMap, schema: str, prefix: str, max_size: int = 8) -> LedgerStore:
-    """The projection store of a shard map (not migrated): the one store of a map of one
-    shard, else a ShardedStore that routes each partition to the shard it is placed on
-    (decision 0031), every shard's schema named `schema`."""
-    if len(shard_map.shards) == 1:
+def open_shards(
+    shard_map: ShardMap,
+    schema: str,
+    prefix: str,
+    max_size: int = 8,
+    current: Callable[[], ShardMap] | None = None,
+) -> LedgerStore:
+    """The projection store of a shard map (not migrated), every shard's schema named
+    `schema`: a ShardedStore that routes each partition to the shard it is placed on
+    (decision 0031), or the one store of a map of one shard that cannot change (no
+    `current`: a deployment without a map file). With `current`, the watched map, a
+    shard added to the map later is opened when a partition is first placed on it."""
+    if current is None and len(shard_map.shards) == 1:
         return open_store(shard_map.shards[0].dsn, schema, max_size=max_size)
     stores: dict[str, LedgerStore] = {}
     try:
@@ -162,7 +176,15 @@ def open_shards(shard_map: ShardMap, schema: str, prefix: str, max_size: int = 8
         for store in stores.values():
             store.close()
         raise
-    return ShardedStore(prefix, stores)
+
+    def opener(name: str) -> LedgerStore | None:
+        shard = None if current is None else current().get(name)
+        if shard is None:
+            return None
+        log.info("opening store shard %r, added to the shard map", name)
+        return open_store(shard.dsn, schema, max_size=max_size)
+
+    return ShardedStore(prefix, stores, opener=opener)
 
 
 def open_configured_store(config: Config, max_size: int = 8) -> LedgerStore:

@@ -127,7 +127,7 @@ class Owner:
             live_traces=self.live_traces,
             # The catalog goes into every store shard (decision 0031).
             catalog_stores=(
-                tuple(store.stores.values()) if isinstance(store, ShardedStore) else ()
+                (lambda: tuple(store.stores.values())) if isinstance(store, ShardedStore) else None
             ),
         )
         self.claims = Claims(

@@ -126,16 +126,14 @@ class Partitions:
         on_catalog_change: Callable[[], None],
         window: int = DEFAULT_WINDOW,
         live_traces: LiveTraces | None = None,
-        catalog_stores: Sequence[ProjectorStore] = (),
+        catalog_stores: Callable[[], Sequence[ProjectorStore]] | None = None,
     ) -> None:
         self.prefix = prefix
-        # Where the catalog is projected: every store shard (decision 0031); by default
-        # the one store.
-        self.catalog_stores: Sequence[ProjectorStore] = catalog_stores or (store,)
-        # On several store shards, one shard that does not answer pauses only its own
-        # partitions (`pause`); on one store, its failure fails the owner's pass, which
-        # reloads every partition once the store answers (loop.py).
-        self.isolated = len(self.catalog_stores) > 1
+        # Where the catalog is projected: every store shard, as the shard map has them
+        # now (decision 0031); by default the one store.
+        self.catalog_stores: Callable[[], Sequence[ProjectorStore]] = catalog_stores or (
+            lambda: (store,)
+        )
         # Exports the attempts and jobs that end, while tracing is on.
         self.live_traces = live_traces
         # Ready jobs held per partition, all priorities (PINLEDGER_READY_WINDOW).
@@ -163,6 +161,13 @@ class Partitions:
         # again every half second (`adopt_waiting`).
         self._waiting: set[Key] = set()
         self._waiting_tried = 0.0
+
+    @property
+    def isolated(self) -> bool:
+        """On several store shards, one shard that does not answer pauses only its own
+        partitions (`pause`); on one store, its failure fails the owner's pass, which
+        reloads every partition once the store answers (loop.py)."""
+        return len(self.catalog_stores()) > 1
 
     def set_retired(self, retired_from: dict[str, int]) -> None:
         """Which partitions are retired (queue -> the first of them), from the catalog
@@ -277,8 +282,11 @@ class Partitions:
         the catalog projection places them and the shard answers; project the catalog
         again into a shard that answers again (owner thread, at most every `every_s`:
         each try reads a shard)."""
-        if self.catalog is not None and self.catalog.revive():
-            self.reader.seek(self.catalog.topic, 0, self.catalog.next_offset)
+        if self.catalog is not None:
+            if self.catalog.shards != len(self.catalog_stores()):
+                self._adopt_catalog()  # a shard was added to the map: it gets the catalog
+            elif self.catalog.revive():
+                self.reader.seek(self.catalog.topic, 0, self.catalog.next_offset)
         if not self._waiting or now - self._waiting_tried < every_s:
             return
         self._waiting_tried = now
@@ -297,7 +305,7 @@ class Partitions:
             self.ledger_metrics.forget(owned.queue, owned.partition)
 
     def _adopt_catalog(self) -> None:
-        self.catalog = CatalogProjectors(self.catalog_stores, self.prefix)
+        self.catalog = CatalogProjectors(self.catalog_stores(), self.prefix)
         self.reader.seek(self.catalog.topic, 0, self.catalog.next_offset)
 
     def _adopt(self, key: Key, stored: int | None, end: int) -> None:

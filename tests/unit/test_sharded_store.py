@@ -255,6 +255,30 @@ def test_a_placement_on_a_shard_missing_from_the_map_is_a_store_error(clock: Clo
         assert not isinstance(caught.value, StoreUnavailableError)  # a refusal, no retry
 
 
+def test_a_shard_added_to_the_map_is_opened_when_a_partition_is_placed_on_it(
+    clock: Clock,
+) -> None:
+    shards = _shards("a", "b")
+    added = CountingStore("c")
+    _catalog([*shards.values(), added], QueueRow("mail", 3, T0, shards=("a", "b", "c")))
+    opened: list[str] = []
+
+    def opener(name: str) -> LedgerStore | None:
+        opened.append(name)
+        return added if name == "c" else None  # "c" is in the map now; nothing else is
+
+    store = ShardedStore(PREFIX, shards, refresh_s=2.0, clock=clock, opener=opener)
+    assert list(store.stores) == ["a", "b"]
+    _commit(store, "mail", 2, _job(7))
+    assert list(store.stores) == ["a", "b", "c"]
+    assert added.load_jobs("mail", 2, [7])[7].local_id == 7
+    _commit(store, "mail", 2, _job(8))
+    assert opened == ["c"], "opened once"
+    _catalog(shards.values(), QueueRow("late", 1, T0, shards=("nowhere",)))
+    with pytest.raises(StoreError, match="'nowhere'"):
+        store.shard_name("late", 0)
+
+
 def test_placements_are_read_again_after_refresh_s(clock: Clock) -> None:
     shards = _shards("a", "b")
     _catalog(shards.values(), QueueRow("mail", 2, T0))
