@@ -42,7 +42,7 @@ from pinledger.service.observability.admin_http import AdminHttpServer, Health, 
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.placement import Placer
 from pinledger.service.queue_config import QueueConfig, QueueConfigWatcher
-from pinledger.service.store_shards import ShardMap, ShardMapWatcher, load_shard_map
+from pinledger.service.store_shards import ShardMap, ShardMapWatcher, home_dsn, load_shard_map
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +221,11 @@ def as_of_reader(config: Config, live: LedgerStore, kafka: KafkaClientLog) -> As
 
     def read(queue: str, at: int, limit: int, pair: Sequence[str]) -> QueueAsOf:
         ds = [descriptor.parse(text) for text in pair]  # before the replay: fail fast
-        scratch = open_store(config.store_url, f"asof_{uuid.uuid4().hex[:8]}", max_size=2)
+        scratch = open_store(
+            home_dsn(config.store_shards, config.store_url),
+            f"asof_{uuid.uuid4().hex[:8]}",
+            max_size=2,
+        )
         try:
             scope = Scope(queues=frozenset({queue}), bound=Bound(at=at))
             replay(live, scratch, kafka, config.topic_prefix, scope)

@@ -133,6 +133,12 @@ def load_shard_map(path: str, fallback_dsn: str) -> ShardMap:
     return parse_shard_map(content)
 
 
+def home_dsn(path: str, fallback_dsn: str) -> str:
+    """The DSN of the home shard (the map's first; without a map, the one store): where
+    scratch schemas of a replay or a view as of a moment go."""
+    return load_shard_map(path, fallback_dsn).shards[0].dsn
+
+
 class ShardMapWatcher(WatchedFile[ShardMap]):
     """The shard map file, re-read when it changes; without a file, `fallback`."""
 

@@ -28,6 +28,7 @@ from pinledger.projections.replay import replay
 from pinledger.projections.store import LedgerStore
 from pinledger.service.assembly import open_log
 from pinledger.service.config import Config
+from pinledger.service.store_shards import home_dsn
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -146,8 +147,11 @@ def run(config: Config, args: argparse.Namespace) -> int:
     (queue,) = args.queue
     scope = Scope(queues=frozenset({queue}), partition=args.partition, bound=as_of.bound())
     scratch_name = args.scratch or f"asof_{uuid.uuid4().hex[:8]}"
-    live = open_store(config.store_url, config.schema)
-    scratch = open_store(config.store_url, scratch_name)
+    # A replay bounded by a moment compares nothing with the live tables: both on the
+    # home shard (the one store without a map).
+    home = home_dsn(config.store_shards, config.store_url)
+    live = open_store(home, config.schema)
+    scratch = open_store(home, scratch_name)
     kafka = open_log(config)
     try:
         print(f"replaying queue {queue} up to {as_of} into schema {scratch_name}", file=sys.stderr)

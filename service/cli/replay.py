@@ -27,7 +27,7 @@ from pinledger.projections.verify import MAX_JOBS, verify
 from pinledger.service.assembly import open_configured_store, open_log
 from pinledger.service.cli import asof as asof_cli
 from pinledger.service.config import Config, ConfigError
-from pinledger.service.store_shards import load_shard_map
+from pinledger.service.store_shards import home_dsn, load_shard_map
 
 
 def add_arguments(rep: argparse.ArgumentParser, time_arg: Callable[[str], int]) -> None:
@@ -172,8 +172,9 @@ def _into_schema(config: Config, args: argparse.Namespace, scope: Scope) -> int:
             "them verifies every shard"
         )
     scratch_name = args.scratch or args.into_schema or f"replay_{uuid.uuid4().hex[:8]}"
-    live = open_store(config.store_url, config.schema)
-    scratch = open_store(config.store_url, scratch_name)
+    home = home_dsn(config.store_shards, config.store_url)  # the one shard of a map
+    live = open_store(home, config.schema)
+    scratch = open_store(home, scratch_name)
     kafka = open_log(config)
     try:
         print(

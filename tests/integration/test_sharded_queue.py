@@ -8,6 +8,7 @@ counts and scans see every job once across the shards, with keyset continuations
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,6 +75,24 @@ def _jobs_by_partition(store: LedgerStore, queue: str) -> dict[int, int]:
     return held
 
 
+def _each_shard_holds_its_partitions(
+    shard_dsns: tuple[str, str], schema: str, queue: str, jobs: int
+) -> None:
+    stores = [open_store(dsn, schema) for dsn in shard_dsns]
+    try:
+        (row,) = [r for r in stores[0].queues() if r.name == queue]
+        placed = {p: row.shard_of(p) or "a" for p in range(row.partitions)}
+        assert sorted(placed.values()) == ["a", "a", "b", "b"], placed
+        for name, store in zip("ab", stores, strict=True):
+            held = _jobs_by_partition(store, queue)
+            assert held, f"shard {name} holds none of the queue's jobs"
+            assert {placed[p] for p in held} == {name}, (name, held, placed)
+        assert sum(sum(_jobs_by_partition(s, queue).values()) for s in stores) == jobs
+    finally:
+        for store in stores:
+            store.close()
+
+
 def test_a_queue_over_two_shards_serves_counts_scans_and_replays(
     names: tuple[str, str],
     shard_map: str,
@@ -118,32 +137,21 @@ def test_a_queue_over_two_shards_serves_counts_scans_and_replays(
             assert run_after == sorted(run_after, reverse=True), "newest first across shards"
 
     # The placements are catalog facts; each shard holds its partitions' jobs only.
-    shows = run_pinledger(
-        "shards",
-        PINLEDGER_STORE_SHARDS=shard_map,
-        PINLEDGER_SCHEMA=schema,
-        PINLEDGER_TOPIC_PREFIX=prefix,
-    )
-    assert shows.returncode == 0, shows.stdout + shows.stderr
-    stores = [open_store(dsn, schema) for dsn in shard_dsns]
-    try:
-        (row,) = [r for r in stores[0].queues() if r.name == queue]
-        placed = {p: row.shard_of(p) or "a" for p in range(row.partitions)}
-        assert sorted(placed.values()) == ["a", "a", "b", "b"], placed
-        for name, store in zip("ab", stores, strict=True):
-            held = _jobs_by_partition(store, queue)
-            assert held, f"shard {name} holds none of the queue's jobs"
-            assert {placed[p] for p in held} == {name}, (name, held, placed)
-        assert sum(sum(_jobs_by_partition(s, queue).values()) for s in stores) == len(enqueued)
-    finally:
-        for store in stores:
-            store.close()
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_pinledger(
+            *args,
+            PINLEDGER_STORE_SHARDS=shard_map,
+            PINLEDGER_SCHEMA=schema,
+            PINLEDGER_TOPIC_PREFIX=prefix,
+        )
 
-    verified = run_pinledger(
-        "replay",
-        PINLEDGER_STORE_SHARDS=shard_map,
-        PINLEDGER_SCHEMA=schema,
-        PINLEDGER_TOPIC_PREFIX=prefix,
-    )
+    shows = cli("shards")
+    assert shows.returncode == 0, shows.stdout + shows.stderr
+    # shard, store, new partitions, partitions: two of the four on each.
+    rows = [line.split()[:4] for line in shows.stdout.splitlines()[1:]]
+    assert [(r[0], r[3]) for r in rows] == [("a", "2"), ("b", "2")], shows.stdout
+    _each_shard_holds_its_partitions(shard_dsns, schema, queue, len(enqueued))
+
+    verified = cli("replay")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "identical" in verified.stdout, verified.stdout
