@@ -24,6 +24,8 @@ from pinledger.ledger.log import Log, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.catalog_log import catalog_envelopes, catalog_queues
 from pinledger.service.config import Config
+from pinledger.service.placement import Placer
+from pinledger.service.store_shards import load_shard_map
 
 EXIT_REFUSED = 2
 
@@ -59,6 +61,10 @@ def run(config: Config, args: argparse.Namespace, log: Log) -> int:
     writer = LedgerWriter(log, prefix)
     # The catalog's records are plain ones every release reads (formats.py).
     writer.follow_format(formats.folded(formats.PLAIN, (e for v in envelopes for e in v.events)))
+    # Partitions it adds are placed on the shard map's shards (decision 0031), counted
+    # from the catalog as read from the log just now.
+    shard_map = load_shard_map(config.store_shards, config.store_url)
+    writer.placer = Placer(lambda: shard_map, lambda: list(catalog_queues(envelopes).values()))
     who = f"{getpass.getuser()}@{socket.gethostname()}"
     actor = Actor(source="pinledger:queue-resize", server=socket.gethostname())
     writer.resize_queue(

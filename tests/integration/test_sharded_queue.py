@@ -82,7 +82,7 @@ def _each_shard_holds_its_partitions(
     try:
         (row,) = [r for r in stores[0].queues() if r.name == queue]
         placed = {p: row.shard_of(p) or "a" for p in range(row.partitions)}
-        assert sorted(placed.values()) == ["a", "a", "b", "b"], placed
+        assert [placed[p] for p in range(6)] == ["a", "b", "a", "b", "a", "b"], placed
         for name, store in zip("ab", stores, strict=True):
             held = _jobs_by_partition(store, queue)
             assert held, f"shard {name} holds none of the queue's jobs"
@@ -104,6 +104,15 @@ def test_a_queue_over_two_shards_serves_counts_scans_and_replays(
     queue = f"spread_{uuid.uuid4().hex[:6]}"
     options = server_settings(PINLEDGER_PARTITIONS="4", PINLEDGER_STORE_SHARDS=shard_map)
     servers = [ServerProcess(prefix=prefix, schema=schema, settings=options) for _ in range(2)]
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_pinledger(
+            *args,
+            PINLEDGER_STORE_SHARDS=shard_map,
+            PINLEDGER_SCHEMA=schema,
+            PINLEDGER_TOPIC_PREFIX=prefix,
+        )
+
     with running(servers, tmp_path):
         address = [f"127.0.0.1:{s.port}" for s in servers]
         with PinLaterClient(address) as client:
@@ -136,20 +145,27 @@ def test_a_queue_over_two_shards_serves_counts_scans_and_replays(
             run_after = [infos[d].run_after_ms or 0 for d in seen]
             assert run_after == sorted(run_after, reverse=True), "newest first across shards"
 
-    # The placements are catalog facts; each shard holds its partitions' jobs only.
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return run_pinledger(
-            *args,
-            PINLEDGER_STORE_SHARDS=shard_map,
-            PINLEDGER_SCHEMA=schema,
-            PINLEDGER_TOPIC_PREFIX=prefix,
-        )
+        # A resize places the partitions it adds, evenly: 4 and 5 on a and b.
+        resized = cli("queue", "resize", queue, "6")
+        assert resized.returncode == 0, resized.stdout + resized.stderr
+        home = open_store(shard_dsns[0], schema)
+        try:
+            wait_for(
+                lambda: (
+                    [r.shards for r in home.queues() if r.name == queue]
+                    == [("a", "b", "a", "b", "a", "b")]
+                ),
+                timeout=30,
+            )
+        finally:
+            home.close()
 
+    # The placements are catalog facts; each shard holds its partitions' jobs only.
     shows = cli("shards")
     assert shows.returncode == 0, shows.stdout + shows.stderr
-    # shard, store, new partitions, partitions: two of the four on each.
+    # shard, store, new partitions, partitions: three of the six on each.
     rows = [line.split()[:4] for line in shows.stdout.splitlines()[1:]]
-    assert [(r[0], r[3]) for r in rows] == [("a", "2"), ("b", "2")], shows.stdout
+    assert [(r[0], r[3]) for r in rows] == [("a", "3"), ("b", "3")], shows.stdout
     _each_shard_holds_its_partitions(shard_dsns, schema, queue, len(enqueued))
 
     verified = cli("replay")
