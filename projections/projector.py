@@ -451,6 +451,10 @@ class Scope:
     bound: Bound = UNBOUNDED
     # Per-partition end offsets (exclusive) on top of `bound`, keyed (topic, partition).
     partition_bounds: dict[tuple[str, int], int] = field(default_factory=dict)
+    # Only these (queue, partition) pairs, when given: the partitions placed on one store
+    # shard (a replay into a schema, shard by shard: decision 0031). The catalog is
+    # projected whole all the same.
+    only: frozenset[tuple[str, int]] | None = None
 
     def bound_for(self, topic: str, partition: int) -> Bound:
         limit = self.partition_bounds.get((topic, partition))
@@ -461,8 +465,10 @@ class Scope:
         return Bound(offset=limit, at=self.bound.at)
 
     def covers(self, queue: str, partition: int) -> bool:
-        return (self.queues is None or queue in self.queues) and (
-            self.partition is None or partition == self.partition
+        return (
+            (self.queues is None or queue in self.queues)
+            and (self.partition is None or partition == self.partition)
+            and (self.only is None or (queue, partition) in self.only)
         )
 
 

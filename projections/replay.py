@@ -8,6 +8,7 @@ cover exactly the same records and must be identical, row for row.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,6 +88,4 @@ def _bounded_by_live(live: LedgerStore, prefix: str, scope: Scope) -> Scope:
         for partition in range(row.partitions):
             if scope.covers(row.name, partition):
                 bounds[(topic, partition)] = live.offset(topic, partition)
-    return Scope(
-        queues=scope.queues, partition=scope.partition, bound=scope.bound, partition_bounds=bounds
-    )
+    return dataclasses.replace(scope, partition_bounds=bounds)

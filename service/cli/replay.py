@@ -11,6 +11,7 @@ look at. `--as-of` and `--explain` read a queue at a past moment (service/cli/as
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 import time
@@ -19,6 +20,7 @@ from collections.abc import Callable
 
 from pinledger.ledger.descriptor import JOBS_PER_RECORD
 from pinledger.ledger.log import Log
+from pinledger.projections.dsn import redacted
 from pinledger.projections.factory import open_store
 from pinledger.projections.projector import Bound, Scope
 from pinledger.projections.replay import ReplayReport, replay
@@ -26,8 +28,8 @@ from pinledger.projections.store import LedgerStore
 from pinledger.projections.verify import MAX_JOBS, verify
 from pinledger.service.assembly import open_configured_store, open_log
 from pinledger.service.cli import asof as asof_cli
-from pinledger.service.config import Config, ConfigError
-from pinledger.service.store_shards import home_dsn, load_shard_map
+from pinledger.service.config import Config
+from pinledger.service.store_shards import ShardMap, load_shard_map
 
 
 def add_arguments(rep: argparse.ArgumentParser, time_arg: Callable[[str], int]) -> None:
@@ -164,31 +166,67 @@ def _verify(config: Config, args: argparse.Namespace, scope: Scope) -> int:
 
 
 def _into_schema(config: Config, args: argparse.Namespace, scope: Scope) -> int:
-    if len(load_shard_map(config.store_shards, config.store_url).shards) > 1:
-        # Its comparison reads one schema against another in one database.
-        raise ConfigError(
-            "replay into a schema (--into-schema, --scratch, --as-of) works on one store, "
-            "not yet on a shard map (decision 0031, step 7); `pinledger replay` without "
-            "them verifies every shard"
-        )
     scratch_name = args.scratch or args.into_schema or f"replay_{uuid.uuid4().hex[:8]}"
-    home = home_dsn(config.store_shards, config.store_url)  # the one shard of a map
-    live = open_store(home, config.schema)
-    scratch = open_store(home, scratch_name)
+    shard_map = load_shard_map(config.store_shards, config.store_url)
+    if len(shard_map.shards) == 1:
+        return _into_one(config, args, scope, shard_map.shards[0].dsn, scratch_name, "")
+    # Shard by shard (decision 0031): each shard's partitions, and the catalog, into a
+    # scratch schema on that shard, compared there with its live tables.
+    placed = _placed(config, shard_map)
+    worst = 0
+    for shard in shard_map.shards:
+        only = frozenset(key for key, name in placed.items() if name == shard.name)
+        print(f"shard {shard.name} ({shard.kind}, {redacted(shard.dsn)}):", flush=True)
+        status = _into_one(
+            config,
+            args,
+            dataclasses.replace(scope, only=only),
+            shard.dsn,
+            scratch_name,
+            f" of shard {shard.name}",
+        )
+        worst = max(worst, status)
+    return worst
+
+
+def _placed(config: Config, shard_map: ShardMap) -> dict[tuple[str, int], str]:
+    """The shard of every partition of every queue, by the home shard's catalog."""
+    home = shard_map.shards[0]
+    store = open_store(home.dsn, config.schema)
+    try:
+        return {
+            (row.name, p): row.shard_of(p) or home.name
+            for row in store.queues()
+            for p in range(row.partitions)
+        }
+    finally:
+        store.close()
+
+
+def _into_one(
+    config: Config,
+    args: argparse.Namespace,
+    scope: Scope,
+    dsn: str,
+    scratch_name: str,
+    where: str,
+) -> int:
+    live = open_store(dsn, config.schema)
+    scratch = open_store(dsn, scratch_name)
     kafka = open_log(config)
     try:
         print(
-            f"replaying {_what(scope, args)} from {config.kafka} into schema {scratch_name}",
+            f"replaying {_what(scope, args)}{where} from {config.kafka} into schema {scratch_name}",
             flush=True,
         )
         report = replay(live, scratch, kafka, config.topic_prefix, scope, progress_printer())
-        print_report(report, f"into schema {scratch_name}", scratch)
+        print_report(report, f"into schema {scratch_name}{where}", scratch)
         return 0 if report.identical else 1
     finally:
         kafka.close()
         live.close()
         if args.keep:
             scratch.close()
-            print(f"kept schema {scratch_name}")
+            print(f"kept schema {scratch_name}{where}")
         else:
             scratch.drop()
