@@ -165,6 +165,8 @@ class Owner:
         # Resizes the queues whose `partitions` the queue config changes (the server
         # sets it; queue_sizes.py).
         self.queue_sizes: QueueSizes | None = None
+        # The members tick's duties failing now, by what they do: the message logged.
+        self._duty_failures: dict[str, str] = {}
         # Retires a queue's drained partitions, on the catalog's owner (the server sets
         # it; retirement.py).
         self.retirement: Retirement | None = None
@@ -260,20 +262,11 @@ class Owner:
         except LogError as exc:
             log.warning("cannot read the cluster's ledger format from the catalog: %s", exc)
         if self.queue_sizes is not None:
-            try:
-                self.queue_sizes.check()
-            except Exception as exc:  # the tick's other duties must run whatever happens
-                log.warning("checking the queue config's partitions failed: %s", exc)
+            self._duty("checking the queue config's partitions", self.queue_sizes.check)
         if self.retirement is not None:
-            try:
-                self.retirement.check()
-            except Exception as exc:  # as above
-                log.warning("checking for drained partitions to retire failed: %s", exc)
+            self._duty("checking for drained partitions to retire", self.retirement.check)
         if self.adaptation is not None:
-            try:
-                self.adaptation.check()
-            except Exception as exc:  # as above
-                log.warning("adapting the queues' partitions failed: %s", exc)
+            self._duty("adapting the queues' partitions", self.adaptation.check)
         members = self.membership.refresh()
         if members is None:
             return
@@ -282,6 +275,21 @@ class Owner:
             self.kafka.forget_deleted_topics()
         except LogError as exc:
             log.warning("cannot check which topics were deleted: %s", exc)
+
+    def _duty(self, what: str, check: Callable[[], object]) -> None:
+        """One duty of the members tick; the tick's other duties run whatever happens.
+        A failure is logged once while it lasts (a store shard down fails it every tick),
+        and its end once."""
+        try:
+            check()
+        except Exception as exc:
+            said = f"{what} failed: {exc}"
+            if self._duty_failures.get(what) != said:
+                log.warning("%s; trying again every tick", said)
+            self._duty_failures[what] = said
+        else:
+            if self._duty_failures.pop(what, None) is not None:
+                log.info("%s works again", what)
 
     @property
     def unavailable(self) -> str | None:
