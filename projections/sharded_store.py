@@ -76,6 +76,10 @@ K = TypeVar("K")
 _Placements = Mapping[str, QueueRow]
 
 
+class ShardMissingError(StoreUnavailableError):
+    """A placement names a shard this server's shard map lacks (yet, or no more)."""
+
+
 class PlacementUnknownError(StoreUnavailableError):
     """The home shard does not place the partition yet (its queue's creation or resize
     is not projected there yet): the same call works once it is."""
@@ -92,14 +96,24 @@ def _dequeue_order(due: DueJob) -> tuple[int, int, int, int]:
     return (due.priority, due.run_after, due.local_id, due.partition)
 
 
+# How long a shard that did not answer fails its calls at once (`_Named`).
+FAIL_FAST_S = 1.0
+
+
 class _Named:
     """A shard's store whose errors name the shard (decision 0031, step 5): a caller's
     SHARD_CONNECTION_FAILED, an owner's log line and `/ready` say which database to
     look at. The error keeps its class (unavailable, refused, fenced ...)."""
 
-    def __init__(self, name: str, store: LedgerStore) -> None:
+    def __init__(self, name: str, store: LedgerStore, clock: Callable[[], float]) -> None:
         self._name = name
         self._store = store
+        self._clock = clock
+        # After the shard did not answer, its calls fail at once until then, with that
+        # error: a database that times out (rather than refusing) must not hold up the
+        # owner thread's work on the other shards for a pool wait per call.
+        self._down_until = float("-inf")
+        self._down: StoreUnavailableError | None = None
 
     def __getattr__(self, attr: str) -> Any:
         value = getattr(self._store, attr)
@@ -107,8 +121,15 @@ class _Named:
             return value
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            if self._down is not None and self._clock() < self._down_until:
+                raise type(self._down)(str(self._down))  # a fresh one: no growing traceback
             try:
                 return value(*args, **kwargs)
+            except StoreUnavailableError as exc:
+                named = _named(exc, self._name)
+                assert isinstance(named, StoreUnavailableError)
+                self._down, self._down_until = named, self._clock() + FAIL_FAST_S
+                raise named from exc
             except StoreError as exc:
                 raise _named(exc, self._name) from exc
 
@@ -140,7 +161,7 @@ class ShardedStore:
             raise ValueError("a ShardedStore needs at least one store shard")
         self.prefix = prefix
         self._stores: Mapping[str, LedgerStore] = MappingProxyType(
-            {name: cast(LedgerStore, _Named(name, store)) for name, store in stores.items()}
+            {name: cast(LedgerStore, _Named(name, store, clock)) for name, store in stores.items()}
         )
         self._order = {name: i for i, name in enumerate(self._stores)}
         self._home_name = next(iter(self._stores))
@@ -197,15 +218,26 @@ class ShardedStore:
     def _placements(self, wanted: Iterable[tuple[str, int | None]]) -> _Placements:
         """The cached queue rows, read again when older than `refresh_s` or when one of
         `wanted` (queue, partition; None: the queue alone) is missing: at most one read
-        of the home shard per call, however many keys miss."""
+        of the home shard per call, however many keys miss. While the home shard does
+        not answer, the cached rows still serve the keys they hold (a placement never
+        changes once made): the home shard down stops its own partitions and what needs
+        the catalog, not the partitions on the other shards."""
         rows, read_at = self._cache
-        if self._clock() - read_at >= self._refresh_s:
+        wanted = list(wanted)
+        missing = any(
+            (row := rows.get(queue)) is None or (p is not None and p >= row.partitions)
+            for queue, p in wanted
+        )
+        if not missing and self._clock() - read_at < self._refresh_s:
+            return rows
+        try:
             return self._refresh()
-        for queue, partition in wanted:
-            row = rows.get(queue)
-            if row is None or (partition is not None and partition >= row.partitions):
-                return self._refresh()
-        return rows
+        except StoreUnavailableError:
+            if missing:
+                raise
+            # Tried again after `refresh_s`, not on every call while home is down.
+            self._cache = (rows, self._clock())
+            return rows
 
     def _shard_in(self, rows: _Placements, queue: str, partition: int) -> str | None:
         """The partition's shard by `rows`; None: not placed yet."""
@@ -216,10 +248,13 @@ class ShardedStore:
 
     def _known(self, name: str) -> str:
         if name not in self._stores and not self._open(name):
-            raise StoreError(
-                f"the projection places partitions on store shard {name!r}, which the "
-                f"shard map (PINLEDGER_STORE_SHARDS) does not name: add it back (a shard "
-                f"holding data must stay in the map)"
+            # Unavailable, not refused: during a rollout of a map with a new shard, a
+            # server whose map lacks it yet waits for it (its owner retries, calls that
+            # need it answer SHARD_CONNECTION_FAILED) instead of failing everything.
+            raise ShardMissingError(
+                f"the projection places partitions on store shard {name!r}, which this "
+                f"server's shard map (PINLEDGER_STORE_SHARDS) does not name: add it to "
+                f"the map of every server (a shard holding data must stay in the map)"
             )
         return name
 
@@ -232,7 +267,7 @@ class ShardedStore:
                 if store is None:
                     return False
                 self._order = {**self._order, name: len(self._order)}
-                named = cast(LedgerStore, _Named(name, store))
+                named = cast(LedgerStore, _Named(name, store, self._clock))
                 self._stores = MappingProxyType({**self._stores, name: named})
         return True
 
@@ -556,8 +591,8 @@ class ShardedStore:
         partition: int | None,
         limit: int,
     ) -> TableDiff:
-        # Home's: a replay into another schema refuses a map of more than one shard
-        # (decision 0031, step 7), so only a one-shard map gets here.
+        # Home's: a replay into a schema goes shard by shard, each shard's own store
+        # (service/cli/replay.py), so only a one-shard map gets here.
         return self.home.diff(
             other_schema=other_schema,
             table=table,

@@ -290,6 +290,9 @@ class Partitions:
         if not self._waiting or now - self._waiting_tried < every_s:
             return
         self._waiting_tried = now
+        # A revocation's first half leaves `_waiting` as it was (rebalance prunes it on
+        # the assignment that follows): adopt only what is still assigned.
+        self._waiting.intersection_update(self.reader.assignment())
         keys = sorted(self._waiting)
         ends = self.end_offsets(keys)
         for key in keys:
@@ -444,7 +447,7 @@ class Partitions:
             try:
                 if key == catalog_key:
                     if self.catalog is not None and self.catalog.apply(batch):
-                        self.on_catalog_change()
+                        self._catalog_changed()
                     continue
                 owned = self.owned.get(key)
                 if owned is not None:
@@ -464,6 +467,15 @@ class Partitions:
                 self.drop(key)
                 if self._still_assigned(key):
                     self._adopt_placed(key, None, self.end_offsets([key]).get(key, 0))
+
+    def _catalog_changed(self) -> None:
+        try:
+            self.on_catalog_change()
+        except StoreUnavailableError as exc:
+            if not self.isolated:
+                raise
+            # The home shard is down: the queue directory catches up on its own refresh.
+            log.warning("cannot read the queues after a catalog change: %s", exc)
 
     def _still_assigned(self, key: Key) -> bool:
         return key in self.reader.assignment()

@@ -143,3 +143,32 @@ def test_a_failing_tick_duty_is_logged_once_while_it_lasts(
             "trying again every tick",
             "checking for drained partitions to retire works again",
         ]
+
+
+def test_the_home_shard_down_pauses_its_partitions_and_the_others_serve_on() -> None:
+    """The placements are cached: while the home shard (the catalog's) does not answer,
+    the partitions on the other shard serve on."""
+    with Runtime(CONFIG, shards=2) as rt:
+        a = rt.node()
+        a.create_queue("mail")
+        before = [d for i in range(8) for d in a.enqueue("mail", job(b"j%d" % i))]
+        rt.settle()
+        rt.shards["a"].fail("the home shard's database is down")
+        rt.clock.advance(3)  # past the placement cache's refresh
+        rt.advance_until(
+            lambda: sorted(a.serving()) == [("mail", 1), ("mail", 3)],
+            "the owner to pause the partitions on a and serve the ones on b",
+        )
+        on_b = {d for d in before if parse(d).partition in (1, 3)}
+        got: dict[str, bytes] = {}
+
+        def served_on_b() -> bool:
+            got.update(a.dequeue("mail", 50))
+            return on_b <= set(got)
+
+        rt.advance_until(served_on_b, "the jobs on b to be dequeued while a is down")
+        rt.shards["a"].recover()
+        rt.advance_until(
+            lambda: sorted(a.serving()) == [("mail", p) for p in range(4)],
+            "the partitions on a to serve again",
+        )

@@ -16,7 +16,11 @@ from hypothesis import strategies as st
 from pinledger.ledger.events import PartitionPlaced
 from pinledger.ledger.log import catalog_topic, queue_topic
 from pinledger.ledger.state import Job, JobState
-from pinledger.projections.sharded_store import PlacementUnknownError, ShardedStore
+from pinledger.projections.sharded_store import (
+    PlacementUnknownError,
+    ShardedStore,
+    ShardMissingError,
+)
 from pinledger.projections.store import (
     EventRow,
     ImportedJob,
@@ -252,7 +256,8 @@ def test_a_placement_on_a_shard_missing_from_the_map_is_a_store_error(clock: Clo
     ):
         with pytest.raises(StoreError, match=r"'gone'.*PINLEDGER_STORE_SHARDS") as caught:
             call()
-        assert not isinstance(caught.value, StoreUnavailableError)  # a refusal, no retry
+        # Unavailable: a server whose map lacks the shard yet waits for it.
+        assert isinstance(caught.value, ShardMissingError)
 
 
 def test_a_shard_added_to_the_map_is_opened_when_a_partition_is_placed_on_it(
