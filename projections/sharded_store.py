@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import threading
 import time
 from collections import Counter
@@ -68,6 +69,8 @@ from pinledger.projections.store import (
 
 if TYPE_CHECKING:
     from pinledger.projections.migration_plan import Plan, Progress
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -258,6 +261,21 @@ class ShardedStore:
             )
         return name
 
+    def open_listed(self, names: Iterable[str]) -> list[str]:
+        """Open the shards of `names` not open yet (the shard map changed): the catalog's
+        owner then projects the catalog into them, and /ready probes them. A shard that
+        cannot be opened now is logged and opened when a partition needs it."""
+        opened = []
+        for name in names:
+            if name in self._stores:
+                continue
+            try:
+                if self._open(name):
+                    opened.append(name)
+            except StoreError as exc:
+                log.warning("cannot open store shard %r added to the map yet: %s", name, exc)
+        return opened
+
     def _open(self, name: str) -> bool:
         if self._opener is None:
             return False
@@ -323,7 +341,30 @@ class ShardedStore:
     # -- the projector's side: the partition's shard ---------------------------------
 
     def offset(self, topic: str, partition: int) -> int:
-        return self._topic_store(topic, partition).offset(topic, partition)
+        """Where a projector of the partition starts (an owner adopting it): on its
+        shard, once that shard's own catalog has this queue, as the home shard has it.
+        Before then (the shard was down while the queue was deleted and created again
+        under its name, say) the shard may still hold the old queue's offset and rows,
+        which its catalog's next records delete: PlacementUnknownError, try again."""
+        queue = queue_of_topic(self.prefix, topic)
+        if queue is None:
+            return self.home.offset(topic, partition)
+        name = self.shard_name(queue, partition)
+        store = self._stores[name]
+        if name != self._home_name:
+            truth = self._cache[0].get(queue)
+            own = next((r for r in store.queues() if r.name == queue), None)
+            if (
+                truth is None
+                or own is None
+                or own.created_at != truth.created_at
+                or own.partitions <= partition
+            ):
+                raise PlacementUnknownError(
+                    f"{queue}[{partition}]: store shard {name!r} has not projected the "
+                    "queue's catalog records the home shard has yet; retry"
+                )
+        return store.offset(topic, partition)
 
     def offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         groups = self._by_shard(partitions, self._topic_place)

@@ -96,8 +96,13 @@ class Assembly:
         # new partitions from then on).
         shard_map = load_shard_map(config.store_shards, config.store_url)
         self.shard_map = ShardMapWatcher(
-            Path(config.store_shards) if config.store_shards else None, shard_map
+            Path(config.store_shards) if config.store_shards else None,
+            shard_map,
+            self._shard_map_changed,
         )
+        # Told the names of shards opened after a change of the map (the server adds
+        # their /ready probes).
+        self.on_shards_opened: Callable[[list[str]], None] = lambda _: None
         self.store = open_shards(
             shard_map,
             config.schema,
@@ -113,6 +118,15 @@ class Assembly:
         self.queue_config = QueueConfigWatcher(
             Path(config.queue_config) if config.queue_config else None, on_queue_config
         )
+
+    def _shard_map_changed(self, shard_map: ShardMap) -> None:
+        """A shard added to the map is opened now (the catalog's owner projects the
+        catalog into it from its next pass), not only when a partition needs it."""
+        store = getattr(self, "store", None)
+        if isinstance(store, ShardedStore):
+            opened = store.open_listed(s.name for s in shard_map.shards)
+            if opened:
+                self.on_shards_opened(opened)
 
     def admin_http(
         self,

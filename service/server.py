@@ -17,6 +17,7 @@ from pinledger.ledger.commands import Limits
 from pinledger.ledger.durability import Severity, findings
 from pinledger.ledger.events import Actor
 from pinledger.ledger.log import LogError, LogInspector, catalog_topic
+from pinledger.projections.sharded_store import ShardedStore
 from pinledger.service import tls
 from pinledger.service.api.connections import ConnectionLimits, ThriftServer
 from pinledger.service.api.core import Api
@@ -155,6 +156,7 @@ class Server:
             },
             metrics=self.metrics,
         )
+        self.parts.on_shards_opened = self._shards_opened
         self.dashboard, self.admin = self.parts.admin_http(
             self.handler.api,
             self.metrics,
@@ -199,6 +201,12 @@ class Server:
         self._live_servers = live
         self.rate_limits.configure(self.queue_config.current.rates(), live)
         log.info("%d live server(s) share the partitions and rate limits", live)
+
+    def _shards_opened(self, names: list[str]) -> None:
+        assert isinstance(self.store, ShardedStore)  # only a sharded store opens shards
+        for name in names:
+            shard = self.store.stores[name]
+            self.health.add_probe(f"{shard.kind}:{name}", shard.queues)
 
     def start(self) -> None:
         threading.stack_size(_THREAD_STACK_BYTES)

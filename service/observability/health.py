@@ -81,6 +81,13 @@ class HealthMonitor:
             except Exception as exc:  # the monitor must outlive anything
                 self._noise.warning("health round failed: %s: %s", type(exc).__name__, exc)
 
+    def add_probe(self, name: str, probe: Callable[[], object]) -> None:
+        """A dependency to probe from the next round on (a store shard added to the map)."""
+        with self._lock:
+            self._dependencies = {**self._dependencies, name: "not probed yet"}
+        # Replaced, not changed in place: a round under way goes on with the old dict.
+        self._probes = {**self._probes, name: probe}
+
     def probe(self) -> None:
         """One round: every dependency probed, every gauge updated."""
         results: dict[str, str] = {}

@@ -68,3 +68,16 @@ def test_a_stuck_or_stopped_loop_fails_liveness() -> None:
     owner["alive"] = False
     assert monitor.liveness() == {"loop:owner": "stopped"}
     assert monitor.progress() == {"owner": 0.0}
+
+
+def test_a_probe_added_later_is_reported_from_then_on() -> None:
+    """A store shard added to the shard map is probed from the next round on."""
+    monitor, _, _, _, metrics = _monitor()
+    monitor.probe()
+    shard = Dependency()
+    shard.error = ConnectionRefusedError("refused")
+    monitor.add_probe("mysql:c", shard)
+    assert monitor.readiness()["mysql:c"] == "not probed yet"
+    monitor.probe()
+    assert monitor.readiness()["mysql:c"] == "down: ConnectionRefusedError: refused"
+    assert metrics.snapshot_gauge(UP, dependency="mysql:c") == 0

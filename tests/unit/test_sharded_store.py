@@ -284,6 +284,34 @@ def test_a_shard_added_to_the_map_is_opened_when_a_partition_is_placed_on_it(
         store.shard_name("late", 0)
 
 
+def test_shards_listed_in_a_changed_map_are_opened_at_once(clock: Clock) -> None:
+    shards = _shards("a", "b")
+    added = CountingStore("c")
+
+    def opener(name: str) -> LedgerStore | None:
+        if name == "broken":
+            raise StoreUnavailableError("cannot connect")
+        return added if name == "c" else None
+
+    store = ShardedStore(PREFIX, shards, refresh_s=2.0, clock=clock, opener=opener)
+    assert store.open_listed(["a", "b", "c", "broken", "unknown"]) == ["c"]
+    assert list(store.stores) == ["a", "b", "c"]
+    assert store.open_listed(["a", "b", "c"]) == []
+
+
+def test_a_partition_waits_until_its_shard_has_projected_its_queue(clock: Clock) -> None:
+    """An owner starts a partition on its shard only once that shard's own catalog has
+    the queue as the home shard has it (not an older queue of the same name)."""
+    shards = _shards("a", "b")
+    _catalog([shards["a"]], QueueRow("mail", 2, T0 + 5, shards=("a", "b")))
+    _catalog([shards["b"]], QueueRow("mail", 2, T0))  # b: the queue deleted since, not yet
+    store = _sharded(shards, clock)
+    topic = queue_topic(PREFIX, "mail")
+    assert store.offset(topic, 0) == 0
+    with pytest.raises(PlacementUnknownError, match="store shard 'b' has not projected"):
+        store.offset(topic, 1)
+
+
 def test_placements_are_read_again_after_refresh_s(clock: Clock) -> None:
     shards = _shards("a", "b")
     _catalog(shards.values(), QueueRow("mail", 2, T0))
