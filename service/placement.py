@@ -12,10 +12,16 @@ partition without one is on the home shard (the map's first).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from pinledger.projections.store import QueueRow
 from pinledger.service.store_shards import ShardMap, ShardMapError
+
+
+def placements(rows: Iterable[QueueRow], home: str) -> dict[tuple[str, int], str]:
+    """The shard of every partition of every queue (queue, partition), a partition never
+    placed being on `home`."""
+    return {(r.name, p): r.shard_of(p) or home for r in rows for p in range(r.partitions)}
 
 
 def place(
@@ -28,15 +34,11 @@ def place(
     if len(shard_map.shards) < 2:
         return {}
     home = shard_map.shards[0].name
-    counts: Counter[str] = Counter()
-    row = None
-    for r in rows:
-        if r.name == queue:
-            row = r
-            if new:  # a queue created again: its old partitions are not counted
-                continue
-        for p in range(r.partitions):
-            counts[r.shard_of(p) or home] += 1
+    row = next((r for r in rows if r.name == queue), None)
+    # A queue created again: its old partitions are not counted.
+    counts = Counter(
+        shard for (q, _), shard in placements(rows, home).items() if not (new and q == queue)
+    )
     if new:
         first = 0
     elif row is None:

@@ -29,6 +29,7 @@ from pinledger.projections.verify import MAX_JOBS, verify
 from pinledger.service.assembly import open_configured_store, open_log
 from pinledger.service.cli import asof as asof_cli
 from pinledger.service.config import Config
+from pinledger.service.placement import placements
 from pinledger.service.store_shards import ShardMap, load_shard_map
 
 
@@ -194,11 +195,7 @@ def _placed(config: Config, shard_map: ShardMap) -> dict[tuple[str, int], str]:
     home = shard_map.shards[0]
     store = open_store(home.dsn, config.schema)
     try:
-        return {
-            (row.name, p): row.shard_of(p) or home.name
-            for row in store.queues()
-            for p in range(row.partitions)
-        }
+        return placements(store.queues(), home.name)
     finally:
         store.close()
 

@@ -12,6 +12,7 @@ from pinledger.projections.dsn import redacted
 from pinledger.projections.factory import open_store
 from pinledger.projections.store import StoreError
 from pinledger.service.config import Config
+from pinledger.service.placement import placements
 from pinledger.service.store_shards import Shard, ShardMap, load_shard_map
 
 
@@ -45,10 +46,8 @@ def placed(shards: ShardMap, schema: str) -> dict[str, int] | None:
             store.close()
     except StoreError:
         return None
-    for row in queues:
-        for p in range(row.partitions):
-            shard = row.shard_of(p) or home.name
-            counts[shard] = counts.get(shard, 0) + 1
+    for shard in placements(queues, home.name).values():
+        counts[shard] = counts.get(shard, 0) + 1
     return counts
 
 
