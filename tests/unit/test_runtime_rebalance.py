@@ -28,6 +28,13 @@ def _two_owners(rt: Runtime) -> tuple[Node, Node, list[str]]:
         lambda: bool(b.serving()) and sorted(a.serving() + b.serving()) == everything,
         "the two servers to share the partitions",
     )
+    # Each knows the other's partitions (its members tick, every second of clock time):
+    # what a dequeue is topped up from. Under load the tick could come after the owners
+    # serve, and a dequeue then found no peer to ask.
+    rt.advance_until(
+        lambda: bool(a.owner.peers_for("mail")) and bool(b.owner.peers_for("mail")),
+        "each server to know the other's partitions",
+    )
     jobs = [d for i in range(PARTITIONS) for d in a.enqueue("mail", job(b"%d" % i))]
     rt.settle()
     return a, b, jobs
