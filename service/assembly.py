@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import signal
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -208,12 +208,18 @@ def open_configured_store(config: Config, max_size: int = 8) -> LedgerStore:
     return open_shards(shard_map, config.schema, config.topic_prefix, max_size)
 
 
-def store_probes(store: LedgerStore) -> dict[str, Callable[[], object]]:
+def store_probes(
+    store: LedgerStore, only: Collection[str] | None = None
+) -> dict[str, Callable[[], object]]:
     """What /ready probes of the store: the one store, named by its kind ("postgres",
-    "mysql"), or each shard of a shard map, named by kind and shard ("postgres:a"), so a
-    shard down is named."""
+    "mysql"), or each shard of a shard map (`only` those named), named by kind and shard
+    ("postgres:a"), so a shard down is named."""
     if isinstance(store, ShardedStore):
-        return {f"{s.kind}:{name}": s.queues for name, s in store.stores.items()}
+        return {
+            f"{s.kind}:{name}": s.queues
+            for name, s in store.stores.items()
+            if only is None or name in only
+        }
     return {store.kind: store.queues}
 
 

@@ -17,7 +17,6 @@ from pinledger.ledger.commands import Limits
 from pinledger.ledger.durability import Severity, findings
 from pinledger.ledger.events import Actor
 from pinledger.ledger.log import LogError, LogInspector, catalog_topic
-from pinledger.projections.sharded_store import ShardedStore
 from pinledger.service import tls
 from pinledger.service.api.connections import ConnectionLimits, ThriftServer
 from pinledger.service.api.core import Api
@@ -203,10 +202,8 @@ class Server:
         log.info("%d live server(s) share the partitions and rate limits", live)
 
     def _shards_opened(self, names: list[str]) -> None:
-        assert isinstance(self.store, ShardedStore)  # only a sharded store opens shards
-        for name in names:
-            shard = self.store.stores[name]
-            self.health.add_probe(f"{shard.kind}:{name}", shard.queues)
+        for name, probe in store_probes(self.store, names).items():
+            self.health.add_probe(name, probe)
 
     def start(self) -> None:
         threading.stack_size(_THREAD_STACK_BYTES)
