@@ -33,6 +33,7 @@ from pinledger.ledger.events import (
     Event,
     Failed,
     FormatRaised,
+    PartitionMoved,
     PartitionPlaced,
     PartitionsRetired,
     QueueCreated,
@@ -70,6 +71,7 @@ EVENT_TAGS: dict[type[Event], str] = {
     QueueResized: "qsize",
     PartitionsRetired: "qret",
     PartitionPlaced: "qplace",
+    PartitionMoved: "qmove",
     FormatRaised: "fmt",
 }
 
@@ -162,6 +164,7 @@ def _encode_event(event: Event) -> dict[str, Any]:
             | QueueResized()
             | PartitionsRetired()
             | PartitionPlaced()
+            | PartitionMoved()
             | FormatRaised()
         ):
             return _encode_catalog_event(event)
@@ -194,6 +197,15 @@ def _encode_catalog_event(event: CatalogEvent) -> dict[str, Any]:
                 "p": event.partition,
                 "s": event.shard,
                 "why": event.reason,
+            }
+        case PartitionMoved():
+            return {
+                "t": EVENT_TAGS[PartitionMoved],
+                "q": event.name,
+                "p": event.partition,
+                "from": event.source,
+                "s": event.shard,
+                "o": event.offset,
             }
         case FormatRaised():
             return {"t": EVENT_TAGS[FormatRaised], "f": event.format}
@@ -278,6 +290,13 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
         partition=_field(o, "p", int),
         shard=_field(o, "s", str),
         reason=_field(o, "why", str),
+    ),
+    "qmove": lambda o: PartitionMoved(
+        name=_field(o, "q", str),
+        partition=_field(o, "p", int),
+        source=_field(o, "from", str),
+        shard=_field(o, "s", str),
+        offset=_field(o, "o", int),
     ),
     "fmt": lambda o: FormatRaised(format=_field(o, "f", int)),
 }

@@ -170,6 +170,23 @@ class PartitionPlaced:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionMoved:
+    """The queue's partition `partition` moves from the store shard `source` ("": the
+    home shard, where an unplaced partition lives) to `shard` (ledger format 2 and
+    later, decision 0031): `pinledger move-partition` appends it once `shard` holds the
+    partition's projection up to `offset` of its log. It applies only while the
+    partition is on `source` (a compare-and-set: of two moves of one partition, the
+    first wins). Its owner then projects into `shard` from where `shard` is, catching up
+    from `offset`, and serves from it."""
+
+    name: str
+    partition: int
+    source: str
+    shard: str
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class FormatRaised:
     """The cluster's ledger format, raised by `pinledger upgrade-format` (or recorded when
     a catalog is created): from this record on, servers write records of this format
@@ -190,7 +207,16 @@ JobEvent = (
     | Deleted
     | Collected
 )
-QueueEvent = QueueCreated | QueueDeleted | QueueResized | PartitionsRetired | PartitionPlaced
+QueueEvent = (
+    QueueCreated
+    | QueueDeleted
+    | QueueResized
+    | PartitionsRetired
+    | PartitionPlaced
+    | PartitionMoved
+)
+# Where a partition's projection is: its first placement, and its moves.
+Placement = PartitionPlaced | PartitionMoved
 # What the catalog topic holds.
 CatalogEvent = QueueEvent | FormatRaised
 Event = JobEvent | CatalogEvent

@@ -7,7 +7,8 @@ as Kafka's `metadata.version` does for brokers).
 - Format 2: also group records (several callers' envelopes in one record, decision
   0020), the catalog's `FormatRaised` records, and its `QueueResized` and
   `PartitionsRetired` records (a queue resized live, decision 0030), and its
-  `PartitionPlaced` records (a partition's projection on a store shard, decision 0031).
+  `PartitionPlaced` and `PartitionMoved` records (a partition's projection on a store
+  shard, and moved to another, decision 0031).
 
 Each server advertises the formats it reads in its membership of the owners' group
 (`advertisement`); the format the cluster writes is the last `FormatRaised` of the
@@ -32,6 +33,7 @@ GROUPED = 2
 RESIZES = GROUPED
 # So did partitions placed on store shards.
 PLACEMENTS = GROUPED
+MOVES = GROUPED
 # The formats this release reads, and the newest of them.
 READS: frozenset[int] = frozenset({PLAIN, GROUPED})
 LATEST = max(READS)

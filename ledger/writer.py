@@ -17,6 +17,7 @@ from pinledger.ledger.events import (
     Envelope,
     Event,
     FormatRaised,
+    PartitionMoved,
     PartitionPlaced,
     PartitionsRetired,
     QueueCreated,
@@ -119,6 +120,18 @@ class LedgerWriter:
                 f"writes format {self.cluster_format}"
             )
         self._append_catalog(PartitionsRetired(name, first, reason), at, actor)
+
+    def move_partition(self, move: PartitionMoved, at: int, actor: Actor) -> None:
+        """Record that a partition's projection moves to another store shard (decision
+        0031), on a cluster whose ledger format has moves (format 2)."""
+        check_queue_name(move.name)
+        if self.cluster_format < formats.MOVES:
+            raise formats.FormatTooOldError(
+                f"moving a partition needs ledger format {formats.MOVES}; the cluster "
+                f"writes format {self.cluster_format}: run `pinledger upgrade-format` once "
+                "every server runs this release (README, Upgrading)"
+            )
+        self._append_catalog(move, at, actor)
 
     def delete_queue(self, name: str, at: int, actor: Actor) -> None:
         """Record the deletion first, so projections drop the queue's rows, then delete

@@ -4,7 +4,7 @@ catalog from the log themselves (verify, `pinledger queue resize`). The first cr
 of a name stands until its deletion; a resize only ever adds partitions, and says how
 many of them take new jobs; a retirement covers closed partitions only, and a resize
 reopens the retired ones below its count; the first placement of a partition on a store
-shard stands (decision 0031)."""
+shard stands until a move of it from that shard (decision 0031)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from collections.abc import MutableMapping
 
 from pinledger.ledger.events import (
     Event,
+    PartitionMoved,
     PartitionPlaced,
     PartitionsRetired,
     QueueCreated,
@@ -44,6 +45,10 @@ def fold_queue_event(queues: MutableMapping[str, QueueRow], event: Event, at: in
         row = queues.get(event.name)
         if row is not None:
             queues[event.name] = placed(row, event)
+    elif isinstance(event, PartitionMoved):
+        row = queues.get(event.name)
+        if row is not None:
+            queues[event.name] = moved(row, event)
     elif isinstance(event, QueueDeleted):
         queues.pop(event.name, None)
 
@@ -52,8 +57,24 @@ def placed(row: QueueRow, event: PartitionPlaced) -> QueueRow:
     """The queue row with the partition placed, unless it already was or the queue has
     no such partition (the projection's INSERT does the same: first placement stands)."""
     p = event.partition
-    if not 0 <= p < row.partitions or row.shard_of(p) is not None or not event.shard:
+    if not 0 <= p < row.partitions or row.shard_of(p) is not None:
         return row
-    shards = list(row.shards) + [""] * (p + 1 - len(row.shards))
-    shards[p] = event.shard
+    return _on_shard(row, p, event.shard)
+
+
+def moved(row: QueueRow, event: PartitionMoved) -> QueueRow:
+    """The queue row with the partition on the move's shard, if the partition is on the
+    shard the move names ("": unplaced) and the queue has it (as the projection's
+    compare-and-set: of two moves of one partition, the first wins)."""
+    p = event.partition
+    if not 0 <= p < row.partitions or (row.shard_of(p) or "") != event.source:
+        return row
+    return _on_shard(row, p, event.shard)
+
+
+def _on_shard(row: QueueRow, partition: int, shard: str) -> QueueRow:
+    if not shard:  # as the projection: a placement names a shard
+        return row
+    shards = list(row.shards) + [""] * (partition + 1 - len(row.shards))
+    shards[partition] = shard
     return dataclasses.replace(row, shards=tuple(shards))

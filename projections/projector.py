@@ -22,8 +22,10 @@ from pinledger.ledger.events import (
     Enqueued,
     Envelope,
     JobEvent,
+    PartitionMoved,
     PartitionPlaced,
     PartitionsRetired,
+    Placement,
     QueueCreated,
     QueueDeleted,
     QueueResized,
@@ -408,7 +410,7 @@ class _CatalogBatch:
     retired: list[PartitionsRetired] = field(default_factory=list)
     # Placements apply after the batch's creations and resizes: a record that creates or
     # grows a queue places its new partitions.
-    placed: list[PartitionPlaced] = field(default_factory=list)
+    placed: list[Placement] = field(default_factory=list)
     deleted: list[tuple[str, str]] = field(default_factory=list)
     # Queues deleted in this batch and not created again since: a resize or retirement
     # of one names no queue (the fold ignores it), though the store would apply it to a
@@ -430,7 +432,9 @@ class _CatalogBatch:
                 self.resized.append((row, [queue_topic(prefix, event.name)]))
             elif isinstance(event, PartitionsRetired) and event.name not in self.gone:
                 self.retired.append(event)
-            elif isinstance(event, PartitionPlaced) and event.name not in self.gone:
+            elif (
+                isinstance(event, PartitionPlaced | PartitionMoved) and event.name not in self.gone
+            ):
                 self.placed.append(event)
             elif isinstance(event, QueueDeleted):
                 # A deletion cancels an earlier creation or resize in the same batch.

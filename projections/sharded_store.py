@@ -24,7 +24,9 @@ class is the only place that knows there are several.
   parallel, and merge. Scans merge by their keyset: every shard filters strictly after
   the same `ScanKey` and returns its first `limit` rows in the same order, so the first
   `limit` of the merge are the single store's page and a continuation token keeps its
-  form.
+  form. Each shard is told the partitions of each queue placed elsewhere (`hide`, when
+  the placements read change), which its queue-wide reads leave out: during a move both
+  shards hold the partition's rows, and only the placed one counts them.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.events import PartitionPlaced, PartitionsRetired
+from pinledger.ledger.events import PartitionsRetired, Placement
 from pinledger.ledger.log import queue_of_topic
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.day_partitions import DayPartition
@@ -138,6 +140,10 @@ class _Named:
 
         return call
 
+    def hide(self, away: Mapping[str, Sequence[int]]) -> None:
+        # Only the store's own state, no database: not failed fast while it is down.
+        self._store.hide(away)
+
 
 def _named(exc: StoreError, shard: str) -> StoreError:
     prefix = f"store shard {shard!r}: "
@@ -185,6 +191,9 @@ class ShardedStore:
         # placed on it.
         self._opener = opener
         self._opening = threading.Lock()
+        # What each shard was last told to hide (`_hide_elsewhere`), by shard name.
+        self._hidden: dict[str, dict[str, tuple[int, ...]]] = {}
+        self._hiding = threading.Lock()
 
     # -- the shard map ----------------------------------------------------------------
 
@@ -215,8 +224,27 @@ class ShardedStore:
 
     def _refresh(self) -> _Placements:
         rows = {row.name: row for row in self.home.queues()}
-        self._cache = (rows, self._clock())
+        self._set_cache(rows)
         return rows
+
+    def _set_cache(self, rows: _Placements) -> None:
+        with self._hiding:
+            self._cache = (rows, self._clock())
+            self._hide_elsewhere()
+
+    def _hide_elsewhere(self) -> None:
+        """Tell each shard the partitions of each queue the cached rows place on another
+        shard (decision 0031, moves). The caller holds `_hiding`."""
+        for name, store in self._stores.items():
+            self._tell(name, store)
+
+    def _tell(self, name: str, store: LedgerStore) -> None:
+        """Tell one shard what the cached rows place elsewhere, if that changed (the
+        caller holds `_hiding`)."""
+        away = _placed_elsewhere(self._cache[0], name, self._home_name)
+        if self._hidden.get(name) != away:
+            store.hide(away)
+            self._hidden[name] = away
 
     def _placements(self, wanted: Iterable[tuple[str, int | None]]) -> _Placements:
         """The cached queue rows, read again when older than `refresh_s` or when one of
@@ -284,9 +312,11 @@ class ShardedStore:
                 store = self._opener(name)
                 if store is None:
                     return False
-                self._order = {**self._order, name: len(self._order)}
                 named = cast(LedgerStore, _Named(name, store, self._clock))
-                self._stores = MappingProxyType({**self._stores, name: named})
+                with self._hiding:  # told before any reader can reach it
+                    self._tell(name, named)
+                    self._order = {**self._order, name: len(self._order)}
+                    self._stores = MappingProxyType({**self._stores, name: named})
         return True
 
     def _queue_stores(self, queue: str) -> list[LedgerStore]:
@@ -341,14 +371,18 @@ class ShardedStore:
     # -- the projector's side: the partition's shard ---------------------------------
 
     def offset(self, topic: str, partition: int) -> int:
-        """Where a projector of the partition starts (an owner adopting it): on its
-        shard, once that shard's own catalog has this queue, as the home shard has it.
-        Before then (the shard was down while the queue was deleted and created again
-        under its name, say) the shard may still hold the old queue's offset and rows,
-        which its catalog's next records delete: PlacementUnknownError, try again."""
         queue = queue_of_topic(self.prefix, topic)
         if queue is None:
             return self.home.offset(topic, partition)
+        return self.placed_store(queue, partition)[1].offset(topic, partition)
+
+    def placed_store(self, queue: str, partition: int) -> tuple[str, LedgerStore]:
+        """The shard an owner adopting the partition projects into and serves from (its
+        name, its store), once that shard's own catalog has this queue as the home shard
+        has it. Before then (the shard was down while the queue was deleted and created
+        again under its name, say) the shard may still hold the old queue's offset and
+        rows, which its catalog's next records delete: PlacementUnknownError, try
+        again. The owner keeps this store until the partition moves (decision 0031)."""
         name = self.shard_name(queue, partition)
         store = self._stores[name]
         if name != self._home_name:
@@ -364,7 +398,7 @@ class ShardedStore:
                     f"{queue}[{partition}]: store shard {name!r} has not projected the "
                     "queue's catalog records the home shard has yet; retry"
                 )
-        return store.offset(topic, partition)
+        return name, store
 
     def offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         groups = self._by_shard(partitions, self._topic_place)
@@ -401,6 +435,13 @@ class ShardedStore:
     def commit_partition_batch(self, batch: PartitionBatch) -> None:
         self.store_for(batch.queue, batch.partition).commit_partition_batch(batch)
 
+    def remove_partition(self, queue: str, topic: str, partition: int, limit: int) -> int:
+        """A batch of the partition's rows left on the shards it is not placed on (where
+        it moved from, or a move's target that was abandoned); never its placed shard's."""
+        placed = self.shard_name(queue, partition)
+        strays = [store for name, store in self._stores.items() if name != placed]
+        return sum(self._over(strays, lambda s: s.remove_partition(queue, topic, partition, limit)))
+
     def commit_catalog(
         self,
         topic: str,
@@ -410,7 +451,7 @@ class ShardedStore:
         deleted: Sequence[tuple[str, str]],
         resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
         retired: Sequence[PartitionsRetired] = (),
-        placed: Sequence[PartitionPlaced] = (),
+        placed: Sequence[Placement] = (),
     ) -> None:
         # Every shard holds the catalog. In order, home first, one after the other: for
         # stores at the same catalog offset (a replay into new schemas); live servers run
@@ -431,7 +472,7 @@ class ShardedStore:
     def queues(self) -> list[QueueRow]:
         # Home's rows are the truth; reading them is a refresh of the cache too.
         rows = self.home.queues()
-        self._cache = ({row.name: row for row in rows}, self._clock())
+        self._set_cache({row.name: row for row in rows})
         return rows
 
     def holds_jobs_from(self, queue: str, first: int) -> bool:
@@ -600,6 +641,11 @@ class ShardedStore:
     def migration_plan(self) -> Plan:
         return self.home.migration_plan()
 
+    def hide(self, away: Mapping[str, Sequence[int]]) -> None:
+        """Refused: this store tells its shards what to hide itself, from the placements
+        (a caller's mapping would be replaced at the next refresh anyway)."""
+        raise NotImplementedError("a ShardedStore hides on its shards from their placements")
+
     def close(self) -> None:
         self._closed = True
         try:
@@ -643,6 +689,17 @@ class ShardedStore:
             partition=partition,
             limit=limit,
         )
+
+
+def _placed_elsewhere(rows: _Placements, shard: str, home: str) -> dict[str, tuple[int, ...]]:
+    """Per queue, its partitions not placed on `shard` (one not placed is on `home`);
+    queues with none left out."""
+    away = {}
+    for name, row in rows.items():
+        others = tuple(p for p in range(row.partitions) if (row.shard_of(p) or home) != shard)
+        if others:
+            away[name] = others
+    return away
 
 
 def _first(rows: Iterable[T], limit: int) -> list[T]:

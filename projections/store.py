@@ -28,12 +28,12 @@ check.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.events import PartitionPlaced, PartitionsRetired
+from pinledger.ledger.events import PartitionsRetired, Placement
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.day_partitions import DayPartition
 
@@ -331,8 +331,8 @@ def fenced(batch: PartitionBatch, found: int | None) -> FencedError:
     offset row is gone)."""
     if found is None:
         return PartitionGoneError(
-            f"{batch.topic}[{batch.partition}]: queue {batch.queue!r} was deleted; "
-            "its remaining records are not projected"
+            f"{batch.topic}[{batch.partition}]: queue {batch.queue!r} was deleted, or the "
+            "partition moved to another store shard; its records are not projected here"
         )
     return FencedError(
         f"{batch.topic}[{batch.partition}] is no longer at offset "
@@ -407,15 +407,23 @@ class ProjectorStore(Protocol):
         deleted: Sequence[tuple[str, str]],
         resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
         retired: Sequence[PartitionsRetired] = (),
-        placed: Sequence[PartitionPlaced] = (),
+        placed: Sequence[Placement] = (),
     ) -> None:
         """Apply queue creations (row, partition topics to start at offset 0),
         deletions (queue name, its topic: its jobs, timeline, offsets and placements go
         too) and resizes (row with the new partition count, after deletions and
         creations: a queue only grows here, its new partitions start at offset 0), then
         retirements (of partitions still closed) and placements (of partitions the queue
-        has and that were not placed yet: `QueueRow.shards`) with the catalog offset, by
-        the same compare-and-set."""
+        has and that were not placed yet: `QueueRow.shards`; a move, of a partition still
+        on the shard it names) with the catalog offset, by the same compare-and-set."""
+        ...
+
+    def remove_partition(self, queue: str, topic: str, partition: int, limit: int) -> int:
+        """Delete a batch of the partition's rows here, after it moved to another store
+        shard (decision 0031): its offset row first (a projector still writing here is
+        then fenced, PartitionGoneError), then at most about `limit` rows of one table
+        (jobs, then timeline events, then imported descriptors). Returns the rows
+        deleted; 0 once none are left."""
         ...
 
     def expired(
@@ -588,7 +596,8 @@ class DayPartitionStore(Protocol):
 
 
 class StoreAdmin(Protocol):
-    """A store's lifecycle and the replay's comparison of two schemas."""
+    """A store's lifecycle, the replay's comparison of two schemas and the partitions a
+    shard's queue-wide reads leave out."""
 
     @property
     def kind(self) -> str:
@@ -608,6 +617,13 @@ class StoreAdmin(Protocol):
 
     def migration_plan(self) -> Plan:
         """What `migrate` would do now, and whether it needs a pause; changes nothing."""
+        ...
+
+    def hide(self, away: Mapping[str, Sequence[int]]) -> None:
+        """Partitions of each queue whose rows this store may hold but which are placed
+        on another shard: queue-wide reads leave them out (decision 0031, moves).
+        Replaced whole on each call; until the first, nothing is hidden. Reads naming
+        their partitions (lookups, an owner's reads, the verify's streams) see them."""
         ...
 
     def close(self) -> None: ...

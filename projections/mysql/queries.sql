@@ -5,7 +5,9 @@
 -- (a list becomes `(a, b, ...)`, a list of tuples `((a, b), ...)`), so a literal percent
 -- sign is written %%. {name}-style names are identifiers (databases, tables,
 -- partitions) quoted with backticks by sql.py, never user text.
--- `partition` is a reserved word in MariaDB and always quoted.
+-- `partition` is a reserved word in MariaDB and always quoted. `away` ("1,3", "" for
+-- none: no arrays here) is the partitions of the queue that a queue-wide read leaves
+-- out: placed on another shard (decision 0031).
 
 -- name: session_settings
 -- Every connection: Postgres's default isolation (each statement sees what committed
@@ -148,7 +150,8 @@ VALUES (%(queue)s, %(old_descriptor)s, %(partition)s, %(local_id)s, %(priority)s
 -- name: imported_descriptors
 -- The new place of imported jobs, by their PinLater descriptors.
 SELECT old_descriptor, `partition`, local_id, priority FROM imported_descriptors
-WHERE queue = %(queue)s AND old_descriptor IN %(old)s;
+WHERE queue = %(queue)s AND old_descriptor IN %(old)s
+  AND NOT FIND_IN_SET(`partition`, %(away)s);
 
 -- name: create_queue
 INSERT IGNORE INTO queues (name, partitions, created_at) VALUES (%(name)s, %(partitions)s, %(at)s);
@@ -159,6 +162,16 @@ INSERT IGNORE INTO queues (name, partitions, created_at) VALUES (%(name)s, %(par
 INSERT IGNORE INTO partition_placements (queue, `partition`, shard)
 SELECT name, %(partition)s, %(shard)s FROM queues
 WHERE name = %(name)s AND partitions > %(partition)s;
+
+-- name: move_partition
+-- A partition's projection moved to another store shard (decision 0031): only while it
+-- is on the shard the move names ('': unplaced, on home), so of two moves the first wins.
+INSERT INTO partition_placements (queue, `partition`, shard)
+SELECT name, %(partition)s, %(shard)s FROM queues
+WHERE name = %(name)s AND partitions > %(partition)s
+  AND COALESCE((SELECT p.shard FROM partition_placements p
+                WHERE p.queue = %(name)s AND p.`partition` = %(partition)s), '') = %(source)s
+ON DUPLICATE KEY UPDATE shard = VALUES(shard);
 
 -- name: list_placements
 SELECT queue, `partition`, shard FROM partition_placements ORDER BY queue, `partition`;
@@ -201,7 +214,8 @@ SELECT count(*) FROM jobs
 WHERE queue = %(queue)s AND state = %(state)s
   AND (%(priority)s IS NULL OR priority = %(priority)s)
   AND CASE WHEN %(future)s THEN run_after > %(now)s ELSE run_after <= %(now)s END
-  AND (%(regex)s IS NULL OR body REGEXP %(regex)s);
+  AND (%(regex)s IS NULL OR body REGEXP %(regex)s)
+  AND NOT FIND_IN_SET(`partition`, %(away)s);
 
 -- name: scan_jobs
 -- scanJobs: newest run_after first, keyset-paginated on (run_after, partition,
@@ -213,6 +227,7 @@ WHERE queue = %(queue)s AND state = %(state)s
   AND (%(priority)s IS NULL OR priority = %(priority)s)
   AND CASE WHEN %(future)s THEN run_after > %(now)s ELSE run_after <= %(now)s END
   AND (%(regex)s IS NULL OR body REGEXP %(regex)s)
+  AND NOT FIND_IN_SET(`partition`, %(away)s)
   AND (%(after_run_after)s IS NULL
        OR (run_after, `partition`, local_id)
           < (%(after_run_after)s, %(after_partition)s, %(after_local_id)s))
@@ -227,13 +242,15 @@ SELECT `partition`, local_id, priority, state, CAST('' AS BINARY), attempts_allo
 FROM jobs
 WHERE queue = %(queue)s AND state = %(state)s AND priority = %(priority)s
   AND (%(regex)s IS NULL OR body REGEXP %(regex)s)
+  AND NOT FIND_IN_SET(`partition`, %(away)s)
 ORDER BY run_after, `partition`, local_id
 LIMIT %(limit)s;
 
 -- name: jobs_from_partition
 -- Whether a queue holds any job in partition `first` or above: a closed partition
 -- retires only once it holds none (decision 0030). Served by the primary key.
-SELECT 1 FROM jobs WHERE queue = %(queue)s AND `partition` >= %(first)s LIMIT 1;
+SELECT 1 FROM jobs WHERE queue = %(queue)s AND `partition` >= %(first)s
+  AND NOT FIND_IN_SET(`partition`, %(away)s) LIMIT 1;
 
 -- name: expired_jobs
 -- Finished jobs of one partition past their TTL, for the owner's garbage collection.
@@ -245,10 +262,32 @@ WHERE queue = %(queue)s AND `partition` = %(partition)s
        OR (state = 3 AND updated_at <= %(failed_before)s))
 LIMIT %(limit)s;
 
+-- name: job_counts
+-- Jobs by queue, state and priority, per partition: what replay prints as a summary
+-- (the store sums the partitions, leaving out those it hides).
+SELECT queue, `partition`, state, priority, count(*) FROM jobs
+GROUP BY queue, state, priority, `partition`
+ORDER BY queue, state, priority, `partition`;
+
+-- name: last_event_time
+-- The time of the newest event projected for a queue (NULL: none).
+SELECT max(at) FROM job_events
+WHERE queue = %(queue)s AND NOT FIND_IN_SET(`partition`, %(away)s);
+
+-- name: queue_counts_as_of
+-- `replay --as-of`: one queue's jobs by state and priority, split as getJobCount
+-- splits them: due (run_after <= now) or future.
+SELECT state, priority, run_after > %(now)s AS future, count(*)
+FROM jobs
+WHERE queue = %(queue)s AND NOT FIND_IN_SET(`partition`, %(away)s)
+GROUP BY state, priority, future
+ORDER BY state, priority, future;
+
 -- name: due_jobs_in_dequeue_order
 SELECT `partition`, local_id, priority, run_after
 FROM jobs
 WHERE queue = %(queue)s AND state = 0 AND run_after <= %(now)s
+  AND NOT FIND_IN_SET(`partition`, %(away)s)
 ORDER BY priority, run_after, local_id, `partition`
 LIMIT %(limit)s;
 
@@ -282,6 +321,7 @@ WHERE queue = %(queue)s AND state = %(state)s
   AND (%(priority)s IS NULL OR priority = %(priority)s)
   AND (%(body_regex)s IS NULL OR body REGEXP %(body_regex)s)
   AND (%(status_regex)s IS NULL OR custom_status REGEXP %(status_regex)s)
+  AND NOT FIND_IN_SET(`partition`, %(away)s)
   AND (%(after_run_after)s IS NULL
        OR (run_after, `partition`, local_id)
           < (%(after_run_after)s, %(after_partition)s, %(after_local_id)s))
@@ -294,7 +334,7 @@ LIMIT %(limit)s;
 SELECT min(first_due) FROM (
     SELECT min(run_after) AS first_due FROM jobs
     WHERE queue = %(queue)s AND state = 0 AND priority BETWEEN 1 AND %(priorities)s
-      AND run_after <= %(now)s
+      AND run_after <= %(now)s AND NOT FIND_IN_SET(`partition`, %(away)s)
     GROUP BY priority
 ) AS per_priority;
 
@@ -304,7 +344,7 @@ SELECT %(since)s + ((at - %(since)s) DIV %(bucket_ms)s) * %(bucket_ms)s AS start
        count(*)
 FROM job_events
 WHERE queue = %(queue)s AND type IN %(types)s AND at >= %(since)s AND at < %(until)s
-  AND applied
+  AND applied AND NOT FIND_IN_SET(`partition`, %(away)s)
 GROUP BY 1, 2
 ORDER BY 1, 2;
 
@@ -317,24 +357,24 @@ SELECT
     (SELECT count(*) FROM (
         SELECT 1 FROM jobs FORCE INDEX (jobs_by_state)
         WHERE queue = %(queue)s AND state = 0 AND priority IN %(priority_list)s
-          AND run_after <= %(now)s
+          AND run_after <= %(now)s AND NOT FIND_IN_SET(`partition`, %(away)s)
         LIMIT %(cap)s) AS due),
     (SELECT count(*) FROM (
         SELECT 1 FROM jobs FORCE INDEX (jobs_by_state)
         WHERE queue = %(queue)s AND state = 0 AND priority IN %(priority_list)s
-          AND run_after > %(now)s
+          AND run_after > %(now)s AND NOT FIND_IN_SET(`partition`, %(away)s)
         LIMIT %(cap)s) AS future),
     (SELECT count(*) FROM (
         SELECT 1 FROM jobs FORCE INDEX (jobs_by_state)
-        WHERE queue = %(queue)s AND state = 1
+        WHERE queue = %(queue)s AND state = 1 AND NOT FIND_IN_SET(`partition`, %(away)s)
         LIMIT %(cap)s) AS running),
     (SELECT count(*) FROM (
         SELECT 1 FROM jobs FORCE INDEX (jobs_by_state)
-        WHERE queue = %(queue)s AND state = 2
+        WHERE queue = %(queue)s AND state = 2 AND NOT FIND_IN_SET(`partition`, %(away)s)
         LIMIT %(cap)s) AS succeeded),
     (SELECT count(*) FROM (
         SELECT 1 FROM jobs FORCE INDEX (jobs_by_state)
-        WHERE queue = %(queue)s AND state = 3
+        WHERE queue = %(queue)s AND state = 3 AND NOT FIND_IN_SET(`partition`, %(away)s)
         LIMIT %(cap)s) AS failed);
 
 -- name: day_partitions
@@ -432,3 +472,36 @@ ORDER BY `offset`, idx, local_id, at;
 -- name: end_session
 -- A logout: the session's digest, until its cookie would have expired anyway.
 INSERT IGNORE INTO ended_sessions (id, until_ms) VALUES (%(id)s, %(until)s);
+
+-- name: forget_partition_offset
+-- A partition moved to another store shard (decision 0031): its offset row here goes
+-- first, so that a projector still writing here is fenced (PartitionGoneError).
+DELETE FROM partition_offsets WHERE topic = %(topic)s AND `partition` = %(partition)s;
+
+-- name: moved_jobs_batch_end
+-- The rows of a partition moved away are deleted in batches of `limit`, in key order.
+SELECT max(local_id) FROM (
+    SELECT local_id FROM jobs WHERE queue = %(queue)s AND `partition` = %(partition)s
+    ORDER BY local_id LIMIT %(limit)s) AS batch;
+
+-- name: remove_moved_jobs
+DELETE FROM jobs WHERE queue = %(queue)s AND `partition` = %(partition)s AND local_id <= %(upto)s;
+
+-- name: moved_job_events_batch_end
+SELECT max(local_id) FROM (
+    SELECT local_id FROM job_events WHERE queue = %(queue)s AND `partition` = %(partition)s
+    ORDER BY local_id LIMIT %(limit)s) AS batch;
+
+-- name: remove_moved_job_events
+DELETE FROM job_events
+WHERE queue = %(queue)s AND `partition` = %(partition)s AND local_id <= %(upto)s;
+
+-- name: moved_imported_batch_end
+SELECT max(old_descriptor) FROM (
+    SELECT old_descriptor FROM imported_descriptors
+    WHERE queue = %(queue)s AND `partition` = %(partition)s
+    ORDER BY old_descriptor LIMIT %(limit)s) AS batch;
+
+-- name: remove_moved_imported
+DELETE FROM imported_descriptors
+WHERE queue = %(queue)s AND `partition` = %(partition)s AND old_descriptor <= %(upto)s;

@@ -41,5 +41,9 @@ class PgDialect(PgDayPartitions):
         # Two arrays, unnested side by side by the query.
         return {first: [a for a, _ in pairs], second: [b for _, b in pairs]}
 
+    def partition_set(self, partitions: Sequence[int]) -> Any:
+        # An integer array: `partition <> ALL(%(away)s::integer[])`.
+        return list(partitions)
+
     def timeline_row(self, row: Sequence[Any]) -> TimelineRow:
         return TimelineRow(*row)

@@ -1,7 +1,8 @@
 -- Every SQL statement pinledger runs, by name. Loaded once by projections/pg/sql.py.
 -- A block starts with `-- name: <name>`; the comment lines after it describe it.
 -- Parameters are psycopg's %(name)s; {schema}-style names are identifiers composed
--- with psycopg.sql (never user text).
+-- with psycopg.sql (never user text). `away` (an integer array) is the partitions of the
+-- queue that a queue-wide read leaves out: placed on another shard (decision 0031).
 
 -- name: create_migrations_table
 -- Which numbered files of migrations/ a schema has had applied.
@@ -136,7 +137,8 @@ ON CONFLICT (queue, old_descriptor) DO NOTHING;
 -- name: imported_descriptors
 -- The new place of imported jobs, by their PinLater descriptors.
 SELECT old_descriptor, partition, local_id, priority FROM imported_descriptors
-WHERE queue = %(queue)s AND old_descriptor = ANY(%(old)s::text[]);
+WHERE queue = %(queue)s AND old_descriptor = ANY(%(old)s::text[])
+  AND partition <> ALL(%(away)s::integer[]);
 
 -- name: create_queue
 INSERT INTO queues (name, partitions, created_at) VALUES (%(name)s, %(partitions)s, %(at)s)
@@ -149,6 +151,16 @@ INSERT INTO partition_placements (queue, partition, shard)
 SELECT name, %(partition)s, %(shard)s FROM queues
 WHERE name = %(name)s AND partitions > %(partition)s
 ON CONFLICT (queue, partition) DO NOTHING;
+
+-- name: move_partition
+-- A partition's projection moved to another store shard (decision 0031): only while it
+-- is on the shard the move names ('': unplaced, on home), so of two moves the first wins.
+INSERT INTO partition_placements (queue, partition, shard)
+SELECT name, %(partition)s, %(shard)s FROM queues
+WHERE name = %(name)s AND partitions > %(partition)s
+  AND COALESCE((SELECT shard FROM partition_placements
+                WHERE queue = %(name)s AND partition = %(partition)s), '') = %(source)s
+ON CONFLICT (queue, partition) DO UPDATE SET shard = EXCLUDED.shard;
 
 -- name: list_placements
 SELECT queue, partition, shard FROM partition_placements ORDER BY queue, partition;
@@ -220,7 +232,8 @@ SELECT count(*) FROM jobs
 WHERE queue = %(queue)s AND state = %(state)s
   AND (%(priority)s::smallint IS NULL OR priority = %(priority)s)
   AND CASE WHEN %(future)s THEN run_after > %(now)s ELSE run_after <= %(now)s END
-  AND (%(regex)s::text IS NULL OR encode(body, 'escape') ~ %(regex)s);
+  AND (%(regex)s::text IS NULL OR encode(body, 'escape') ~ %(regex)s)
+  AND partition <> ALL(%(away)s::integer[]);
 
 -- name: scan_jobs
 -- scanJobs: newest run_after first, keyset-paginated on (run_after, partition,
@@ -232,6 +245,7 @@ WHERE queue = %(queue)s AND state = %(state)s
   AND (%(priority)s::smallint IS NULL OR priority = %(priority)s)
   AND CASE WHEN %(future)s THEN run_after > %(now)s ELSE run_after <= %(now)s END
   AND (%(regex)s::text IS NULL OR encode(body, 'escape') ~ %(regex)s)
+  AND partition <> ALL(%(away)s::integer[])
   AND (%(after_run_after)s::bigint IS NULL
        OR (run_after, partition, local_id)
           < (%(after_run_after)s, %(after_partition)s, %(after_local_id)s))
@@ -248,13 +262,15 @@ SELECT partition, local_id, priority, state, '\x'::bytea, attempts_allowed,
 FROM jobs
 WHERE queue = %(queue)s AND state = %(state)s AND priority = %(priority)s
   AND (%(regex)s::text IS NULL OR encode(body, 'escape') ~ %(regex)s)
+  AND partition <> ALL(%(away)s::integer[])
 ORDER BY run_after, partition, local_id
 LIMIT %(limit)s;
 
 -- name: jobs_from_partition
 -- Whether a queue holds any job in partition `first` or above: a closed partition
 -- retires only once it holds none (decision 0030). Served by the primary key.
-SELECT 1 FROM jobs WHERE queue = %(queue)s AND partition >= %(first)s LIMIT 1;
+SELECT 1 FROM jobs WHERE queue = %(queue)s AND partition >= %(first)s
+  AND partition <> ALL(%(away)s::integer[]) LIMIT 1;
 
 -- name: expired_jobs
 -- Finished jobs of one partition past their TTL, for the owner's garbage collection.
@@ -266,12 +282,34 @@ WHERE queue = %(queue)s AND partition = %(partition)s
        OR (state = 3 AND updated_at <= %(failed_before)s))
 LIMIT %(limit)s;
 
+-- name: job_counts
+-- Jobs by queue, state and priority, per partition: what replay prints as a summary
+-- (the store sums the partitions, leaving out those it hides).
+SELECT queue, partition, state, priority, count(*) FROM jobs
+GROUP BY queue, state, priority, partition
+ORDER BY queue, state, priority, partition;
+
+-- name: last_event_time
+-- The time of the newest event projected for a queue (NULL: none).
+SELECT max(at) FROM job_events
+WHERE queue = %(queue)s AND partition <> ALL(%(away)s::integer[]);
+
+-- name: queue_counts_as_of
+-- `replay --as-of`: one queue's jobs by state and priority, split as getJobCount
+-- splits them: due (run_after <= now) or future.
+SELECT state, priority, run_after > %(now)s AS future, count(*)
+FROM jobs
+WHERE queue = %(queue)s AND partition <> ALL(%(away)s::integer[])
+GROUP BY state, priority, future
+ORDER BY state, priority, future;
+
 -- name: due_jobs_in_dequeue_order
 -- `replay --as-of`: PENDING jobs due at `now`, in the order a dequeue takes them (the
 -- owners' ready buffers: priority, then run_after, then local_id; partitions in order).
 SELECT partition, local_id, priority, run_after
 FROM jobs
 WHERE queue = %(queue)s AND state = 0 AND run_after <= %(now)s
+  AND partition <> ALL(%(away)s::integer[])
 ORDER BY priority, run_after, local_id, partition
 LIMIT %(limit)s;
 
@@ -371,6 +409,7 @@ WHERE queue = %(queue)s AND state = %(state)s
   AND (%(priority)s::smallint IS NULL OR priority = %(priority)s)
   AND (%(body_regex)s::text IS NULL OR encode(body, 'escape') ~ %(body_regex)s)
   AND (%(status_regex)s::text IS NULL OR custom_status ~ %(status_regex)s)
+  AND partition <> ALL(%(away)s::integer[])
   AND (%(after_run_after)s::bigint IS NULL
        OR (run_after, partition, local_id)
           < (%(after_run_after)s, %(after_partition)s, %(after_local_id)s))
@@ -379,13 +418,16 @@ LIMIT %(limit)s;
 
 -- name: oldest_due
 -- The dashboard's "oldest due job": the smallest run_after of PENDING due jobs, one
--- index probe (jobs_by_state) per priority rather than a scan of the queue.
+-- index probe (jobs_by_state) per priority rather than a scan of the queue. The
+-- partitions hidden (`away`) are tested only when there are some: a filter on
+-- `partition`, which the index lacks, would make an index-only scan a heap scan.
 SELECT min(first.run_after)
 FROM generate_series(1, %(priorities)s) AS p(priority)
 CROSS JOIN LATERAL (
     SELECT run_after FROM jobs
     WHERE queue = %(queue)s AND state = 0 AND priority = p.priority
       AND run_after <= %(now)s
+      AND (cardinality(%(away)s::integer[]) = 0 OR partition <> ALL(%(away)s::integer[]))
     ORDER BY run_after
     LIMIT 1
 ) AS first;
@@ -397,7 +439,7 @@ SELECT %(since)s + ((at - %(since)s) / %(bucket_ms)s) * %(bucket_ms)s AS start, 
        count(*)
 FROM job_events
 WHERE queue = %(queue)s AND type = ANY(%(types)s) AND at >= %(since)s AND at < %(until)s
-  AND applied
+  AND applied AND partition <> ALL(%(away)s::integer[])
 GROUP BY 1, 2
 ORDER BY 1, 2;
 
@@ -405,7 +447,7 @@ ORDER BY 1, 2;
 -- The dashboard's overview: one queue's jobs by state, each count stopping at the cap
 -- (a LIMIT inside each count), so a queue of millions costs a few short ranges of the
 -- jobs_by_state index, in its order: PENDING split at now, one range per priority
--- (LATERAL, as oldest_due), the other states one range each.
+-- (LATERAL, as oldest_due), the other states one range each; `away` as in oldest_due.
 SELECT
     (SELECT least(coalesce(sum(per.n), 0), %(cap)s)
      FROM generate_series(1, %(priorities)s) AS p(priority)
@@ -414,6 +456,8 @@ SELECT
              SELECT 1 FROM jobs
              WHERE queue = %(queue)s AND state = 0 AND priority = p.priority
                AND run_after <= %(now)s
+               AND (cardinality(%(away)s::integer[]) = 0
+                    OR partition <> ALL(%(away)s::integer[]))
              ORDER BY run_after
              LIMIT %(cap)s) AS due) AS per),
     (SELECT least(coalesce(sum(per.n), 0), %(cap)s)
@@ -423,16 +467,24 @@ SELECT
              SELECT 1 FROM jobs
              WHERE queue = %(queue)s AND state = 0 AND priority = p.priority
                AND run_after > %(now)s
+               AND (cardinality(%(away)s::integer[]) = 0
+                    OR partition <> ALL(%(away)s::integer[]))
              ORDER BY run_after
              LIMIT %(cap)s) AS future) AS per),
     (SELECT count(*) FROM (
-        SELECT 1 FROM jobs WHERE queue = %(queue)s AND state = 1
+        SELECT 1 FROM jobs
+        WHERE queue = %(queue)s AND state = 1
+          AND (cardinality(%(away)s::integer[]) = 0 OR partition <> ALL(%(away)s::integer[]))
         ORDER BY priority, run_after LIMIT %(cap)s) AS running),
     (SELECT count(*) FROM (
-        SELECT 1 FROM jobs WHERE queue = %(queue)s AND state = 2
+        SELECT 1 FROM jobs
+        WHERE queue = %(queue)s AND state = 2
+          AND (cardinality(%(away)s::integer[]) = 0 OR partition <> ALL(%(away)s::integer[]))
         ORDER BY priority, run_after LIMIT %(cap)s) AS succeeded),
     (SELECT count(*) FROM (
-        SELECT 1 FROM jobs WHERE queue = %(queue)s AND state = 3
+        SELECT 1 FROM jobs
+        WHERE queue = %(queue)s AND state = 3
+          AND (cardinality(%(away)s::integer[]) = 0 OR partition <> ALL(%(away)s::integer[]))
         ORDER BY priority, run_after LIMIT %(cap)s) AS failed);
 
 -- name: stream_jobs
@@ -524,3 +576,36 @@ ON CONFLICT (queue, partition, local_id) DO UPDATE SET
 -- A logout: the session's digest, until its cookie would have expired anyway.
 INSERT INTO ended_sessions (id, until_ms) VALUES (%(id)s, %(until)s)
 ON CONFLICT (id) DO NOTHING;
+
+-- name: forget_partition_offset
+-- A partition moved to another store shard (decision 0031): its offset row here goes
+-- first, so that a projector still writing here is fenced (PartitionGoneError).
+DELETE FROM partition_offsets WHERE topic = %(topic)s AND partition = %(partition)s;
+
+-- name: moved_jobs_batch_end
+-- The rows of a partition moved away are deleted in batches of `limit`, in key order.
+SELECT max(local_id) FROM (
+    SELECT local_id FROM jobs WHERE queue = %(queue)s AND partition = %(partition)s
+    ORDER BY local_id LIMIT %(limit)s) AS batch;
+
+-- name: remove_moved_jobs
+DELETE FROM jobs WHERE queue = %(queue)s AND partition = %(partition)s AND local_id <= %(upto)s;
+
+-- name: moved_job_events_batch_end
+SELECT max(local_id) FROM (
+    SELECT local_id FROM job_events WHERE queue = %(queue)s AND partition = %(partition)s
+    ORDER BY local_id LIMIT %(limit)s) AS batch;
+
+-- name: remove_moved_job_events
+DELETE FROM job_events
+WHERE queue = %(queue)s AND partition = %(partition)s AND local_id <= %(upto)s;
+
+-- name: moved_imported_batch_end
+SELECT max(old_descriptor) FROM (
+    SELECT old_descriptor FROM imported_descriptors
+    WHERE queue = %(queue)s AND partition = %(partition)s
+    ORDER BY old_descriptor LIMIT %(limit)s) AS batch;
+
+-- name: remove_moved_imported
+DELETE FROM imported_descriptors
+WHERE queue = %(queue)s AND partition = %(partition)s AND old_descriptor <= %(upto)s;

@@ -3,6 +3,8 @@ read uses."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from pinledger.projections.migration_plan import Plan, Progress
@@ -14,6 +16,19 @@ class SqlBase:
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
+        # Replaced whole by `hide`, read by any thread without a lock.
+        self._away: Mapping[str, tuple[int, ...]] = MappingProxyType({})
+
+    def hide(self, away: Mapping[str, Sequence[int]]) -> None:
+        """Partitions of each queue whose rows this store may hold but which are placed
+        on another shard: queue-wide reads leave them out (decision 0031, moves)."""
+        self._away = MappingProxyType(
+            {queue: tuple(sorted(set(ps))) for queue, ps in away.items() if ps}
+        )
+
+    def _hidden(self, queue: str) -> Any:
+        """The `away` parameter of a queue-wide read of `queue`."""
+        return self.dialect.partition_set(self._away.get(queue, ()))
 
     @property
     def kind(self) -> str:

@@ -20,11 +20,17 @@ class SqlDashboardReads(SqlBase):
             "body_regex": search.body_regex,
             "status_regex": search.status_regex,
             "limit": limit,
+            "away": self._hidden(search.queue),
         } | after_key(after)
         return [looked_up(row) for row in self._all("finding jobs", "find_jobs", params)]
 
     def oldest_due(self, queue: str, now: int, priorities: int) -> int | None:
-        params = {"queue": queue, "now": now, "priorities": priorities}
+        params = {
+            "queue": queue,
+            "now": now,
+            "priorities": priorities,
+            "away": self._hidden(queue),
+        }
         found = self._first("finding the oldest due job", "oldest_due", params)
         return None if found is None else int(found)
 
@@ -39,6 +45,7 @@ class SqlDashboardReads(SqlBase):
             "since": since,
             "until": until,
             "bucket_ms": bucket_ms,
+            "away": self._hidden(queue),
         }
         found = self._all("counting events by time", "event_buckets", params)
         return [EventBucket(int(start), str(kind), int(n)) for start, kind, n in found]
@@ -50,6 +57,7 @@ class SqlDashboardReads(SqlBase):
             "priorities": priorities,  # Postgres: a LATERAL range per priority
             "priority_list": list(range(1, priorities + 1)),  # MariaDB: IN (...)
             "cap": cap,
+            "away": self._hidden(queue),
         }
         (row,) = self._all("counting a queue's jobs", "queue_tally", params)
         return QueueTally(*(int(n) for n in row))

@@ -97,6 +97,11 @@ class Dialect(Protocol):
         arrays, MariaDB one list of tuples (`pairs`)."""
         ...
 
+    def partition_set(self, partitions: Sequence[int]) -> Any:
+        """The `away` parameter of a queue-wide read: the partitions it leaves out (none:
+        empty). Postgres takes an array, MariaDB a comma-separated string."""
+        ...
+
     def timeline_row(self, row: Sequence[Any]) -> TimelineRow:
         """A job_timeline row as the store's row (a driver may return some columns in
         other types)."""

@@ -12,24 +12,6 @@ INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s);
 -- name: list_queues
 SELECT name, partitions, created_at, open_partitions, retired_from FROM queues ORDER BY name;
 
--- name: job_counts
--- Jobs by queue, state and priority: what replay prints as a summary.
-SELECT queue, state, priority, count(*) FROM jobs GROUP BY queue, state, priority
-ORDER BY queue, state, priority;
-
--- name: last_event_time
--- The time of the newest event projected for a queue (NULL: none).
-SELECT max(at) FROM job_events WHERE queue = %(queue)s;
-
--- name: queue_counts_as_of
--- `replay --as-of`: one queue's jobs by state and priority, split as getJobCount
--- splits them: due (run_after <= now) or future.
-SELECT state, priority, run_after > %(now)s AS future, count(*)
-FROM jobs
-WHERE queue = %(queue)s
-GROUP BY state, priority, future
-ORDER BY state, priority, future;
-
 -- name: retire_partitions
 -- A queue's partitions `first` and above retired (decision 0030), unless a later resize
 -- reopened some of them before this record was projected: only closed ones retire.

@@ -106,16 +106,23 @@ class SqlReads(SqlBase):
         return with_placements([QueueRow(*row) for row in rows], placements)
 
     def holds_jobs_from(self, queue: str, first: int) -> bool:
-        params = {"queue": queue, "first": first}
+        params = {"queue": queue, "first": first, "away": self._hidden(queue)}
         return bool(
             self._all("looking for jobs in closed partitions", "jobs_from_partition", params)
         )
 
     def job_counts(self) -> list[JobCount]:
-        found = self._all("counting jobs", "job_counts", {})
+        # Counted by partition, so that the hidden ones are left out here: every queue's
+        # in one query, in the database's order of queues.
+        away = self._away
+        counts: dict[tuple[str, int, int], int] = {}
+        for queue, partition, state, priority, n in self._all("counting jobs", "job_counts", {}):
+            if partition not in away.get(queue, ()):
+                key = (queue, state, priority)
+                counts[key] = counts.get(key, 0) + int(n)
         return [
-            JobCount(queue, JobState(state), priority, int(n))
-            for queue, state, priority, n in found
+            JobCount(queue, JobState(state), priority, n)
+            for (queue, state, priority), n in counts.items()
         ]
 
     def check_regex(self, regex: str | None) -> None:
@@ -139,7 +146,7 @@ class SqlReads(SqlBase):
     def imported(self, queue: str, old_descriptors: Sequence[str]) -> dict[str, JobDescriptor]:
         if not old_descriptors:
             return {}
-        params = {"queue": queue, "old": list(old_descriptors)}
+        params = {"queue": queue, "old": list(old_descriptors), "away": self._hidden(queue)}
         found = self._all("reading imported descriptors", "imported_descriptors", params)
         return {
             str(old): JobDescriptor(queue, int(partition), int(priority), int(local_id))
@@ -147,20 +154,31 @@ class SqlReads(SqlBase):
         }
 
     def count(self, where: JobFilter, now: int, future: bool) -> int:
-        found = self._first("counting jobs", "count_jobs", _filter(where, now, future))
+        found = self._first("counting jobs", "count_jobs", self._filter(where, now, future))
         return int(found or 0)
 
     def scan(
         self, where: JobFilter, now: int, future: bool, after: ScanKey | None, limit: int
     ) -> list[JobRow]:
-        params = _filter(where, now, future) | after_key(after) | {"limit": limit}
+        params = self._filter(where, now, future) | after_key(after) | {"limit": limit}
         return [scanned(row) for row in self._all("scanning jobs", "scan_jobs", params)]
 
     def select(self, where: JobFilter, limit: int) -> list[JobRow]:
         """Jobs for a bulk action, oldest run_after first, without bodies."""
         assert where.priority is not None
-        params = _filter(where, 0, False) | {"limit": limit}
+        params = self._filter(where, 0, False) | {"limit": limit}
         return [selected(row) for row in self._all("selecting jobs", "select_jobs", params)]
+
+    def _filter(self, where: JobFilter, now: int, future: bool) -> dict[str, Any]:
+        return {
+            "queue": where.queue,
+            "state": int(where.state),
+            "priority": where.priority,
+            "regex": where.regex,
+            "now": now,
+            "future": future,
+            "away": self._hidden(where.queue),
+        }
 
 
 def after_key(after: ScanKey | None) -> dict[str, Any]:
@@ -169,15 +187,4 @@ def after_key(after: ScanKey | None) -> dict[str, Any]:
         "after_run_after": after.run_after if after else None,
         "after_partition": after.partition if after else None,
         "after_local_id": after.local_id if after else None,
-    }
-
-
-def _filter(where: JobFilter, now: int, future: bool) -> dict[str, Any]:
-    return {
-        "queue": where.queue,
-        "state": int(where.state),
-        "priority": where.priority,
-        "regex": where.regex,
-        "now": now,
-        "future": future,
     }

@@ -18,5 +18,6 @@ class SqlTimeline(SqlBase):
         return [event(local_id, row) for row in self.timeline(queue, partition, local_id)]
 
     def last_event_time(self, queue: str) -> int | None:
-        found = self._first("reading the last event time", "last_event_time", {"queue": queue})
+        params = {"queue": queue, "away": self._hidden(queue)}
+        found = self._first("reading the last event time", "last_event_time", params)
         return None if found is None else int(found)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pinledger.ledger.events import PartitionPlaced, PartitionsRetired
+from pinledger.ledger.events import PartitionMoved, PartitionsRetired, Placement
 from pinledger.projections.row_mapping import imported_params
 from pinledger.projections.sql.day_partitions import SqlDayPartitions
 from pinledger.projections.sql.dialect import Session
@@ -27,6 +27,13 @@ _DELETE_QUEUE = (
     "delete_queue_job_events",
     "delete_queue_imported",
     "delete_topic_offsets",
+)
+
+# A partition moved away: (the last key of a batch, the delete up to it), per table.
+_REMOVE_MOVED = (
+    ("moved_jobs_batch_end", "remove_moved_jobs"),
+    ("moved_job_events_batch_end", "remove_moved_job_events"),
+    ("moved_imported_batch_end", "remove_moved_imported"),
 )
 
 
@@ -82,6 +89,16 @@ class SqlWrites(SqlDayPartitions):
             if batch.upserts:
                 session.upsert_jobs(batch)
 
+    def remove_partition(self, queue: str, topic: str, partition: int, limit: int) -> int:
+        where = {"queue": queue, "topic": topic, "partition": partition, "limit": limit}
+        with self.dialect.session(f"removing {topic}[{partition}]", transaction=True) as session:
+            session.execute("forget_partition_offset", where)
+            for batch_end, remove in _REMOVE_MOVED:
+                upto = session.fetchall(batch_end, where)[0][0]
+                if upto is not None:
+                    return session.execute(remove, {**where, "upto": upto})
+        return 0
+
     def commit_catalog(
         self,
         topic: str,
@@ -91,7 +108,7 @@ class SqlWrites(SqlDayPartitions):
         deleted: Sequence[tuple[str, str]],
         resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
         retired: Sequence[PartitionsRetired] = (),
-        placed: Sequence[PartitionPlaced] = (),
+        placed: Sequence[Placement] = (),
     ) -> None:
         """Apply queue creations (row, partition topics to start at offset 0),
         deletions (queue name, its topic), resizes, retirements and placements with the
@@ -131,14 +148,19 @@ class SqlWrites(SqlDayPartitions):
                 )
             for placement in placed:
                 if placement.shard:  # as the fold: a placement names a shard
-                    session.execute(
-                        "place_partition",
-                        {
-                            "name": placement.name,
-                            "partition": placement.partition,
-                            "shard": placement.shard,
-                        },
-                    )
+                    session.execute(*_placement_statement(placement))
+
+
+def _placement_statement(placement: Placement) -> tuple[str, dict[str, object]]:
+    """A first placement, or a move (only from the shard it names)."""
+    where: dict[str, object] = {
+        "name": placement.name,
+        "partition": placement.partition,
+        "shard": placement.shard,
+    }
+    if isinstance(placement, PartitionMoved):
+        return "move_partition", {**where, "source": placement.source}
+    return "place_partition", where
 
 
 def _fenced(session: Session, batch: PartitionBatch) -> None:

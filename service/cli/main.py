@@ -20,7 +20,13 @@ from pinledger.projections.projector import ProjectionRunner
 from pinledger.projections.store import LedgerStore, StoreError, StoreRefusedError
 from pinledger.service import tls
 from pinledger.service.assembly import open_configured_store, open_log
-from pinledger.service.cli import doctor, import_pinlater, queue_resize, upgrade_format
+from pinledger.service.cli import (
+    doctor,
+    import_pinlater,
+    move_partition,
+    queue_resize,
+    upgrade_format,
+)
 from pinledger.service.cli import migrate as migrate_cli
 from pinledger.service.cli import replay as replay_cli
 from pinledger.service.cli import shards as shards_cli
@@ -277,6 +283,14 @@ def build_parser() -> argparse.ArgumentParser:
         commands.add_parser("queue", help="change a queue: `queue resize Q N` grows it live")
     )
 
+    move_partition.add_arguments(
+        commands.add_parser(
+            "move-partition",
+            help="move a queue partition's projection to another store shard, live "
+            "(--from SHARD: drain a shard; exit 2: refused)",
+        )
+    )
+
     hashing = commands.add_parser(
         "hash-password",
         help="print the setting that stores the admin password (deleteQueue, the dashboard)",
@@ -305,6 +319,7 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "doctor": cmd_doctor,
     "upgrade-format": on_log(upgrade_format.run),
     "queue": on_log(queue_resize.run),
+    "move-partition": on_log(move_partition.run),
     "hash-password": cmd_hash_password,
 }
 

@@ -138,7 +138,6 @@ class Owner:
         )
         self.collector = Collector(
             self.partitions,
-            store,
             writer,
             metrics,
             actor,

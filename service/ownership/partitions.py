@@ -47,7 +47,7 @@ from pinledger.ledger.log import (
 )
 from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.projections.projector import CatalogProjectors, PartitionProjector, Transition
-from pinledger.projections.sharded_store import PlacementUnknownError
+from pinledger.projections.sharded_store import PlacementUnknownError, ShardedStore
 from pinledger.projections.store import (
     FencedError,
     LedgerStore,
@@ -88,6 +88,14 @@ class Owned:
     # Retired: drained and empty after a resize closed it (retirement.py); no ready
     # window, no maintenance, no dequeues, until a resize reopens it.
     retired: bool = False
+    # The store shard it projects into and serves from (its projector's store): the one
+    # it was placed on at adoption, kept until a move is seen (`follow_moves`), so that
+    # no refill ever reads a shard still catching up ("": one store).
+    shard: str = ""
+
+    @property
+    def store(self) -> ProjectorStore:
+        return self.projector.store
 
 
 class _WindowCache:
@@ -327,9 +335,10 @@ class Partitions:
                 current.serving = current.projector.next_offset >= end
             self.reader.seek(topic, partition, current.projector.next_offset)
             return
+        shard, store = self._placed(queue, partition)
         buffer = ReadyBuffer(self.max_priority, self.window, from_store=True)
         projector = PartitionProjector(
-            self.store,
+            store,
             queue,
             topic,
             partition,
@@ -337,7 +346,7 @@ class Partitions:
             observer=self._observer(key, queue, partition),
             cache=_WindowCache(self.lock, buffer),
         )
-        owned = Owned(queue, topic, partition, projector, buffer, target=end)
+        owned = Owned(queue, topic, partition, projector, buffer, target=end, shard=shard)
         with self.lock:
             owned.retired = _retired(queue, partition, self._retired_from)
         self._refill(owned)
@@ -355,6 +364,43 @@ class Partitions:
             len(buffer),
             end,
         )
+
+    def _placed(self, queue: str, partition: int) -> tuple[str, ProjectorStore]:
+        """The store shard an adopted partition projects into and serves from."""
+        if isinstance(self.store, ShardedStore):
+            return self.store.placed_store(queue, partition)
+        return "", self.store
+
+    def follow_moves(self) -> None:
+        """Adopt again each owned partition whose placement moved to another store shard
+        (a `PartitionMoved` projected, decision 0031): it stops serving, its window is
+        read from the new shard, and it serves again once it has projected into that
+        shard up to the log's end (owner thread; the placements are cached, read at
+        most every two seconds)."""
+        if not isinstance(self.store, ShardedStore):
+            return
+        moved: list[tuple[Key, str, str]] = []
+        for key, owned in list(self.owned.items()):
+            try:
+                shard = self.store.shard_name(owned.queue, owned.partition)
+            except StoreUnavailableError:
+                continue  # no placement readable now: it stays where it is
+            if shard != owned.shard:
+                moved.append((key, owned.shard, shard))
+        if not moved:
+            return
+        ends = self.end_offsets([key for key, _, _ in moved])
+        for key, source, target in moved:
+            log.info(
+                "%s[%d] moved from store shard %r to %r: serving from %r once it has caught up",
+                key[0],
+                key[1],
+                source,
+                target,
+                target,
+            )
+            self.drop(key)
+            self._adopt_placed(key, None, ends.get(key, 0))
 
     def end_offsets(self, keys: Sequence[Key]) -> dict[Key, int]:
         try:
@@ -386,7 +432,7 @@ class Partitions:
                 return
             wanted = owned.buffer.wants()
         for priority, after, room in wanted:
-            found = self.store.ready_jobs(owned.queue, owned.partition, priority, after, room)
+            found = owned.store.ready_jobs(owned.queue, owned.partition, priority, after, room)
             with self.lock:
                 if owned.buffer.fill(priority, after, [h.job for h in found], room):
                     for held in found:
@@ -459,6 +505,11 @@ class Partitions:
                 # The rebalance that follows the topic's deletion revokes it for good.
                 log.info("%s; no longer owning it", exc)
                 self.drop(key)
+                if isinstance(self.store, ShardedStore):
+                    # Or it moved to another shard, and the old one's rows went before
+                    # this owner saw the move: adopted again from where it is placed (a
+                    # deleted queue has no placement: it waits until revoked).
+                    self._waiting.add(key)
             except FencedError as exc:
                 log.warning("%s; reloading it from Postgres", exc)
                 if key == catalog_key:

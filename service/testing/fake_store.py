@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.events import PartitionPlaced, PartitionsRetired, QueueResized
+from pinledger.ledger.events import PartitionsRetired, Placement, QueueResized
 from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.day_partitions import DayPartition
@@ -90,6 +91,8 @@ class FakeStore:
         self._day_partitions = FakeDayPartitions()
         # Ended dashboard sessions: digest -> until when.
         self._ended_sessions: dict[str, int] = {}
+        # Replaced whole by `hide`, read without the lock.
+        self._away: Mapping[str, frozenset[int]] = MappingProxyType({})
 
     # -- failure injection --------------------------------------------------------------
 
@@ -233,6 +236,23 @@ class FakeStore:
     def commit_partition_batch(self, batch: PartitionBatch) -> None:
         self._run(f"committing {batch.topic}[{batch.partition}]", lambda: self._commit(batch))
 
+    def remove_partition(self, queue: str, topic: str, partition: int, limit: int) -> int:
+        def batch(table: dict[Any, Any], of_partition: Callable[[Any, Any], bool]) -> int:
+            keys = sorted(k for k, v in table.items() if of_partition(k, v))[:limit]
+            for key in keys:
+                del table[key]
+            return len(keys)
+
+        def run() -> int:
+            self._offsets.pop((topic, partition), None)
+            return (
+                batch(self._jobs, lambda k, _: k[:2] == (queue, partition))
+                or batch(self._events, lambda k, _: k[:2] == (queue, partition))
+                or batch(self._imported, lambda k, v: k[0] == queue and v[0] == partition)
+            )
+
+        return self._run(f"removing {topic}[{partition}]", run)
+
     def _commit(self, batch: PartitionBatch) -> None:
         check_forward(batch.topic, batch.partition, batch.expected_offset, batch.next_offset)
         key = (batch.topic, batch.partition)
@@ -280,7 +300,7 @@ class FakeStore:
         deleted: Sequence[tuple[str, str]],
         resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
         retired: Sequence[PartitionsRetired] = (),
-        placed: Sequence[PartitionPlaced] = (),
+        placed: Sequence[Placement] = (),
     ) -> None:
         def run() -> None:
             check_forward(topic, 0, expected_offset, next_offset)
@@ -353,10 +373,21 @@ class FakeStore:
     def holds_jobs_from(self, queue: str, first: int) -> bool:
         return self._run(
             "looking for jobs in closed partitions",
-            lambda: any(k[0] == queue and k[1] >= first for k in self._jobs),
+            lambda: any(
+                k[0] == queue and k[1] >= first and self._shown(queue, k[1]) for k in self._jobs
+            ),
         )
 
     # -- the readers' side ----------------------------------------------------------------
+
+    def hide(self, away: Mapping[str, Sequence[int]]) -> None:
+        """Partitions of each queue whose rows this store may hold but which are placed
+        on another shard: queue-wide reads leave them out (decision 0031, moves)."""
+        self._away = MappingProxyType({q: frozenset(ps) for q, ps in away.items() if ps})
+
+    def _shown(self, queue: str, partition: int) -> bool:
+        """Whether a queue-wide read sees the queue's rows of `partition` (`hide`)."""
+        return partition not in self._away.get(queue, ())
 
     def check_regex(self, regex: str | None) -> None:
         if regex is not None:
@@ -369,6 +400,7 @@ class FakeStore:
             (k[1], job)
             for k, (job, _) in self._jobs.items()
             if k[0] == where.queue
+            and self._shown(where.queue, k[1])
             and job.state is where.state
             and (where.priority is None or job.priority == where.priority)
             and (pattern is None or pattern.search(escaped_body(job.body)) is not None)
@@ -393,7 +425,7 @@ class FakeStore:
             return {
                 old: JobDescriptor(queue, row[0], row[2], row[1])
                 for old, row in found
-                if row is not None
+                if row is not None and self._shown(queue, row[0])
             }
 
         return self._run("reading imported descriptors", run)
@@ -448,7 +480,11 @@ class FakeStore:
 
     def job_counts(self) -> list[JobCount]:
         def run() -> list[JobCount]:
-            counts = Counter((k[0], job.state, job.priority) for k, (job, _) in self._jobs.items())
+            counts = Counter(
+                (k[0], job.state, job.priority)
+                for k, (job, _) in self._jobs.items()
+                if self._shown(k[0], k[1])
+            )
             return [JobCount(q, s, p, n) for (q, s, p), n in sorted(counts.items())]
 
         return self._run("counting jobs", run)
@@ -458,7 +494,7 @@ class FakeStore:
             counts = Counter(
                 (job.state, job.priority, job.run_after > now)
                 for k, (job, _) in self._jobs.items()
-                if k[0] == queue
+                if k[0] == queue and self._shown(queue, k[1])
             )
             return [StateCount(s, p, f, n) for (s, p, f), n in sorted(counts.items())]
 
@@ -469,7 +505,10 @@ class FakeStore:
             due = [
                 (job.priority, job.run_after, job.local_id, k[1])
                 for k, (job, _) in self._jobs.items()
-                if k[0] == queue and job.state is JobState.PENDING and job.run_after <= now
+                if k[0] == queue
+                and self._shown(queue, k[1])
+                and job.state is JobState.PENDING
+                and job.run_after <= now
             ]
             return [DueJob(p, i, pr, r) for pr, r, i, p in sorted(due)[:limit]]
 
@@ -478,7 +517,14 @@ class FakeStore:
     def last_event_time(self, queue: str) -> int | None:
         return self._run(
             "reading the last event time",
-            lambda: max((row.at for k, row in self._events.items() if k[0] == queue), default=None),
+            lambda: max(
+                (
+                    row.at
+                    for k, row in self._events.items()
+                    if k[0] == queue and self._shown(queue, k[1])
+                ),
+                default=None,
+            ),
         )
 
     # -- the dashboard's reads -------------------------------------------------------------
@@ -504,6 +550,7 @@ class FakeStore:
                 (job.run_after, k[1], job.local_id, job)
                 for k, (job, _) in self._jobs.items()
                 if k[0] == search.queue
+                and self._shown(search.queue, k[1])
                 and job.state is search.state
                 and (search.priority is None or job.priority == search.priority)
                 and (body is None or body.search(escaped_body(job.body)) is not None)
@@ -525,6 +572,7 @@ class FakeStore:
                     job.run_after
                     for k, (job, _) in self._jobs.items()
                     if k[0] == queue
+                    and self._shown(queue, k[1])
                     and job.state is JobState.PENDING
                     and job.run_after <= now
                     and 1 <= job.priority <= priorities
@@ -540,7 +588,11 @@ class FakeStore:
             counts = Counter(
                 (since + (row.at - since) // bucket_ms * bucket_ms, row.type)
                 for k, row in self._events.items()
-                if k[0] == queue and row.applied and row.type in types and since <= row.at < until
+                if k[0] == queue
+                and self._shown(queue, k[1])
+                and row.applied
+                and row.type in types
+                and since <= row.at < until
             )
             return [EventBucket(start, kind, n) for (start, kind), n in sorted(counts.items())]
 
@@ -552,6 +604,7 @@ class FakeStore:
                 (job.state, job.state is JobState.PENDING and job.run_after > now)
                 for k, (job, _) in self._jobs.items()
                 if k[0] == queue
+                and self._shown(queue, k[1])
                 and (job.state is not JobState.PENDING or 1 <= job.priority <= priorities)
             )
             return QueueTally(

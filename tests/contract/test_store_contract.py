@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from pinledger.ledger.events import (
     Enqueued,
     Envelope,
     Event,
+    PartitionMoved,
     PartitionPlaced,
     PartitionsRetired,
     QueueCreated,
@@ -31,15 +33,19 @@ from pinledger.projections.store import (
     READY_START,
     UNFINISHED,
     DueJob,
+    EventBucket,
     EventRow,
     FencedError,
     InvalidRegexError,
     JobCount,
     JobFilter,
+    JobRow,
+    JobSearch,
     LedgerStore,
     PartitionBatch,
     PartitionGoneError,
     QueueRow,
+    QueueTally,
     ScanKey,
     StateCount,
     StoreError,
@@ -610,6 +616,37 @@ def test_placements_project_as_the_catalog_folds_them(store: LedgerStore) -> Non
     assert {q.name: q for q in store.queues()} == folded
 
 
+@pytest.mark.parametrize("one_at_a_time", [False, True])
+def test_moves_project_as_the_catalog_folds_them(store: LedgerStore, one_at_a_time: bool) -> None:
+    """A move applies only while the partition is on the shard it names ("": unplaced,
+    on home): of two moves of a partition the first wins, and a partition moves again
+    from where it went (decision 0031)."""
+    records: list[tuple[Event, ...]] = [
+        (QueueCreated("mail", 3), PartitionPlaced("mail", 0, "a", "queue created")),
+        (PartitionMoved("mail", 0, "a", "b", 120),),
+        (PartitionMoved("mail", 0, "a", "c", 130),),  # not on a any more: ignored
+        (PartitionMoved("mail", 1, "", "c", 0),),  # unplaced: on home
+        (PartitionMoved("mail", 1, "c", "a", 7), PartitionMoved("mail", 2, "b", "a", 0)),
+        (PartitionMoved("mail", 9, "", "a", 0),),  # no such partition
+        (PartitionMoved("nowhere", 0, "", "a", 0),),  # no such queue
+    ]
+    folded: dict[str, QueueRow] = {}
+    for events in records:
+        for event in events:
+            fold_queue_event(folded, event, T0)
+    assert folded["mail"].shards == ("b", "a")
+    log = FakeLog(catalog_topic(PREFIX))
+    for events in records:
+        log.append(T0, WORKER, *events)
+    catalog = CatalogProjector(store, PREFIX)
+    if one_at_a_time:
+        for record in log.records:
+            catalog.apply([record])
+    else:
+        catalog.apply(log.records)
+    assert {q.name: q for q in store.queues()} == folded
+
+
 def test_catalog_records_projected_one_at_a_time_give_the_same_rows(store: LedgerStore) -> None:
     log = FakeLog(catalog_topic(PREFIX))
     for event in (
@@ -625,3 +662,149 @@ def test_catalog_records_projected_one_at_a_time_give_the_same_rows(store: Ledge
     (mail,) = store.queues()
     assert (mail.partitions, mail.open, mail.retired_from) == (4, 3, 3)
     assert [mail.state_of(p) for p in range(4)] == ["serving"] * 3 + ["retired"]
+
+
+def test_a_partition_moved_away_is_removed_in_batches_and_its_projector_fenced(
+    store: LedgerStore,
+) -> None:
+    """After a move (decision 0031) the old shard's rows of the partition go in batches of
+    about `limit` rows, its offset row first: a projector still writing there is fenced.
+    The queue's other partition keeps everything."""
+    topic = _mail(store)
+    before = store.partition_jobs("mail", 1)
+    assert len(store.partition_jobs("mail", 0)) == 4
+    next_offset = store.offset(topic, 0)
+    removed = []
+    while n := store.remove_partition("mail", topic, 0, limit=2):
+        removed.append(n)
+    assert removed[:2] == [2, 2]  # the jobs, two by two; then their timeline rows
+    assert sum(removed) >= 4 + 7
+    assert store.partition_jobs("mail", 0) == {}
+    assert store.job_events("mail", 0, 1) == []
+    assert (topic, 0) not in store.offsets([(topic, 0), (topic, 1)])
+    assert store.partition_jobs("mail", 1) == before
+    assert store.job_events("mail", 1, 0) != []
+    with pytest.raises(PartitionGoneError):
+        store.commit_partition_batch(
+            PartitionBatch("mail", topic, 0, next_offset, next_offset + 1, upserts=[_job(9)])
+        )
+
+
+# -- partitions placed on another shard -----------------------------------------------
+
+
+def _two_partitions(store: LedgerStore) -> None:
+    """Queue "q": partition 0 holds job 0 (due) and job 1 (imported, claimed); partition
+    1, projected later, job 0 (due, older) and job 1 (imported, future, priority 2).
+    Queue "r": job 0 in partition 1."""
+    _create_queues(store, ("q", 2), ("r", 2))
+    topic = queue_topic(PREFIX, "q")
+    p0, p1, r1 = FakeLog(topic, 0), FakeLog(topic, 1), FakeLog(queue_topic(PREFIX, "r"), 1)
+    imported = dataclasses.replace(_enqueued(b"i0", 1, T0), imported_from="q:s1:p2:7")
+    p0.append(T0, WORKER, _enqueued(b"a", 1, T0 - 10), imported)
+    p0.append(T0 + 10, WORKER, Claimed(1, "c1"))
+    imported = dataclasses.replace(_enqueued(b"c", 2, T0 + 60_000), imported_from="q:s1:p2:8")
+    p1.append(T0 + 50, WORKER, _enqueued(b"b", 1, T0 - 20), imported)
+    r1.append(T0, WORKER, _enqueued(b"r", 1, T0))
+    assert PartitionProjector(store, "q", topic, 0).apply(p0.records) == 3
+    assert PartitionProjector(store, "q", topic, 1).apply(p1.records) == 2
+    assert PartitionProjector(store, "r", r1.topic, 1).apply(r1.records) == 1
+
+
+def _queue_wide_reads(store: LedgerStore) -> dict[str, Any]:
+    """Every read of queue "q" that names no partition, at T0 + 30."""
+    now, old_0, old_1 = T0 + 30, "q:s1:p2:7", "q:s1:p2:8"
+
+    def keys(rows: list[JobRow]) -> list[tuple[int, int]]:
+        return [(r.partition, r.job.local_id) for r in rows]
+
+    return {
+        "due": store.count(JobFilter("q", PENDING), now, future=False),
+        "future": store.count(JobFilter("q", PENDING), now, future=True),
+        "running": store.count(JobFilter("q", IN_PROGRESS), now, future=False),
+        "scan": keys(store.scan(JobFilter("q", PENDING), now, False, None, 10)),
+        "select": keys(store.select(JobFilter("q", PENDING, priority=1), 10)),
+        "find": keys(store.find_jobs(JobSearch("q", PENDING), None, 10)),
+        "tally": store.queue_tally("q", now, 3, 100),
+        "oldest_due": store.oldest_due("q", now, 3),
+        "as_of": store.counts_as_of("q", now),
+        "dequeue_order": store.due_in_dequeue_order("q", now, 10),
+        "last_event": store.last_event_time("q"),
+        "rates": store.event_buckets("q", ["enq", "clm"], T0, T0 + 60_000, 60_000),
+        "from_1": store.holds_jobs_from("q", 1),
+        "from_0": store.holds_jobs_from("q", 0),
+        "counts": store.job_counts(),
+        "imported": sorted(str(d) for d in store.imported("q", [old_0, old_1]).values()),
+    }
+
+
+def test_hidden_partitions_are_left_out_of_queue_wide_reads(store: LedgerStore) -> None:
+    """A store told to hide a queue's partitions (placed on another shard: during a move
+    both shards hold their rows, decision 0031) leaves their rows out of every read of
+    the whole queue, and only theirs; reads naming a partition still see them. Each call
+    replaces the last; told nothing, the store reads them all again."""
+    _two_partitions(store)
+    everything = _queue_wide_reads(store)
+    assert everything == {
+        "due": 2,
+        "future": 1,
+        "running": 1,
+        "scan": [(0, 0), (1, 0)],
+        "select": [(1, 0), (0, 0)],
+        "find": [(1, 1), (0, 0), (1, 0)],
+        "tally": QueueTally(2, 1, 1, 0, 0),
+        "oldest_due": T0 - 20,
+        "as_of": [
+            StateCount(PENDING, 1, False, 2),
+            StateCount(PENDING, 2, True, 1),
+            StateCount(IN_PROGRESS, 1, False, 1),
+        ],
+        "dequeue_order": [DueJob(1, 0, 1, T0 - 20), DueJob(0, 0, 1, T0 - 10)],
+        "last_event": T0 + 50,
+        "rates": [EventBucket(T0, "clm", 1), EventBucket(T0, "enq", 4)],
+        "from_1": True,
+        "from_0": True,
+        "counts": [
+            JobCount("q", PENDING, 1, 2),
+            JobCount("q", PENDING, 2, 1),
+            JobCount("q", IN_PROGRESS, 1, 1),
+            JobCount("r", PENDING, 1, 1),
+        ],
+        "imported": ["q:s0:p1:1", "q:s1:p2:1"],
+    }
+
+    store.hide({"q": [1]})
+    assert _queue_wide_reads(store) == {
+        "due": 1,
+        "future": 0,
+        "running": 1,
+        "scan": [(0, 0)],
+        "select": [(0, 0)],
+        "find": [(0, 0)],
+        "tally": QueueTally(1, 0, 1, 0, 0),
+        "oldest_due": T0 - 10,
+        "as_of": [StateCount(PENDING, 1, False, 1), StateCount(IN_PROGRESS, 1, False, 1)],
+        "dequeue_order": [DueJob(0, 0, 1, T0 - 10)],
+        "last_event": T0 + 10,
+        "rates": [EventBucket(T0, "clm", 1), EventBucket(T0, "enq", 2)],
+        "from_1": False,
+        "from_0": True,
+        # Another queue's partition 1 is not hidden.
+        "counts": [
+            JobCount("q", PENDING, 1, 1),
+            JobCount("q", IN_PROGRESS, 1, 1),
+            JobCount("r", PENDING, 1, 1),
+        ],
+        "imported": ["q:s0:p1:1"],
+    }
+    assert store.count(JobFilter("r", PENDING), T0 + 30, future=False) == 1
+    # Reads that name the partition: an owner's, a lookup, the verify's.
+    assert sorted(store.partition_jobs("q", 1)) == [0, 1]
+    assert len(store.lookup("q", [(1, 0), (1, 1)], include_body=False)) == 2
+    assert [h.job.local_id for h in store.stream_jobs("q", 1, None, None)] == [0, 1]
+
+    # Partitions 10 and 11 are not partition 1 (MariaDB's list is a string).
+    store.hide({"q": [10, 11], "r": [1]})
+    assert _queue_wide_reads(store) == everything | {"counts": everything["counts"][:-1]}
+    store.hide({})
+    assert _queue_wide_reads(store) == everything

@@ -17,7 +17,8 @@ job (`"i"`, 58ce852), group records whose envelopes carry their trace context (`
 the catalog's record of the cluster's ledger format (`"fmt"`, ledger format 2, decision
 0025); a queue resized live (`"qsize"`, ledger format 2, decision 0030); a queue's drained
 partitions retired (`"qret"`, ledger format 2, decision 0030); partitions placed on store
-shards (`"qplace"`, ledger format 2, decision 0031).
+shards (`"qplace"`, ledger format 2, decision 0031); a partition moved to another shard
+(`"qmove"`, ledger format 2, decision 0031).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from pinledger.ledger.events import (
     Event,
     Failed,
     FormatRaised,
+    PartitionMoved,
     PartitionPlaced,
     PartitionsRetired,
     QueueCreated,
@@ -264,6 +266,27 @@ def partitions_placed() -> Story:
     return s
 
 
+def partition_moved() -> Story:
+    s = Story(
+        "v1-catalog-partition-moved",
+        "Catalog records of ledger format 2: a partition placed on shard a moved to b once b "
+        "held its projection up to offset 1200, a second move naming a (ignored: it is on "
+        "b now), and an unplaced partition (on the home shard) moved to b (decision 0031).",
+        topic="catalog",
+    )
+    s.plain(T0, OWNER, FormatRaised(2))
+    s.plain(
+        T0 + 1,
+        OPERATOR,
+        QueueCreated("mail", 2),
+        PartitionPlaced("mail", 0, "a", "queue created"),
+    )
+    s.plain(T0 + 2, OPERATOR, PartitionMoved("mail", 0, "a", "b", 1200))
+    s.plain(T0 + 3, OPERATOR, PartitionMoved("mail", 0, "a", "c", 1300))
+    s.plain(T0 + 4, OPERATOR, PartitionMoved("mail", 1, "", "b", 0))
+    return s
+
+
 def _job(job: Job) -> dict[str, Any]:
     values = job._asdict()
     values["state"] = job.state.name
@@ -326,7 +349,17 @@ def document(story: Story) -> dict[str, Any]:
 
 
 # The fields of catalog events, in the order a file lists them.
-CATALOG_FIELDS = ("name", "partitions", "partition", "shard", "first", "reason", "format")
+CATALOG_FIELDS = (
+    "name",
+    "partitions",
+    "partition",
+    "shard",
+    "first",
+    "reason",
+    "format",
+    "source",
+    "offset",
+)
 STORIES = (
     lifecycle,
     group_records,
@@ -335,6 +368,7 @@ STORIES = (
     queue_resized,
     partitions_retired,
     partitions_placed,
+    partition_moved,
 )
 
 

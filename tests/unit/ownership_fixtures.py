@@ -53,12 +53,13 @@ def make_owned(
     next_offset: int = 0,
     target: int = 0,
     serving: bool = False,
+    store: object = None,
 ) -> Owned:
     """A partition of queue `mail` (topic p.q.mail) owned with these unfinished jobs;
-    its projector only tells how far it has projected."""
+    its projector only tells how far it has projected, and the store it serves from."""
     buffer = ReadyBuffer(max_priority=3)
     buffer.load(jobs)
-    projector = cast(PartitionProjector, SimpleNamespace(next_offset=next_offset))
+    projector = cast(PartitionProjector, SimpleNamespace(next_offset=next_offset, store=store))
     return Owned("mail", "p.q.mail", partition, projector, buffer, target=target, serving=serving)
 
 

@@ -25,6 +25,7 @@ from pinledger.ledger.events import (
     Failed,
     FormatRaised,
     JobEvent,
+    PartitionMoved,
     PartitionPlaced,
     PartitionsRetired,
     QueueCreated,
@@ -86,6 +87,14 @@ partitions_retired = st.builds(PartitionsRetired, name=st.text(), first=i64, rea
 partition_placed = st.builds(
     PartitionPlaced, name=st.text(), partition=i64, shard=st.text(), reason=st.text()
 )
+partition_moved = st.builds(
+    PartitionMoved,
+    name=st.text(),
+    partition=i64,
+    source=st.text(),
+    shard=st.text(),
+    offset=i64,
+)
 format_raised = st.builds(FormatRaised, format=i64)
 
 EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
@@ -103,6 +112,7 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     QueueResized: queue_resized,
     PartitionsRetired: partitions_retired,
     PartitionPlaced: partition_placed,
+    PartitionMoved: partition_moved,
     FormatRaised: format_raised,
 }
 

@@ -15,7 +15,7 @@ from pinledger.ledger.events import Actor, Collected, TimedOut
 from pinledger.ledger.log import LogError
 from pinledger.ledger.state import Job, JobState
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.store import LedgerStore, PartitionBatch
+from pinledger.projections.store import PartitionBatch
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.maintenance.claim_timeouts import ClaimTimeouts, timed_out
 from pinledger.service.ownership.maintenance.garbage_collection import Collector, gc_cutoffs
@@ -49,8 +49,11 @@ class _Store:
         ][:limit]
 
 
-def _owned(partition: int, jobs: Sequence[Job], serving: bool = True) -> Owned:
-    return make_owned(partition, jobs, serving=serving)  # maintenance never projects
+def _owned(
+    partition: int, jobs: Sequence[Job], serving: bool = True, store: object = None
+) -> Owned:
+    # Maintenance never projects; it reads the store the partition serves from.
+    return make_owned(partition, jobs, serving=serving, store=store)
 
 
 def _seed(store: FakeStore, partition: int, jobs: Sequence[Job]) -> None:
@@ -62,11 +65,9 @@ def _seed(store: FakeStore, partition: int, jobs: Sequence[Job]) -> None:
     )
 
 
-def _timed_out(
-    store: FakeStore, parts: Sequence[Owned], now: int, timeout_ms: int
-) -> list[tuple[Owned, list[int]]]:
+def _timed_out(parts: Sequence[Owned], now: int, timeout_ms: int) -> list[tuple[Owned, list[int]]]:
     """timed_out, as (partition, ids of the jobs timed out)."""
-    found = timed_out(store, threading.Lock(), parts, now, timeout_ms)
+    found = timed_out(threading.Lock(), parts, now, timeout_ms)
     return [(owned, [h.job.local_id for h in held]) for owned, held in found]
 
 
@@ -98,12 +99,12 @@ def test_claims_not_renewed_within_the_timeout_time_out_once() -> None:
     stale = _claimed(2, touched_at=now - timeout_ms)
     store = FakeStore()
     _seed(store, 0, [fresh, stale])
-    owned = _owned(0, [])
-    assert _timed_out(store, [owned], now, timeout_ms) == [(owned, [2])]
+    owned = _owned(0, [], store=store)
+    assert _timed_out([owned], now, timeout_ms) == [(owned, [2])]
     # Its timeout is on its way through the log: not appended a second time.
-    assert _timed_out(store, [owned], now, timeout_ms) == []
+    assert _timed_out([owned], now, timeout_ms) == []
     clock.advance(0.001)
-    assert [ids for _, ids in _timed_out(store, [owned], clock.now_ms(), timeout_ms)] == [[1]]
+    assert [ids for _, ids in _timed_out([owned], clock.now_ms(), timeout_ms)] == [[1]]
 
 
 def test_a_renewed_claim_times_out_again_from_its_renewal() -> None:
@@ -111,20 +112,20 @@ def test_a_renewed_claim_times_out_again_from_its_renewal() -> None:
     claimed = make_job(JobState.IN_PROGRESS, local_id=5, touched_at=NOW - 700_000)
     store = FakeStore()
     _seed(store, 0, [claimed])
-    owned = _owned(0, [])
-    assert _timed_out(store, [owned], NOW, 600_000) == [(owned, [5])]
-    assert _timed_out(store, [owned], NOW, 600_000) == []  # already on its way to the log
+    owned = _owned(0, [], store=store)
+    assert _timed_out([owned], NOW, 600_000) == [(owned, [5])]
+    assert _timed_out([owned], NOW, 600_000) == []  # already on its way to the log
     renewed = claimed._replace(touched_at=NOW)
     _seed(store, 0, [renewed])
-    assert _timed_out(store, [owned], NOW + 600_000, 600_000) == [(owned, [5])]
+    assert _timed_out([owned], NOW + 600_000, 600_000) == [(owned, [5])]
 
 
 def test_partitions_still_catching_up_are_left_alone() -> None:
     now = FakeClock().now_ms()
     store = FakeStore()
     _seed(store, 0, [_claimed(1, touched_at=now - 10 * 60_000)])
-    owned = _owned(0, [], serving=False)
-    assert _timed_out(store, [owned], now, 60_000) == []
+    owned = _owned(0, [], serving=False, store=store)
+    assert _timed_out([owned], now, 60_000) == []
 
 
 def test_claim_timeouts_are_appended_and_retried_when_the_append_failed() -> None:
@@ -133,6 +134,7 @@ def test_claim_timeouts_are_appended_and_retried_when_the_append_failed() -> Non
     writer = RecordingWriter()
     owned = _owned(3, [])
     partitions = make_partitions(owned)
+    owned.projector.store = partitions.store
     _seed(
         cast(FakeStore, partitions.store),
         3,
@@ -155,11 +157,11 @@ def test_claim_timeouts_are_appended_and_retried_when_the_append_failed() -> Non
 def test_at_most_a_limit_of_claims_time_out_per_run_and_the_rest_next() -> None:
     store = FakeStore()
     _seed(store, 0, [_claimed(i, touched_at=NOW - 700_000 + i) for i in range(5)])
-    owned = _owned(0, [])
+    owned = _owned(0, [], store=store)
     lock = threading.Lock()
-    first = timed_out(store, lock, [owned], NOW, 600_000, limit=3)
+    first = timed_out(lock, [owned], NOW, 600_000, limit=3)
     assert [[h.job.local_id for h in held] for _, held in first] == [[0, 1, 2]]
-    second = timed_out(store, lock, [owned], NOW, 600_000, limit=3)
+    second = timed_out(lock, [owned], NOW, 600_000, limit=3)
     assert [[h.job.local_id for h in held] for _, held in second] == [[3, 4]]
 
 
@@ -175,8 +177,7 @@ def test_finished_jobs_past_their_ttl_are_collected() -> None:
     ]
     store, writer = _Store(jobs), RecordingWriter()
     collector = Collector(
-        make_partitions(_owned(0, []), _owned(1, [], serving=False)),
-        cast(LedgerStore, store),
+        make_partitions(_owned(0, [], store=store), _owned(1, [], serving=False, store=store)),
         cast(LedgerWriter, writer),
         Metrics(),
         OWNER,

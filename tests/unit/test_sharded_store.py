@@ -5,6 +5,7 @@ placement cache misses, refreshes and refuses as the decision says."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
@@ -61,10 +62,19 @@ class CountingStore(FakeStore):
     def __init__(self, schema: str) -> None:
         super().__init__(schema)
         self.calls: Counter[str] = Counter()
+        # What `hide` was told, call by call.
+        self.told: list[dict[str, list[int]]] = []
+        # The queue rows `queues()` answers instead of the catalog's (None: the catalog's):
+        # a placement changed by a move, without the move's records.
+        self.rows: list[QueueRow] | None = None
 
     def queues(self) -> list[QueueRow]:
         self.calls["queues"] += 1
-        return super().queues()
+        return super().queues() if self.rows is None else list(self.rows)
+
+    def hide(self, away: Mapping[str, Sequence[int]]) -> None:
+        self.told.append({queue: list(ps) for queue, ps in away.items()})
+        super().hide(away)
 
     def lookup(
         self, queue: str, keys: Sequence[tuple[int, int]], include_body: bool
@@ -353,6 +363,94 @@ def test_commit_catalog_goes_to_every_shard(clock: Clock) -> None:
     for shard in shards.values():
         assert shard.queues() == [QueueRow("mail", 2, T0, shards=("c",))]
         assert shard.offsets([(CATALOG, 0), (topic, 1)]) == {(CATALOG, 0): 2, (topic, 1): 0}
+
+
+# -- partitions placed elsewhere: hidden (moves) ---------------------------------------
+
+
+def test_each_shard_hides_the_partitions_placed_elsewhere(clock: Clock) -> None:
+    shards = _shards("a", "b", "c")
+    _catalog(
+        shards.values(),
+        QueueRow("mail", 4, T0, shards=("b", "", "c", "b")),  # p1 not placed: home (a)
+        QueueRow("home", 2, T0),
+    )
+    store = _sharded(shards, clock)
+    assert all(not shard.told for shard in shards.values()), "nothing read, nothing told"
+    store.queues()
+    assert {name: shard.told for name, shard in shards.items()} == {
+        "a": [{"mail": [0, 2, 3]}],
+        "b": [{"mail": [1, 2], "home": [0, 1]}],
+        "c": [{"mail": [0, 1, 3], "home": [0, 1]}],
+    }
+    # Read again, unchanged: not told again.
+    clock.now += 5
+    store.shard_name("mail", 0)
+    store.queues()
+    assert [len(shard.told) for shard in shards.values()] == [1, 1, 1]
+
+    # A queue created: only the shards whose mapping changed are told.
+    _catalog(shards.values(), QueueRow("new", 1, T0, shards=("c",)))
+    store.queues()
+    assert shards["a"].told[-1] == {"mail": [0, 2, 3], "new": [0]}
+    assert shards["b"].told[-1] == {"mail": [1, 2], "home": [0, 1], "new": [0]}
+    assert [len(shard.told) for shard in shards.values()] == [2, 2, 1]
+
+
+def test_a_partition_on_two_shards_during_a_move_counts_once(clock: Clock) -> None:
+    """Partition 1 moves from b to a: its rows are rebuilt on a while b still holds them,
+    and b's are deleted only after the switch. Every queue-wide read counts them once,
+    from the shard the partition is placed on, before the switch and after."""
+    shards = _shards("a", "b")
+    before = QueueRow("q", 3, T0, shards=("a", "b", "b"))
+    _catalog(shards.values(), before)
+    store = _sharded(shards, clock)
+    _commit(store, "q", 0, _job(1))
+    _commit(store, "q", 1, _job(1), _job(2, run_after=T0 - 5))
+    _commit(store, "q", 2, _job(1))
+    _commit(shards["a"], "q", 1, _job(1), _job(2, run_after=T0 - 5))  # the rebuild on a
+    where = JobFilter("q", PENDING)
+
+    def reads() -> tuple[object, ...]:
+        scanned = store.scan(where, T0, False, None, 10)
+        return (
+            store.count(where, T0, False),
+            sorted((r.partition, r.job.local_id) for r in scanned),
+            [(c.queue, c.jobs) for c in store.job_counts()],
+            store.queue_tally("q", T0, 3, 100).pending_due,
+            store.holds_jobs_from("q", 1),
+        )
+
+    once = (4, [(0, 1), (1, 1), (1, 2), (2, 1)], [("q", 4)], 4, True)
+    assert reads() == once
+    assert shards["a"].told[-1] == {"q": [1, 2]}
+    assert shards["b"].told[-1] == {"q": [0]}
+
+    # The switch: p1 placed on a. b keeps its rows of p1 until they are deleted.
+    for shard in shards.values():
+        shard.rows = [dataclasses.replace(before, shards=("a", "a", "b"))]
+    clock.now += 5  # the cache is read again
+    assert reads() == once
+    assert shards["a"].told[-1] == {"q": [2]}
+    assert shards["b"].told[-1] == {"q": [0, 1]}
+    # Without the hiding, b's copy would count twice.
+    shards["b"].hide({})
+    assert store.count(where, T0, False) == 6
+
+
+def test_a_shard_opened_later_is_told_what_to_hide_before_it_is_read(clock: Clock) -> None:
+    shards = _shards("a", "b")
+    added = CountingStore("c")
+    _catalog([*shards.values(), added], QueueRow("mail", 2, T0, shards=("b", "c")))
+    store = ShardedStore(
+        PREFIX, shards, refresh_s=2.0, clock=clock, opener=lambda n: added if n == "c" else None
+    )
+    assert store.count(JobFilter("mail", PENDING), T0, False) == 0  # opens c
+    assert list(store.stores) == ["a", "b", "c"]
+    assert added.told == [{"mail": [0]}]
+    assert shards["b"].told == [{"mail": [1]}]
+    with pytest.raises(NotImplementedError):
+        store.hide({})
 
 
 # -- the rest of the protocol ----------------------------------------------------------

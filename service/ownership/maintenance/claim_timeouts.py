@@ -23,7 +23,7 @@ from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.store import HeldJob, ProjectorStore, StoreUnavailableError
+from pinledger.projections.store import HeldJob, StoreUnavailableError
 from pinledger.service.observability import job_trace
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.partitions import Owned, Partitions
@@ -34,7 +34,6 @@ TIMEOUT_LIMIT = 5000
 
 
 def timed_out(
-    store: ProjectorStore,
     lock: threading.Lock,
     parts: Sequence[Owned],
     now: int,
@@ -55,7 +54,7 @@ def timed_out(
         with lock:
             pending = len(owned.timing_out)
         try:
-            found = store.expired_claims(
+            found = owned.store.expired_claims(
                 owned.queue, owned.partition, now - timeout_ms, limit + pending
             )
         except StoreUnavailableError as exc:
@@ -97,7 +96,6 @@ class ClaimTimeouts:
         timeout_ms = self.timeout_ms
         partitions = self.partitions
         batches = timed_out(
-            partitions.store,
             partitions.lock,
             partitions.working(),
             now,

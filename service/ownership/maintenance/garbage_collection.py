@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pinledger.ledger.commands import decide_collect
 from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.store import LedgerStore, StoreUnavailableError
+from pinledger.projections.store import StoreUnavailableError
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.partitions import Partitions
 
@@ -35,7 +35,6 @@ class Collector:
     def __init__(
         self,
         partitions: Partitions,
-        store: LedgerStore,
         writer: LedgerWriter,
         metrics: Metrics,
         actor: Actor,
@@ -43,7 +42,6 @@ class Collector:
         failed_ttl_s: float,
     ) -> None:
         self.partitions = partitions
-        self.store = store
         self.writer = writer
         self.metrics = metrics
         self.actor = actor
@@ -57,7 +55,7 @@ class Collector:
         appends: list[tuple[str, int, Sequence[Event]]] = []
         for owned in self.partitions.working():
             try:
-                jobs = self.store.expired(
+                jobs = owned.store.expired(
                     owned.queue, owned.partition, succeeded_before, failed_before, limit
                 )
             except StoreUnavailableError as exc:
