@@ -6,7 +6,7 @@
    stopped; a target that holds nothing yet is cleared of any rows of the partition
    first (a move away from it whose clean-up did not finish). Memory is one batch of
    records and the jobs it touches (read from the target), whatever the backlog.
-2. Switch: once the target is within `near` records of the log's end, a
+2. Switch: once a pass catching the target up to the log's end took `quick_s` or less, a
    `PartitionMoved` record in the catalog places the partition on the target, naming
    the offset the target had reached. The partition's owner sees it within seconds
    (Partitions.follow_moves): it stops serving the partition, reads its window from the
@@ -38,9 +38,10 @@ from pinledger.service.store_shards import ShardMap
 
 # Records read and projected per batch (and so held in memory at once).
 BATCH = 2000
-# The target switches once it is this many records behind the log's end, or fewer: the
-# owner projects those while the partition's dequeues pause.
-NEAR = 500
+# The target switches after a pass over what the log held when the pass began took
+# this long or less: the owner projects what came meanwhile while the partition's
+# dequeues pause. (Records are no measure: a group record may hold a thousand jobs.)
+QUICK_S = 0.5
 # Rows deleted per statement on the old shard.
 REMOVE_BATCH = 5000
 
@@ -86,7 +87,7 @@ class Mover:
         actor: Actor,
         say: Callable[[str], None] = print,
         settle_s: float = 10.0,
-        near: int = NEAR,
+        quick_s: float = QUICK_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
@@ -96,7 +97,7 @@ class Mover:
         self.actor = actor
         self.say = say
         self.settle_s = settle_s
-        self.near = near
+        self.quick_s = quick_s
         self.clock = clock
 
     def targets_off(self, source: str, queues: Iterable[QueueRow]) -> list[tuple[str, int, str]]:
@@ -178,8 +179,8 @@ class Mover:
     def _build(
         self, goal: LedgerStore, queue: str, topic: str, partition: int, report: MoveReport
     ) -> PartitionProjector:
-        """Project the partition's log into the target until it is within `near`
-        records of the end."""
+        """Project the partition's log into the target, pass after pass, until a pass
+        took `quick_s` or less."""
         if goal.offset(topic, partition) == 0:
             # Nothing projected here yet: leftovers of an earlier placement go first.
             while goal.remove_partition(queue, topic, partition, REMOVE_BATCH):
@@ -189,24 +190,27 @@ class Mover:
         if start:
             self.say(f"{queue}[{partition}]: resuming on {report.target!r} from offset {start}")
         reader = self.log.reader([Position(topic, partition, start)])
-        shown = self.clock()
-        began = self.clock()
+        shown = began = self.clock()
         try:
             while True:
+                # A pass catches up to the end as it was when the pass began; the switch
+                # comes after a quick pass, so the owner has a moment's records left.
                 end = self.log.end_offsets([(topic, partition)]).get((topic, partition), 0)
-                behind = end - projector.next_offset
-                now = self.clock()
-                if now - shown >= 2.0 or behind <= self.near:
-                    shown = now
-                    done = projector.next_offset - start
-                    rate = done / max(now - began, 1e-9)
-                    self.say(
-                        f"{queue}[{partition}] -> {report.target!r}: offset "
-                        f"{projector.next_offset:,} of {end:,} ({rate:,.0f} records/s)"
-                    )
-                if behind <= self.near:
+                if projector.next_offset >= end:
                     break
-                projector.apply(reader.poll(BATCH, 500))
+                passed = self.clock()
+                while projector.next_offset < end:
+                    projector.apply(reader.poll(BATCH, 500))
+                    now = self.clock()
+                    if now - shown >= 2.0:
+                        shown = now
+                        rate = (projector.next_offset - start) / max(now - began, 1e-9)
+                        self.say(
+                            f"{queue}[{partition}] -> {report.target!r}: offset "
+                            f"{projector.next_offset:,} of {end:,} ({rate:,.0f} records/s)"
+                        )
+                if self.clock() - passed <= self.quick_s:
+                    break
         finally:
             reader.close()
         report.records = projector.next_offset - start

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 import threading
 from collections import Counter
 
@@ -26,10 +27,10 @@ CONFIG = dataclasses.replace(TEST_CONFIG, partitions=4)
 SUCCEEDED = pinlater.PinLaterJobState.SUCCEEDED
 
 
-def _mover(rt: Runtime, said: list[str], near: int = 0) -> Mover:
+def _mover(rt: Runtime, said: list[str]) -> Mover:
     assert isinstance(rt.ledger_store, ShardedStore) and rt.shard_map is not None
     rt.writer.follow_format(formats.LATEST)
-    return Mover(rt.ledger_store, rt.log, rt.writer, rt.shard_map, GONE, said.append, 0.2, near)
+    return Mover(rt.ledger_store, rt.log, rt.writer, rt.shard_map, GONE, said.append, 0.2)
 
 
 def test_a_partition_moves_under_load_and_no_job_is_lost_or_handed_out_twice() -> None:
@@ -115,7 +116,7 @@ def test_a_move_stopped_half_way_resumes_from_the_targets_offset() -> None:
         assert 0 < reached < end
         assert rt.store.queues()[0].shards[2] == "a", "not switched by a run that died"
 
-        mover.say = said.append
+        mover.say, mover.clock = said.append, time.monotonic
         report = mover.move("mail", 2, "b", rt.clock.now_ms)
         assert f"mail[2]: resuming on 'b' from offset {reached}" in said
         assert report.records == end - reached
