@@ -7,8 +7,9 @@ shard by replaying its log, live (decision 0031; service/moves.py says how).
 Progress is printed every two seconds; an interrupted move is finished by running the
 same command again (the target's projection resumes from its own offset; a move already
 recorded goes straight to removing the old rows). Exit status: 0 moved (or there
-already), 2 refused (no shard map, no such queue, partition or shard, a dequeueOnly
-target, a ledger format without moves).
+already); 1 not finished (a store or Kafka did not answer: run it again); 2 refused (no
+shard map, no such queue, partition or shard, a dequeueOnly target, a ledger format
+without moves).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import time
 
 from pinledger.ledger import formats
 from pinledger.ledger.events import Actor
-from pinledger.ledger.log import Log, catalog_topic
+from pinledger.ledger.log import Log, LogError, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.catalog_log import catalog_envelopes
 from pinledger.projections.sharded_store import ShardedStore
+from pinledger.projections.store import StoreError
 from pinledger.service.assembly import open_shards
 from pinledger.service.config import Config
 from pinledger.service.moves import Mover, MoveRefusedError, MoveReport
@@ -52,22 +54,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(config: Config, args: argparse.Namespace, log: Log) -> int:
+def _refusal(config: Config, args: argparse.Namespace) -> str | None:
+    """Why the arguments ask for no move, or None."""
     if not config.store_shards:
-        print(
-            "moving a partition needs a shard map: set PINLEDGER_STORE_SHARDS (README, Scaling out)"
-        )
-        return EXIT_REFUSED
+        return "moving a partition needs a shard map: set PINLEDGER_STORE_SHARDS (README)"
     single = args.queue is not None or args.partition is not None
-    if args.source is None and not (single and args.target and args.partition is not None):
-        print("give --queue Q --partition P --to SHARD, or --from SHARD to drain a shard")
-        return EXIT_REFUSED
     if args.source is not None and single:
-        print("--from drains a whole shard: give it without --queue and --partition")
-        return EXIT_REFUSED
+        return "--from drains a whole shard: give it without --queue and --partition"
+    if args.source is None and not (args.queue and args.partition is not None and args.target):
+        return "give --queue Q --partition P --to SHARD, or --from SHARD to drain a shard"
+    return None
+
+
+def run(config: Config, args: argparse.Namespace, log: Log) -> int:
+    refusal = _refusal(config, args)
     prefix = config.topic_prefix
-    if not log.existing([catalog_topic(prefix)]):
-        print(f"no catalog under the prefix {prefix!r}: check PINLEDGER_TOPIC_PREFIX")
+    if refusal is None and not log.existing([catalog_topic(prefix)]):
+        refusal = f"no catalog under the prefix {prefix!r}: check PINLEDGER_TOPIC_PREFIX"
+    if refusal is not None:
+        print(refusal)
         return EXIT_REFUSED
     shard_map = load_shard_map(config.store_shards, config.store_url)
     writer = LedgerWriter(log, prefix)
@@ -85,24 +90,32 @@ def run(config: Config, args: argparse.Namespace, log: Log) -> int:
     actor = Actor(source=f"pinledger:move-partition by {who}", server=socket.gethostname())
     mover = Mover(store, log, writer, shard_map, actor, settle_s=args.settle)
     try:
-        if args.source is not None:
-            if shard_map.get(args.source) is None:
-                print(f"no store shard {args.source!r} in the shard map")
-                return EXIT_REFUSED
-            moves = mover.targets_off(args.source, store.queues())
-            if args.target:
-                moves = [(q, p, args.target) for q, p, _ in moves]
-            print(f"{len(moves)} partition(s) to move off {args.source!r}")
-        else:
-            moves = [(args.queue, args.partition, args.target)]
-        for queue, partition, target in moves:
+        for queue, partition, target in _moves(mover, store, args):
             _said(mover.move(queue, partition, target, lambda: int(time.time() * 1000)))
     except MoveRefusedError as exc:
         print(f"not moved: {exc}")
         return EXIT_REFUSED
+    except (StoreError, LogError, TimeoutError) as exc:
+        print(f"not finished: {exc}; run the same command again to finish the move")
+        return 1
     finally:
         store.close()
     return 0
+
+
+def _moves(
+    mover: Mover, store: ShardedStore, args: argparse.Namespace
+) -> list[tuple[str, int, str]]:
+    """(queue, partition, target) of each move asked for."""
+    if args.source is None:
+        return [(args.queue, args.partition, args.target)]
+    if mover.shard_map.get(args.source) is None:
+        raise MoveRefusedError(f"no store shard {args.source!r} in the shard map")
+    moves = mover.targets_off(args.source, store.queues())
+    if args.target:
+        moves = [(q, p, args.target) for q, p, _ in moves]
+    print(f"{len(moves)} partition(s) to move off {args.source!r}")
+    return moves
 
 
 def _said(report: MoveReport) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import time
 import threading
+import time
 from collections import Counter
 
 import pytest
