@@ -71,6 +71,22 @@ def shard_map(shard_dsns: tuple[str, str], names: tuple[str, str], tmp_path: Pat
         store.close()
 
 
+def _cli(
+    shard_map: str, schema: str, prefix: str
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`pinledger <args>` on the test's shard map, schema and topic prefix."""
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_pinledger(
+            *args,
+            PINLEDGER_STORE_SHARDS=shard_map,
+            PINLEDGER_SCHEMA=schema,
+            PINLEDGER_TOPIC_PREFIX=prefix,
+        )
+
+    return cli
+
+
 def _jobs_by_partition(store: LedgerStore, queue: str) -> dict[int, int]:
     held: dict[int, int] = {}
     for state in JobState:
@@ -119,13 +135,7 @@ def test_a_queue_over_two_shards_serves_counts_scans_and_replays(
     options = server_settings(PINLEDGER_PARTITIONS="4", PINLEDGER_STORE_SHARDS=shard_map)
     servers = [ServerProcess(prefix=prefix, schema=schema, settings=options) for _ in range(2)]
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return run_pinledger(
-            *args,
-            PINLEDGER_STORE_SHARDS=shard_map,
-            PINLEDGER_SCHEMA=schema,
-            PINLEDGER_TOPIC_PREFIX=prefix,
-        )
+    cli = _cli(shard_map, schema, prefix)
 
     with running(servers, tmp_path):
         address = [f"127.0.0.1:{s.port}" for s in servers]
@@ -234,13 +244,7 @@ def test_partitions_move_under_load_and_a_server_killed_mid_move_loses_nothing(
     )
     servers = [ServerProcess(prefix=prefix, schema=schema, settings=options) for _ in range(2)]
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return run_pinledger(
-            *args,
-            PINLEDGER_STORE_SHARDS=shard_map,
-            PINLEDGER_SCHEMA=schema,
-            PINLEDGER_TOPIC_PREFIX=prefix,
-        )
+    cli = _cli(shard_map, schema, prefix)
 
     with running(servers, tmp_path):
         address = [f"127.0.0.1:{s.port}" for s in servers]
