@@ -10,11 +10,14 @@ class is the only place that knows there are several.
   each partition (`QueueRow.shards`); a partition with no placement lives there, so a
   deployment that never placed anything reads as before. Every shard projects the whole
   catalog (its own offset), so any shard can answer for the partitions placed on it.
-- **Placements are cached** for `refresh_s` and re-read at once on a miss: a
-  placement never changes once made (the first one stands), so a stale cache can only
-  lack a new queue or partition, which a per-partition call's miss finds (a fan-out
-  read may leave out, for `refresh_s` at most, a shard that only a new partition is
-  on). A partition the home shard does not place yet raises `PlacementUnknownError`, an
+- **Placements are cached** for `refresh_s` and re-read at once on a miss. A
+  placement changes only by a move (`PartitionMoved`), which an owner follows from the
+  cache (`Partitions.follow_moves`); otherwise a stale cache can only lack a new queue
+  or partition, which a per-partition call's miss finds (a fan-out read may leave out,
+  for `refresh_s` at most, a shard that only a new partition is on). An owner adopts a
+  partition only on a shard whose own catalog projection places it there
+  (`placed_store`), so a stale cache never starts it on the shard it moved from. A
+  partition the home shard does not place yet raises `PlacementUnknownError`, an
   unavailable store: the owner waits for the catalog projection (`adopt_unplaced`)
   rather than project into a guess. The one stale placement is a queue deleted and
   created again under its name within `refresh_s`: a few batches may go to the old
@@ -385,20 +388,33 @@ class ShardedStore:
         again. The owner keeps this store until the partition moves (decision 0031)."""
         name = self.shard_name(queue, partition)
         store = self._stores[name]
-        if name != self._home_name:
-            truth = self._cache[0].get(queue)
-            own = next((r for r in store.queues() if r.name == queue), None)
-            if (
-                truth is None
-                or own is None
-                or own.created_at != truth.created_at
-                or own.partitions <= partition
-            ):
-                raise PlacementUnknownError(
-                    f"{queue}[{partition}]: store shard {name!r} has not projected the "
-                    "queue's catalog records the home shard has yet; retry"
-                )
+        truth = self._cache[0].get(queue)
+        own = next((r for r in store.queues() if r.name == queue), None)
+        if (
+            truth is None
+            or own is None
+            or own.created_at != truth.created_at
+            or own.partitions <= partition
+        ):
+            raise PlacementUnknownError(
+                f"{queue}[{partition}]: store shard {name!r} has not projected the "
+                "queue's catalog records the home shard has yet; retry"
+            )
+        if (own.shard_of(partition) or self._home_name) != name:
+            # The shard's own catalog says the partition moved away (a move this
+            # server's cache has not seen yet: the home shard did not answer): never
+            # start it where its rows are being removed.
+            self.forget_placements()
+            raise PlacementUnknownError(
+                f"{queue}[{partition}]: store shard {name!r} says the partition moved to "
+                f"{own.shard_of(partition) or self._home_name!r}; retry once this server "
+                "reads the placements again"
+            )
         return name, store
+
+    def forget_placements(self) -> None:
+        """Read the placements again on the next call (a partition was found moved)."""
+        self._cache = (self._cache[0], float("-inf"))
 
     def offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         groups = self._by_shard(partitions, self._topic_place)
@@ -461,7 +477,7 @@ class ShardedStore:
                 topic, expected_offset, next_offset, created, deleted, resized, retired, placed
             )
         # The queues or placements may have changed: the next call reads them again.
-        self._cache = (self._cache[0], float("-inf"))
+        self.forget_placements()
 
     def expired(
         self, queue: str, partition: int, succeeded_before: int, failed_before: int, limit: int

@@ -18,7 +18,8 @@
    seconds), the partition's rows on every other shard are deleted in batches, the
    offset row first, which fences a projector that would still write there.
 
-Every step can be run again: a move already switched goes straight to the clean-up.
+Every step can be run again: a move already switched goes on to the clean-up (after
+`settle_s`, unless a clean-up has begun), which stops if the partition has moved on.
 """
 
 from __future__ import annotations
@@ -165,6 +166,14 @@ class Mover:
                 "elsewhere)"
             )
             time.sleep(self.settle_s)
+        elif self._held_elsewhere(topic, partition, target):
+            # Switched by an earlier run that stopped before its clean-up: the servers
+            # may not have followed the move yet.
+            self.say(
+                f"{queue}[{partition}] is on {target!r}; waiting {self.settle_s:.0f} s "
+                "before removing it elsewhere"
+            )
+            time.sleep(self.settle_s)
         started = self.clock()
         report.removed = self._clean(queue, topic, partition, target)
         report.clean_s = self.clock() - started
@@ -231,13 +240,37 @@ class Mover:
             "Run the command again to finish the move"
         )
 
+    def _held_elsewhere(self, topic: str, partition: int, target: str) -> bool:
+        """Whether a shard other than the target still has the partition's offset row
+        (a clean-up that has begun there removed it first)."""
+        return any(
+            store.offsets([(topic, partition)])
+            for name, store in self.store.stores.items()
+            if name != target
+        )
+
+    def _still_on(self, queue: str, partition: int, target: str) -> bool:
+        """Whether the partition is still placed on the target (another move may have
+        taken it on meanwhile: then the target's rows are live elsewhere's concern)."""
+        home = self.shard_map.shards[0].name
+        return (self._row(queue).shard_of(partition) or home) == target
+
     def _clean(self, queue: str, topic: str, partition: int, target: str) -> int:
         removed = 0
         for name, shard in self.store.stores.items():
             if name == target:
                 continue
             shown = self.clock()
-            while n := shard.remove_partition(queue, topic, partition, REMOVE_BATCH):
+            while True:
+                if not self._still_on(queue, partition, target):
+                    self.say(
+                        f"{queue}[{partition}] moved on from {target!r} meanwhile: its rows "
+                        "are left to that move's clean-up"
+                    )
+                    return removed
+                n = shard.remove_partition(queue, topic, partition, REMOVE_BATCH)
+                if not n:
+                    break
                 removed += n
                 if self.clock() - shown >= 2.0:
                     shown = self.clock()

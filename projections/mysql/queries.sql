@@ -7,7 +7,8 @@
 -- partitions) quoted with backticks by sql.py, never user text.
 -- `partition` is a reserved word in MariaDB and always quoted. `away` ("1,3", "" for
 -- none: no arrays here) is the partitions of the queue that a queue-wide read leaves
--- out: placed on another shard (decision 0031).
+-- out: placed on another shard (decision 0031). `%(away)s = ''` first: folded away when
+-- nothing is hidden, so the plan is the one without the filter.
 
 -- name: session_settings
 -- Every connection: Postgres's default isolation (each statement sees what committed
@@ -151,7 +152,7 @@ VALUES (%(queue)s, %(old_descriptor)s, %(partition)s, %(local_id)s, %(priority)s
 -- The new place of imported jobs, by their PinLater descriptors.
 SELECT old_descriptor, `partition`, local_id, priority FROM imported_descriptors
 WHERE queue = %(queue)s AND old_descriptor IN %(old)s
-  AND NOT FIND_IN_SET(`partition`, %(away)s);
+  AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s));
 
 -- name: create_queue
 INSERT IGNORE INTO queues (name, partitions, created_at) VALUES (%(name)s, %(partitions)s, %(at)s);
@@ -215,7 +216,7 @@ WHERE queue = %(queue)s AND state = %(state)s
   AND (%(priority)s IS NULL OR priority = %(priority)s)
   AND CASE WHEN %(future)s THEN run_after > %(now)s ELSE run_after <= %(now)s END
   AND (%(regex)s IS NULL OR body REGEXP %(regex)s)
-  AND NOT FIND_IN_SET(`partition`, %(away)s);
+  AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s));
 
 -- name: scan_jobs
 -- scanJobs: newest run_after first, keyset-paginated on (run_after, partition,
@@ -227,7 +228,7 @@ WHERE queue = %(queue)s AND state = %(state)s
   AND (%(priority)s IS NULL OR priority = %(priority)s)
   AND CASE WHEN %(future)s THEN run_after > %(now)s ELSE run_after <= %(now)s END
   AND (%(regex)s IS NULL OR body REGEXP %(regex)s)
-  AND NOT FIND_IN_SET(`partition`, %(away)s)
+  AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s))
   AND (%(after_run_after)s IS NULL
        OR (run_after, `partition`, local_id)
           < (%(after_run_after)s, %(after_partition)s, %(after_local_id)s))
@@ -242,7 +243,7 @@ SELECT `partition`, local_id, priority, state, CAST('' AS BINARY), attempts_allo
 FROM jobs
 WHERE queue = %(queue)s AND state = %(state)s AND priority = %(priority)s
   AND (%(regex)s IS NULL OR body REGEXP %(regex)s)
-  AND NOT FIND_IN_SET(`partition`, %(away)s)
+  AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s))
 ORDER BY run_after, `partition`, local_id
 LIMIT %(limit)s;
 
@@ -250,7 +251,7 @@ LIMIT %(limit)s;
 -- Whether a queue holds any job in partition `first` or above: a closed partition
 -- retires only once it holds none (decision 0030). Served by the primary key.
 SELECT 1 FROM jobs WHERE queue = %(queue)s AND `partition` >= %(first)s
-  AND NOT FIND_IN_SET(`partition`, %(away)s) LIMIT 1;
+  AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s)) LIMIT 1;
 
 -- name: expired_jobs
 -- Finished jobs of one partition past their TTL, for the owner's garbage collection.
@@ -272,14 +273,14 @@ ORDER BY queue, state, priority, `partition`;
 -- name: last_event_time
 -- The time of the newest event projected for a queue (NULL: none).
 SELECT max(at) FROM job_events
-WHERE queue = %(queue)s AND NOT FIND_IN_SET(`partition`, %(away)s);
+WHERE queue = %(queue)s AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s));
 
 -- name: queue_counts_as_of
 -- `replay --as-of`: one queue's jobs by state and priority, split as getJobCount
 -- splits them: due (run_after <= now) or future.
 SELECT state, priority, run_after > %(now)s AS future, count(*)
 FROM jobs
-WHERE queue = %(queue)s AND NOT FIND_IN_SET(`partition`, %(away)s)
+WHERE queue = %(queue)s AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s))
 GROUP BY state, priority, future
 ORDER BY state, priority, future;
 
@@ -287,7 +288,7 @@ ORDER BY state, priority, future;
 SELECT `partition`, local_id, priority, run_after
 FROM jobs
 WHERE queue = %(queue)s AND state = 0 AND run_after <= %(now)s
-  AND NOT FIND_IN_SET(`partition`, %(away)s)
+  AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s))
 ORDER BY priority, run_after, local_id, `partition`
 LIMIT %(limit)s;
 
@@ -321,7 +322,7 @@ WHERE queue = %(queue)s AND state = %(state)s
   AND (%(priority)s IS NULL OR priority = %(priority)s)
   AND (%(body_regex)s IS NULL OR body REGEXP %(body_regex)s)
   AND (%(status_regex)s IS NULL OR custom_status REGEXP %(status_regex)s)
-  AND NOT FIND_IN_SET(`partition`, %(away)s)
+  AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s))
   AND (%(after_run_after)s IS NULL
        OR (run_after, `partition`, local_id)
           < (%(after_run_after)s, %(after_partition)s, %(after_local_id)s))
@@ -334,7 +335,7 @@ LIMIT %(limit)s;
 SELECT min(first_due) FROM (
     SELECT min(run_after) AS first_due FROM jobs
     WHERE queue = %(queue)s AND state = 0 AND priority BETWEEN 1 AND %(priorities)s
-      AND run_after <= %(now)s AND NOT FIND_IN_SET(`partition`, %(away)s)
+      AND run_after <= %(now)s AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s))
     GROUP BY priority
 ) AS per_priority;
 
@@ -344,7 +345,7 @@ SELECT %(since)s + ((at - %(since)s) DIV %(bucket_ms)s) * %(bucket_ms)s AS start
        count(*)
 FROM job_events
 WHERE queue = %(queue)s AND type IN %(types)s AND at >= %(since)s AND at < %(until)s
-  AND applied AND NOT FIND_IN_SET(`partition`, %(away)s)
+  AND applied AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s))
 GROUP BY 1, 2
 ORDER BY 1, 2;
 
@@ -357,24 +358,24 @@ SELECT
     (SELECT count(*) FROM (
         SELECT 1 FROM jobs FORCE INDEX (jobs_by_state)
         WHERE queue = %(queue)s AND state = 0 AND priority IN %(priority_list)s
-          AND run_after <= %(now)s AND NOT FIND_IN_SET(`partition`, %(away)s)
+          AND run_after <= %(now)s AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s))
         LIMIT %(cap)s) AS due),
     (SELECT count(*) FROM (
         SELECT 1 FROM jobs FORCE INDEX (jobs_by_state)
         WHERE queue = %(queue)s AND state = 0 AND priority IN %(priority_list)s
-          AND run_after > %(now)s AND NOT FIND_IN_SET(`partition`, %(away)s)
+          AND run_after > %(now)s AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s))
         LIMIT %(cap)s) AS future),
     (SELECT count(*) FROM (
         SELECT 1 FROM jobs FORCE INDEX (jobs_by_state)
-        WHERE queue = %(queue)s AND state = 1 AND NOT FIND_IN_SET(`partition`, %(away)s)
+        WHERE queue = %(queue)s AND state = 1 AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s))
         LIMIT %(cap)s) AS running),
     (SELECT count(*) FROM (
         SELECT 1 FROM jobs FORCE INDEX (jobs_by_state)
-        WHERE queue = %(queue)s AND state = 2 AND NOT FIND_IN_SET(`partition`, %(away)s)
+        WHERE queue = %(queue)s AND state = 2 AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s))
         LIMIT %(cap)s) AS succeeded),
     (SELECT count(*) FROM (
         SELECT 1 FROM jobs FORCE INDEX (jobs_by_state)
-        WHERE queue = %(queue)s AND state = 3 AND NOT FIND_IN_SET(`partition`, %(away)s)
+        WHERE queue = %(queue)s AND state = 3 AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s))
         LIMIT %(cap)s) AS failed);
 
 -- name: day_partitions

@@ -96,7 +96,8 @@ class SqlWrites(SqlDayPartitions):
             for batch_end, remove in _REMOVE_MOVED:
                 upto = session.fetchall(batch_end, where)[0][0]
                 if upto is not None:
-                    return session.execute(remove, {**where, "upto": upto})
+                    # At least 1: rows found and gone meanwhile still mean "not done yet".
+                    return max(1, session.execute(remove, {**where, "upto": upto}))
         return 0
 
     def commit_catalog(

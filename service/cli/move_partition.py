@@ -63,16 +63,30 @@ def _refusal(config: Config, args: argparse.Namespace) -> str | None:
         return "--from drains a whole shard: give it without --queue and --partition"
     if args.source is None and not (args.queue and args.partition is not None and args.target):
         return "give --queue Q --partition P --to SHARD, or --from SHARD to drain a shard"
+    if args.settle < 0:
+        return f"--settle is seconds to wait, not {args.settle}"
     return None
 
 
 def run(config: Config, args: argparse.Namespace, log: Log) -> int:
     refusal = _refusal(config, args)
-    prefix = config.topic_prefix
-    if refusal is None and not log.existing([catalog_topic(prefix)]):
-        refusal = f"no catalog under the prefix {prefix!r}: check PINLEDGER_TOPIC_PREFIX"
     if refusal is not None:
         print(refusal)
+        return EXIT_REFUSED
+    try:
+        return _run(config, args, log)
+    except MoveRefusedError as exc:
+        print(f"not moved: {exc}")
+        return EXIT_REFUSED
+    except (StoreError, LogError, TimeoutError) as exc:
+        print(f"not finished: {exc}; run the same command again to finish the move")
+        return 1
+
+
+def _run(config: Config, args: argparse.Namespace, log: Log) -> int:
+    prefix = config.topic_prefix
+    if not log.existing([catalog_topic(prefix)]):
+        print(f"no catalog under the prefix {prefix!r}: check PINLEDGER_TOPIC_PREFIX")
         return EXIT_REFUSED
     shard_map = load_shard_map(config.store_shards, config.store_url)
     writer = LedgerWriter(log, prefix)
@@ -92,12 +106,6 @@ def run(config: Config, args: argparse.Namespace, log: Log) -> int:
     try:
         for queue, partition, target in _moves(mover, store, args):
             _said(mover.move(queue, partition, target, lambda: int(time.time() * 1000)))
-    except MoveRefusedError as exc:
-        print(f"not moved: {exc}")
-        return EXIT_REFUSED
-    except (StoreError, LogError, TimeoutError) as exc:
-        print(f"not finished: {exc}; run the same command again to finish the move")
-        return 1
     finally:
         store.close()
     return 0

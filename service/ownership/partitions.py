@@ -380,7 +380,10 @@ class Partitions:
         if not isinstance(self.store, ShardedStore):
             return
         moved: list[tuple[Key, str, str]] = []
+        assigned = set(self.reader.assignment())
         for key, owned in list(self.owned.items()):
+            if key not in assigned:
+                continue  # revoked (half a rebalance): the assignment that follows decides
             try:
                 shard = self.store.shard_name(owned.queue, owned.partition)
             except StoreUnavailableError:
@@ -509,6 +512,7 @@ class Partitions:
                     # Or it moved to another shard, and the old one's rows went before
                     # this owner saw the move: adopted again from where it is placed (a
                     # deleted queue has no placement: it waits until revoked).
+                    self.store.forget_placements()
                     self._waiting.add(key)
             except FencedError as exc:
                 log.warning("%s; reloading it from Postgres", exc)

@@ -141,3 +141,40 @@ def test_moves_that_cannot_be_made_are_refused_and_draining_spreads_a_shard() ->
             mover.move("mail", 0, "z", rt.clock.now_ms)
         # Draining a: its two partitions go to b and c, one each (fewest first).
         assert mover.targets_off("a", rt.store.queues()) == [("mail", 0, "b"), ("mail", 3, "c")]
+
+
+def test_a_move_stopped_after_its_switch_waits_before_cleaning_and_never_cleans_a_live_shard(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with Runtime(CONFIG, shards=3) as rt:
+        a = rt.node()
+        a.create_queue("mail")  # a, b, c, a
+        for i in range(20):
+            a.enqueue("mail", job(b"j%d" % i))
+        rt.settle()
+        said: list[str] = []
+        mover = _mover(rt, said)
+        topic = queue_topic(CONFIG.topic_prefix, "mail")
+
+        def killed(_: float) -> None:
+            if rt.store.queues()[0].shards[0] == "b":
+                raise KeyboardInterrupt  # during the wait after the switch
+
+        monkeypatch.setattr("pinledger.service.moves.time.sleep", killed)
+        with pytest.raises(KeyboardInterrupt):
+            mover.move("mail", 0, "b", rt.clock.now_ms)
+        assert rt.store.queues()[0].shards[0] == "b"
+        assert rt.shards["a"].offsets([(topic, 0)]), "nothing removed yet"
+        monkeypatch.undo()
+
+        # Run again: the servers may not have followed yet, so it waits first.
+        report = mover.move("mail", 0, "b", rt.clock.now_ms)
+        assert report.switched_at is None and report.removed > 0
+        assert "mail[0] is on 'b'; waiting 0 s before removing it elsewhere" in said
+
+        # A mover of an older move (to a) must not clean where the partition lives now.
+        rt.advance_until(lambda: ("mail", 0) in a.serving(), "partition 0 to serve from b")
+        held = _held(rt.shards["b"], "mail")[0]
+        assert mover._clean("mail", topic, 0, "a") == 0
+        assert "mail[0] moved on from 'a' meanwhile" in said[-1]
+        assert _held(rt.shards["b"], "mail")[0] == held

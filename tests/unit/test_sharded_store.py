@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pinledger.ledger.events import PartitionPlaced
+from pinledger.ledger.events import PartitionMoved, PartitionPlaced
 from pinledger.ledger.log import catalog_topic, queue_topic
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.sharded_store import (
@@ -320,6 +320,33 @@ def test_a_partition_waits_until_its_shard_has_projected_its_queue(clock: Clock)
     assert store.offset(topic, 0) == 0
     with pytest.raises(PlacementUnknownError, match="store shard 'b' has not projected"):
         store.offset(topic, 1)
+
+
+def test_a_stale_cache_never_starts_a_moved_partition_on_the_shard_it_left(
+    clock: Clock,
+) -> None:
+    """The home shard does not answer, so a server keeps its cached placements; a
+    partition moved from b to c meanwhile is not adopted on b (where its rows are being
+    removed): b's own catalog says where it went."""
+    shards = _shards("a", "b", "c")
+    _catalog(shards.values(), QueueRow("mail", 2, T0))
+    for shard in shards.values():
+        at = shard.offset(CATALOG, 0)
+        shard.commit_catalog(CATALOG, at, at + 1, [], [], placed=[PartitionPlaced("mail", 1, "b")])
+    store = _sharded(shards, clock)
+    assert store.placed_store("mail", 1)[0] == "b"
+    for shard in shards.values():
+        at = shard.offset(CATALOG, 0)
+        moved = PartitionMoved("mail", 1, "b", "c", 40)
+        shard.commit_catalog(CATALOG, at, at + 1, [], [], placed=[moved])
+    shards["a"].fail("home is down")
+    clock.now += 5
+    assert store.shard_name("mail", 1) == "b"  # the cached placement
+    with pytest.raises(PlacementUnknownError, match="store shard 'b' says the partition moved"):
+        store.placed_store("mail", 1)
+    shards["a"].recover()
+    clock.now += 2  # past the second a shard that did not answer is not asked
+    assert store.placed_store("mail", 1)[0] == "c"
 
 
 def test_placements_are_read_again_after_refresh_s(clock: Clock) -> None:
