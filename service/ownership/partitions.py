@@ -392,7 +392,6 @@ class Partitions:
                 moved.append((key, owned.shard, shard))
         if not moved:
             return
-        ends = self.end_offsets([key for key, _, _ in moved])
         for key, source, target in moved:
             log.info(
                 "%s[%d] moved from store shard %r to %r: serving from %r once it has caught up",
@@ -403,6 +402,10 @@ class Partitions:
                 target,
             )
             self.drop(key)
+        # The ends after the drops: a claim this owner appended before it stopped serving
+        # the partition is below them, so it is projected before the partition serves.
+        ends = self.end_offsets([key for key, _, _ in moved])
+        for key, _, _ in moved:
             self._adopt_placed(key, None, ends.get(key, 0))
 
     def end_offsets(self, keys: Sequence[Key]) -> dict[Key, int]:
