@@ -380,16 +380,17 @@ class Partitions:
         if not isinstance(self.store, ShardedStore):
             return
         moved: list[tuple[Key, str, str]] = []
-        assigned = set(self.reader.assignment())
         for key, owned in list(self.owned.items()):
-            if key not in assigned:
-                continue  # revoked (half a rebalance): the assignment that follows decides
             try:
                 shard = self.store.shard_name(owned.queue, owned.partition)
             except StoreUnavailableError:
                 continue  # no placement readable now: it stays where it is
             if shard != owned.shard:
                 moved.append((key, owned.shard, shard))
+        if moved:
+            # Revoked ones (half a rebalance) are left to the assignment that follows.
+            assigned = set(self.reader.assignment())
+            moved = [m for m in moved if m[0] in assigned]
         if not moved:
             return
         for key, source, target in moved:
