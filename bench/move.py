@@ -28,8 +28,6 @@ import time
 import uuid
 from pathlib import Path
 
-import psycopg
-
 from bench.replay_ab import write_log
 from pinledger.client import PinLaterClient
 from pinledger.client.jobs import Job
@@ -38,6 +36,7 @@ from pinledger.ledger.events import Actor, Enqueued
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.factory import open_store
+from pinledger.projections.pg.databases import sibling_database
 from pinledger.projections.sharded_store import ShardedStore
 from pinledger.service.assembly import open_shards
 from pinledger.service.config import Config
@@ -49,13 +48,11 @@ ACTOR = Actor(source="bench:move", request_id="", server="bench")
 SECOND_PG_DB = "pinledger_shard_b"
 
 
-def _second_pg(dsn: str) -> str:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        if not conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", (SECOND_PG_DB,)
-        ).fetchone():
-            conn.execute(f'CREATE DATABASE "{SECOND_PG_DB}"')
-    return f"{dsn.rpartition('/')[0]}/{SECOND_PG_DB}"
+def _second_shard(target: str, home: str) -> str:
+    """The target shard's DSN: another database on the stack's Postgres, or MariaDB."""
+    if target == "postgres":
+        return sibling_database(home, SECOND_PG_DB)
+    return os.environ["PINLEDGER_MYSQL_DSN"]
 
 
 class Worker:
@@ -143,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     tag = uuid.uuid4().hex[:8]
     prefix, schema, queue = f"movebench{tag}.", f"movebench_{tag}", "moved"
     home = config.store_url
-    second = _second_pg(home) if args.target == "postgres" else os.environ["PINLEDGER_MYSQL_DSN"]
+    second = _second_shard(args.target, home)
     work = Path(tempfile.mkdtemp(prefix="pinledger-move-bench-"))
     map_path = work / "shards.json"
     map_path.write_text(

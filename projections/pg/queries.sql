@@ -18,6 +18,14 @@ CREATE SCHEMA IF NOT EXISTS {schema};
 -- name: drop_schema
 DROP SCHEMA IF EXISTS {schema} CASCADE;
 
+-- name: database_exists
+-- A second database on the same server, as a second store shard for the tests and the
+-- move benchmark (projections/pg/databases.py).
+SELECT 1 FROM pg_database WHERE datname = %(name)s;
+
+-- name: create_database
+CREATE DATABASE {database};
+
 -- name: try_lock_migrations
 -- Two processes migrating the same schema at once take turns. Held by the session (its
 -- end releases it), not a transaction: a concurrent migration runs outside any

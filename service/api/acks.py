@@ -12,15 +12,14 @@ from pinledger.service.api.requests import AckRequest, Caller, CheckpointRequest
 
 def apply_acks(api: Api, caller: Caller | None, request: AckRequest, queue: QueueRow) -> None:
     """Append the acks of `request` (and count them)."""
-    append_by_partition(api, queue, ack_events(queue, request), caller)
+    append_by_partition(api, queue, ack_events(api, queue, request), caller)
     count_acks(api, request, queue)
 
 
-def ack_events(queue: QueueRow, request: AckRequest) -> dict[int, list[Event]]:
+def ack_events(api: Api, queue: QueueRow, request: AckRequest) -> dict[int, list[Event]]:
     """The events of `request`'s acks, per partition; DescriptorError for a job that is
     not the queue's."""
-    check_jobs(queue, (info.job for info in request.succeeded))
-    check_jobs(queue, (info.job for info in request.failed))
+    check_jobs(api, queue, [info.job for info in (*request.succeeded, *request.failed)])
     events: dict[int, list[Event]] = {}
     for info in request.succeeded:
         events.setdefault(info.job.partition, []).append(
@@ -49,7 +48,7 @@ def ack_dequeued_jobs(api: Api, caller: Caller | None, request: AckRequest) -> N
 
 def checkpoint_jobs(api: Api, caller: Caller | None, request: CheckpointRequest) -> None:
     queue = load_queue(api, request.queue)
-    check_jobs(queue, (item.job for item in request.checkpoints))
+    check_jobs(api, queue, (item.job for item in request.checkpoints))
     events: dict[int, list[Event]] = {}
     for item in request.checkpoints:
         event = Checkpointed(

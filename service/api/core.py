@@ -18,6 +18,7 @@ from pinledger.ledger.clock import Clock
 from pinledger.ledger.commands import Limits, check_queue_name
 from pinledger.ledger.descriptor import DescriptorError, JobDescriptor
 from pinledger.ledger.events import Actor, Event
+from pinledger.ledger.log import LogError
 from pinledger.ledger.state import Job
 from pinledger.ledger.writer import Batch, LedgerWriter, Traced
 from pinledger.projections.store import LedgerStore, QueueRow
@@ -107,22 +108,39 @@ def load_queue(api: Api, name: str) -> QueueRow:
     return row
 
 
-def check_job(queue: QueueRow, parsed: JobDescriptor) -> None:
-    """A descriptor must name the request's queue and one of its partitions."""
-    if parsed.queue != queue.name:
-        raise DescriptorError(
-            f"{str(parsed)!r} belongs to queue {parsed.queue!r}, not {queue.name!r}"
-        )
-    if parsed.partition >= queue.partitions:
-        raise DescriptorError(
-            f"{str(parsed)!r}: queue {queue.name!r} has no partition {parsed.partition} "
-            f"(it has {queue.partitions})"
-        )
+def check_jobs(api: Api, queue: QueueRow, jobs: Iterable[JobDescriptor]) -> None:
+    """Each descriptor must name the request's queue and one of its partitions. One
+    past the directory's count is checked against the queue's topic before it is
+    refused: Kafka's partitions are added before the catalog's record, and the
+    directory re-reads the catalog every second, so a grown queue's job of a new
+    partition can be handed out (by this server's owner, or a peer's through a forwarded
+    dequeue) before the directory lists the partition."""
+    listed = list(jobs)
+    partitions = queue.partitions
+    if any(parsed.partition >= partitions for parsed in listed):
+        partitions = max(partitions, _topic_partitions(api, queue.name))
+    for parsed in listed:
+        if parsed.queue != queue.name:
+            raise DescriptorError(
+                f"{str(parsed)!r} belongs to queue {parsed.queue!r}, not {queue.name!r}"
+            )
+        if parsed.partition >= partitions:
+            raise DescriptorError(
+                f"{str(parsed)!r}: queue {queue.name!r} has no partition {parsed.partition} "
+                f"(it has {partitions})"
+            )
 
 
-def check_jobs(queue: QueueRow, jobs: Iterable[JobDescriptor]) -> None:
-    for parsed in jobs:
-        check_job(queue, parsed)
+def check_job(api: Api, queue: QueueRow, parsed: JobDescriptor) -> None:
+    check_jobs(api, queue, (parsed,))
+
+
+def _topic_partitions(api: Api, name: str) -> int:
+    """The partitions the queue's topic has (0: unknown, Kafka not answering)."""
+    try:
+        return api.writer.log.partition_count(api.writer.topic(name)) or 0
+    except LogError:
+        return 0
 
 
 def by_partition(queue: QueueRow, events: dict[int, list[Event]]) -> list[Batch]:

@@ -34,7 +34,7 @@ def dequeue_jobs(api: Api, caller: Caller | None, request: DequeueRequest) -> An
     # The piggybacked acks are checked before anything is appended, and appended
     # always (PinLater dropped them on a rate-limited dequeue): with the claims, in one
     # round trip, when the call claims; alone, before answering, when it does not.
-    acks = None if request.acks is None else ack_events(queue, request.acks)
+    acks = None if request.acks is None else ack_events(api, queue, request.acks)
     now = api.clock.now_ms()
     if request.dry_run or not api.rate_limits.allow(queue.name):
         if request.acks is not None and acks is not None:

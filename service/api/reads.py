@@ -52,7 +52,7 @@ def lookup_jobs(api: Api, request: LookupRequest) -> dict[str, Any]:
     for name, wanted in by_queue.items():
         queue = load_queue(api, name)
         targets = resolve(api, name, wanted)
-        check_jobs(queue, targets.values())
+        check_jobs(api, queue, targets.values())
         topic = api.writer.topic(name)
         waits: dict[Partition, int] = {}
         for d in targets.values():
@@ -75,7 +75,7 @@ def lookup_jobs(api: Api, request: LookupRequest) -> dict[str, Any]:
 def get_job_history(api: Api, request: HistoryRequest) -> Any:
     queue = load_queue(api, request.job.queue)
     parsed = resolve(api, queue.name, [request.job])[str(request.job)]
-    check_job(queue, parsed)
+    check_job(api, queue, parsed)
     wait_projected(api, {(api.writer.topic(queue.name), parsed.partition): parsed.offset})
     rows = api.store.job_events(queue.name, parsed.partition, parsed.local_id)
     try:

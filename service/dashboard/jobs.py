@@ -97,7 +97,7 @@ def life(backend: Backend, text: str) -> str:
     api = backend.api
     parsed = descriptor.parse(text)
     queue = load_queue(api, parsed.queue)
-    check_job(queue, parsed)
+    check_job(api, queue, parsed)
     topic = api.writer.topic(queue.name)
     rows = api.store.job_events(queue.name, parsed.partition, parsed.local_id)
     rows = job_rows(rows, api.writer.log, topic, parsed, api.config.history_scan_records)

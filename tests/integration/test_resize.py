@@ -10,6 +10,7 @@ import json
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -100,9 +101,11 @@ class Load:
                     states: object = {d: (i.state.name, i.claim) for d, i in found.items()}
                 except ClientError as exc:
                     states = exc
+                by_partition = Counter(parse(d).partition for d in missing)
                 raise AssertionError(
-                    f"{len(missing)} jobs never acked, the first {missing[:5]}: {states}; "
-                    f"errors: {self.errors[-5:]}"
+                    f"{len(missing)} jobs never acked (by partition {dict(by_partition)}), "
+                    f"the first {missing[:5]}: {states}; {len(self.errors)} errors, the "
+                    f"first {self.errors[:3]}, the last {self.errors[-3:]}"
                 )
             time.sleep(0.1)
 

@@ -16,7 +16,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from pinledger.client import PinLaterClient
@@ -25,6 +24,7 @@ from pinledger.client.jobs import JobState
 from pinledger.ledger.descriptor import parse
 from pinledger.ledger.log import Log
 from pinledger.projections.factory import open_store
+from pinledger.projections.pg.databases import sibling_database
 from pinledger.projections.store import JobFilter, LedgerStore
 from pinledger.service.testing.servers import ServerProcess, run_pinledger, running, wait_for
 from tests.integration.conftest import server_settings
@@ -36,24 +36,11 @@ pytestmark = pytest.mark.integration
 SECOND_DB = "pinledger_shard_b"
 
 
-def _second_pg_dsn() -> str:
-    """The stack's Postgres, another database on it (created here when missing: the
-    stack's role may create databases)."""
-    dsn = stack_settings().pg_dsn
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        if not conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", (SECOND_DB,)
-        ).fetchone():
-            conn.execute(f'CREATE DATABASE "{SECOND_DB}"')
-    head, _, _ = dsn.rpartition("/")
-    return f"{head}/{SECOND_DB}"
-
-
 @pytest.fixture(params=["two-postgres", "postgres-mariadb"])
 def shard_dsns(request: pytest.FixtureRequest) -> tuple[str, str]:
     settings = stack_settings()
     if request.param == "two-postgres":
-        return settings.pg_dsn, _second_pg_dsn()
+        return settings.pg_dsn, sibling_database(settings.pg_dsn, SECOND_DB)
     return settings.pg_dsn, settings.mysql_dsn
 
 

@@ -30,7 +30,7 @@ from pinledger.projections.store import QueueRow
 from pinledger.service.ownership.membership import member_id_of, peer_addresses
 from pinledger.service.ownership.queue_sizes import QueueSizes
 from pinledger.service.queue_config import QueueConfig, parse_queue_config
-from pinledger.service.testing.runtime import TEST_CONFIG, Node, Runtime, job
+from pinledger.service.testing.runtime import GONE, TEST_CONFIG, Node, Runtime, job
 
 CONFIG = dataclasses.replace(TEST_CONFIG, partitions=2)
 
@@ -362,3 +362,36 @@ def test_a_server_owning_only_retired_partitions_is_asked_for_no_dequeue() -> No
     assert peer_addresses(members, topic, me) == ["a:1", "c:1"]
     assert peer_addresses(members, topic, me, retired_from=2) == ["c:1"]
     assert peer_addresses(members, topic, me, retired_from=1) == []
+
+
+def test_jobs_of_a_partition_the_directory_does_not_list_yet_are_acked_and_read() -> None:
+    """Kafka's partitions are added before the catalog's record, and the queue
+    directories re-read the catalog every second: a server can hand out a job of a new
+    partition (its own, or a peer's through a forwarded dequeue) before its directory
+    lists it. The worker's ack, checkpoint and lookup of it are accepted (the topic has
+    the partition), and a descriptor past the topic's partitions is still refused."""
+    with Runtime(CONFIG) as rt:
+        a = rt.node()
+        a.create_queue("mail")
+        topic = queue_topic(CONFIG.topic_prefix, "mail")
+        rt.log.add_partitions(topic, 4)  # the catalog's record not written yet
+        rt.writer.enqueue("mail", 3, [Enqueued(b"early", 1, 0, 1)], rt.clock.now_ms(), GONE)
+        assert {q.name: q.partitions for q in rt.store.queues()}["mail"] == 2
+        got: dict[str, bytes] = {}
+
+        def dequeued() -> bool:
+            got.update(a.dequeue("mail", 5))
+            return bool(got)
+
+        rt.advance_until(dequeued, "the job of the new partition to be handed out")
+        [descriptor] = got
+        assert _partition(descriptor) == 3
+        assert {q.name: q.partitions for q in rt.store.queues()}["mail"] == 2
+        a.checkpoint("mail", descriptor)
+        a.ack("mail", succeeded=[descriptor])
+        rt.settle()
+        assert a.lookup(descriptor).jobState == pinlater.PinLaterJobState.SUCCEEDED
+        beyond = descriptor.replace(":s3:", ":s4:", 1)
+        with pytest.raises(pinlater.PinLaterException) as refused:
+            a.ack("mail", succeeded=[beyond])
+        assert "has no partition 4 (it has 4)" in refused.value.message
