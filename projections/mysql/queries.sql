@@ -498,11 +498,15 @@ DELETE FROM job_events
 WHERE queue = %(queue)s AND `partition` = %(partition)s AND local_id <= %(upto)s;
 
 -- name: moved_imported_batch_end
+-- Through imported_by_partition (migrations/mysql/0007), named: MariaDB's plan walked the
+-- primary key in order instead, reading the queue's other partitions' rows on the way.
 SELECT max(old_descriptor) FROM (
-    SELECT old_descriptor FROM imported_descriptors
+    SELECT old_descriptor FROM imported_descriptors FORCE INDEX (imported_by_partition)
     WHERE queue = %(queue)s AND `partition` = %(partition)s
     ORDER BY old_descriptor LIMIT %(limit)s) AS batch;
 
 -- name: remove_moved_imported
-DELETE FROM imported_descriptors
-WHERE queue = %(queue)s AND `partition` = %(partition)s AND old_descriptor <= %(upto)s;
+-- The multi-table form, the one that takes an index hint (as above: else a range of the
+-- primary key from the queue's first descriptor, every batch).
+DELETE d FROM imported_descriptors AS d FORCE INDEX (imported_by_partition)
+WHERE d.queue = %(queue)s AND d.`partition` = %(partition)s AND d.old_descriptor <= %(upto)s;

@@ -123,7 +123,9 @@ CREATE TABLE imported_descriptors (
     `partition`     INT          NOT NULL,
     local_id        BIGINT       NOT NULL,
     priority        SMALLINT     NOT NULL,
-    PRIMARY KEY (queue, old_descriptor)
+    PRIMARY KEY (queue, old_descriptor),
+    -- One partition's, in key order: the clean-up after a move (migrations/mysql/0007).
+    INDEX imported_by_partition (queue, `partition`, old_descriptor)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- Dashboard sessions ended by a logout before their time (migrations/mysql/0003).

@@ -115,6 +115,8 @@ CREATE TABLE imported_descriptors (
     priority        smallint NOT NULL,
     PRIMARY KEY (queue, old_descriptor)
 );
+-- One partition's, in key order: the clean-up after a move (migrations/0012).
+CREATE INDEX imported_by_partition ON imported_descriptors (queue, partition, old_descriptor);
 
 -- Dashboard sessions ended by a logout before their time (migrations/0008).
 CREATE TABLE ended_sessions (

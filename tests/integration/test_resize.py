@@ -242,13 +242,31 @@ def test_a_server_killed_while_a_queue_grows_and_shrinks_loses_nothing(
         assert "partitions 2..5 take no new jobs and drain" in _resize(prefix, queue, 2)
         wait_for(lambda: _partitions_of(load.enqueued[-40:]) == {0, 1}, timeout=30)
         load.enqueue_more(100)
-        load.drain()
+        try:
+            load.drain()
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{_told(servers[0])}") from None
         load.stop()
         _all_succeeded(address[:1], load)
         with PinLaterClient(address[:1]) as client:
             assert client.count(queue, JobState.PENDING) == 0
             assert client.count(queue, JobState.IN_PROGRESS) == 0
     _replays_identically(config, kafka, prefix, schema)
+
+
+def _told(server: ServerProcess) -> str:
+    """The survivor's warnings and ownership lines, the last 60 (a failure's story)."""
+    if server.log_path is None:
+        return "no server log"
+    lines = server.log_path.read_text(errors="replace").splitlines()
+    kept = [
+        line
+        for line in lines
+        if " WARNING " in line or " ERROR " in line or "pinledger.service.ownership" in line
+    ]
+    return f"server {server.port}'s log, its warnings and ownership lines:\n" + "\n".join(
+        kept[-60:]
+    )
 
 
 def _changes(kafka: Log, prefix: str, queue: str) -> list[QueueResized]:
