@@ -11,6 +11,7 @@ most telling one, with what to check, into the one LogError."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -90,6 +91,29 @@ _CAUSES = (
 )
 
 
+# A connection lost after it learned the broker's version (its first exchange), on a
+# bootstrap that never completed: with SASL, lost during the login that follows it.
+_LOST_AT_LOGIN = re.compile(
+    r"broker_version=\(\d.*Connection lost: KafkaConnectionError: socket disconnected"
+)
+_CLOSED_AT_LOGIN = (
+    "the broker closed each connection during the SASL login, after the TLS handshake "
+    "and the version exchange, as it does when it refuses a login (kafka-python did not "
+    "read its answer in time): check PINLEDGER_KAFKA_SASL_USERNAME, "
+    "PINLEDGER_KAFKA_SASL_PASSWORD and PINLEDGER_KAFKA_SASL_MECHANISM"
+)
+
+
+def closed_at_login(messages: list[str]) -> str | None:
+    """Why a SASL bootstrap failed when no log line says (explanation() found nothing):
+    the broker answers a refused login and closes the connection, and kafka-python often
+    sees the close first ("socket disconnected"); under load, every attempt within the
+    bootstrap timeout did (seen in CI, then on a CPU-starved machine: 12 of 12)."""
+    if any(_LOST_AT_LOGIN.search(message) for message in messages):
+        return _CLOSED_AT_LOGIN
+    return None
+
+
 class _Kept(logging.Filter):
     """Keeps the connection loggers' warnings and errors (a failed attempt, each with its
     traceback) instead of letting them print; their debug lines (`pinledger -v`) pass."""
@@ -132,6 +156,8 @@ def translated(what: str, bootstrap: str, explained: KafkaSecurity | None = None
         reason = explanation(kept.messages)
         if reason is None and explained is not None and isinstance(exc, KafkaTimeoutError):
             reason = tls_problem(bootstrap, explained)
+            if reason is None and explained.uses_sasl:
+                reason = closed_at_login(kept.messages)
         if reason is None:
             raise log_error(exc, what, bootstrap) from exc
         raise LogError(f"{what}: {reason}") from exc

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pinledger.ledger.kafka.errors import explanation
+from pinledger.ledger.kafka.errors import closed_at_login, explanation
 from pinledger.ledger.kafka.settings import KafkaSettings, security_options
 from pinledger.ledger.log import KafkaSecurity
 from pinledger.ledger.rdkafka import config as rdkafka_config
@@ -191,3 +191,19 @@ def test_a_failed_connection_is_explained_by_what_kafka_python_logged(
 def test_nothing_telling_in_the_logs_explains_nothing() -> None:
     assert explanation(["Bootstrap bootstrap-0 not ready", "socket disconnected"]) is None
     assert explanation([]) is None
+
+
+def test_a_sasl_connection_closed_after_the_version_exchange_reads_as_a_refused_login() -> None:
+    """kafka-python often sees a refused login's close before its answer: the lines it
+    logged then (a CPU-starved run) still tell a refused login from a broker not there."""
+    lost = (
+        "<KafkaConnection node_id=bootstrap-0 broker_version=(4, 3) (disconnected)>: "
+        "Connection lost: KafkaConnectionError: socket disconnected"
+    )
+    noise = "Bootstrap connection to bootstrap-0 failed: KafkaConnectionError: socket disconnected"
+    assert explanation([noise, lost]) is None
+    reason = closed_at_login([noise, lost])
+    assert reason is not None and "PINLEDGER_KAFKA_SASL_PASSWORD" in reason
+    before_versions = lost.replace("broker_version=(4, 3)", "broker_version=unknown")
+    refused = "Connection lost: KafkaConnectionError: [Errno 111] Connection refused"
+    assert closed_at_login([noise, before_versions, refused]) is None
