@@ -97,9 +97,9 @@ _LOST_AT_LOGIN = re.compile(
     r"broker_version=\(\d.*Connection lost: KafkaConnectionError: socket disconnected"
 )
 _CLOSED_AT_LOGIN = (
-    "the broker closed each connection during the SASL login, after the TLS handshake "
-    "and the version exchange, as it does when it refuses a login (kafka-python did not "
-    "read its answer in time): check PINLEDGER_KAFKA_SASL_USERNAME, "
+    "the broker closed each connection during the SASL login (after the connection's "
+    "version exchange), as it does when it refuses a login (kafka-python did not read "
+    "its answer in time): check PINLEDGER_KAFKA_SASL_USERNAME, "
     "PINLEDGER_KAFKA_SASL_PASSWORD and PINLEDGER_KAFKA_SASL_MECHANISM"
 )
 
