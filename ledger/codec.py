@@ -155,7 +155,11 @@ def _encode_event(event: Event) -> dict[str, Any]:
                 "r": event.run_after,
             }
         case Deleted():
-            return {"t": EVENT_TAGS[Deleted], "j": event.local_id}
+            # Only a guarded delete (ledger format 3) carries "s": every other record
+            # stays as it was.
+            if event.state is None:
+                return {"t": EVENT_TAGS[Deleted], "j": event.local_id}
+            return {"t": EVENT_TAGS[Deleted], "j": event.local_id, "s": event.state}
         case Collected():
             return {"t": EVENT_TAGS[Collected], "j": event.local_id}
         case (
@@ -275,7 +279,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
         attempts_allowed=_field(o, "n", int),
         run_after=_field(o, "r", int),
     ),
-    "del": lambda o: Deleted(local_id=_field(o, "j", int)),
+    "del": lambda o: Deleted(local_id=_field(o, "j", int), state=_opt(o, "s", int)),
     "gc": lambda o: Collected(local_id=_field(o, "j", int)),
     "qnew": lambda o: QueueCreated(name=_field(o, "q", str), partitions=_field(o, "n", int)),
     "qdel": lambda o: QueueDeleted(name=_field(o, "q", str)),

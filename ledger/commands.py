@@ -217,8 +217,18 @@ def decide_retry(
     ]
 
 
-def decide_delete(jobs: Iterable[Job], state: JobState, limit: int) -> list[Deleted]:
-    """deleteJobs: up to `limit` jobs in `state`."""
+def decide_delete(
+    jobs: Iterable[Job], state: JobState, limit: int, guarded: bool = True
+) -> list[Deleted]:
+    """deleteJobs: up to `limit` jobs in `state`. `guarded` (ledger format 3 and
+    later): each delete names the state it was selected in, and applies only while the
+    job is still in it (a retry, claim or ack may land between the selection and the
+    delete); unguarded, for a cluster at an older format, whose servers could not read
+    the guard."""
     check_limit(limit)
     matching = (job for job in jobs if job.state is state)
-    return [Deleted(local_id=job.local_id) for job, _ in zip(matching, range(limit), strict=False)]
+    guard = int(state) if guarded else None
+    return [
+        Deleted(local_id=job.local_id, state=guard)
+        for job, _ in zip(matching, range(limit), strict=False)
+    ]

@@ -108,9 +108,14 @@ class Retried:
 
 @dataclass(frozen=True, slots=True)
 class Deleted:
-    """An operator's deleteJobs."""
+    """An operator's deleteJobs. `state` (a PinLaterJobState number; ledger format 3
+    and later) is the state the job was selected in: the delete applies only while the
+    job is still in it, so a deleteJobs(FAILED) that races a retry or a claim never
+    deletes the job that is now PENDING or running. None (what format 1 and 2 records
+    carry) deletes the job in any state."""
 
     local_id: int
+    state: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

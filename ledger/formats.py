@@ -34,8 +34,12 @@ RESIZES = GROUPED
 # So did partitions placed on store shards.
 PLACEMENTS = GROUPED
 MOVES = GROUPED
+GUARDED = 3
+# Deletes guarded by the state they were selected in, and skipped records (decision 0032).
+GUARDED_DELETES = GUARDED
+SKIPS = GUARDED
 # The formats this release reads, and the newest of them.
-READS: frozenset[int] = frozenset({PLAIN, GROUPED})
+READS: frozenset[int] = frozenset({PLAIN, GROUPED, GUARDED})
 LATEST = max(READS)
 
 # What a member advertises, in its group membership: "formats=1,2".

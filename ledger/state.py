@@ -15,7 +15,8 @@ States (PinLater's PinLaterJobState, same numbers):
 - FAILED: attempts exhausted. In by Failed or TimedOut on the last attempt. Out by
   Retried (operator), Deleted, Collected.
 
-Deleted removes a job in any state; Collected removes a finished one. A removed job is
+Deleted removes a job in any state, or (ledger format 3) only in the state it was
+selected in; Collected removes a finished one. A removed job is
 `None`; its history stays in the log and in the job_events projection.
 
 Ack fencing (a fix of PinLater, which let a timed-out worker overwrite a newer
@@ -279,10 +280,23 @@ def _retried(job: Job | None, event: Retried, stamp: Stamp) -> tuple[Job | None,
     ), APPLIED
 
 
-def _deleted(job: Job | None) -> tuple[Job | None, Verdict]:
+def _deleted(job: Job | None, event: Deleted) -> tuple[Job | None, Verdict]:
     if job is None:
         return None, _rejected("delete: no such job")
+    if event.state is not None and job.state != event.state:
+        # Selected in one state, changed since (a retry, a claim, an ack): not the job
+        # the operator chose to delete.
+        return job, _rejected(
+            f"delete: job is {job.state.name}, not {_state_name(event.state)} as selected"
+        )
     return None, APPLIED
+
+
+def _state_name(state: int) -> str:
+    try:
+        return JobState(state).name
+    except ValueError:
+        return f"state {state}"
 
 
 def _collected(job: Job | None) -> tuple[Job | None, Verdict]:
@@ -317,7 +331,7 @@ def evolve(
         case Retried():
             return _retried(job, event, stamp)
         case Deleted():
-            return _deleted(job)
+            return _deleted(job, event)
         case Collected():
             return _collected(job)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from pinledger.ledger import formats
 from pinledger.ledger.commands import decide_delete, decide_retry
 from pinledger.ledger.events import Event
 from pinledger.ledger.state import Job, JobState
@@ -33,6 +34,12 @@ def _append_bulk(
     return count
 
 
+def _guarded(api: Api) -> bool:
+    """Whether deletes name the state they were selected in: only once every server
+    reads it (ledger format 3)."""
+    return api.writer.cluster_format >= formats.GUARDED_DELETES
+
+
 def retry_failed_jobs(api: Api, caller: Caller | None, request: RetryRequest) -> int:
     queue = load_queue(api, request.queue)
     where = job_filter(api, queue, JobState.FAILED, request.priority, None)
@@ -55,8 +62,13 @@ def delete_jobs(api: Api, caller: Caller | None, request: DeleteJobsRequest) -> 
     where = job_filter(api, queue, request.state, request.priority, request.body_regex)
     settle(api, queue)
     rows = api.store.select(where, request.limit)
+    guarded = _guarded(api)
     count = _append_bulk(
-        api, queue, rows, lambda jobs: list(decide_delete(jobs, where.state, len(jobs))), caller
+        api,
+        queue,
+        rows,
+        lambda jobs: list(decide_delete(jobs, where.state, len(jobs), guarded)),
+        caller,
     )
     api.metrics.count("pinledger_jobs_total", count, queue=queue.name, action="delete")
     return count
@@ -94,8 +106,9 @@ def delete_selected(
     queue = load_queue(api, queue_name)
     settle(api, queue)
     rows = api.store.lookup(queue.name, keys, include_body=False) if keys else []
+    guarded = _guarded(api)
     count = _append_bulk(
-        api, queue, rows, lambda jobs: list(decide_delete(jobs, state, len(jobs))), caller
+        api, queue, rows, lambda jobs: list(decide_delete(jobs, state, len(jobs), guarded)), caller
     )
     api.metrics.count("pinledger_jobs_total", count, queue=queue.name, action="delete")
     return count

@@ -18,7 +18,8 @@ the catalog's record of the cluster's ledger format (`"fmt"`, ledger format 2, d
 0025); a queue resized live (`"qsize"`, ledger format 2, decision 0030); a queue's drained
 partitions retired (`"qret"`, ledger format 2, decision 0030); partitions placed on store
 shards (`"qplace"`, ledger format 2, decision 0031); a partition moved to another shard
-(`"qmove"`, ledger format 2, decision 0031).
+(`"qmove"`, ledger format 2, decision 0031); a delete guarded by the state its job was
+selected in (`"del"` with `"s"`, ledger format 3, decision 0032).
 """
 
 from __future__ import annotations
@@ -287,6 +288,40 @@ def partition_moved() -> Story:
     return s
 
 
+def guarded_deletes() -> Story:
+    s = Story(
+        "v1-guarded-deletes",
+        "Job records of ledger format 3: deletes that name the state their job was "
+        "selected in (decision 0032). One applies (still FAILED); one is rejected because "
+        "a retry made the job PENDING after deleteJobs(FAILED) selected it; one is "
+        "rejected because a claim made the job IN_PROGRESS after deleteJobs(PENDING) "
+        "selected it; an unguarded delete (formats 1 and 2) still applies in any state.",
+    )
+    enq = s.plain(
+        T0,
+        APP,
+        Enqueued(b"a", 1, T0, 1, ""),
+        Enqueued(b"b", 1, T0, 1, ""),
+        Enqueued(b"c", 1, T0, 1, ""),
+        Enqueued(b"d", 1, T0, 1, ""),
+    )
+    a, b, c, d = (local_id_for(enq, i) for i in range(4))
+    claim = "pinledger-a:1:thumbnailer:1"
+    s.plain(T0 + 10, WORKER, Claimed(a, claim), Claimed(b, claim), Claimed(d, claim))
+    s.plain(T0 + 20, WORKER, Failed(a, 0, "", claim), Failed(b, 0, "", claim))
+    s.plain(T0 + 30, OPERATOR, Retried(b, 2, T0 + 30))
+    s.plain(T0 + 40, WORKER, Claimed(c, "pinledger-a:1:thumbnailer:2"))
+    s.plain(
+        T0 + 50,
+        OPERATOR,
+        Deleted(a, state=3),
+        Deleted(b, state=3),
+        Deleted(c, state=0),
+        Deleted(d),
+    )
+    return s
+
+
 def _job(job: Job) -> dict[str, Any]:
     values = job._asdict()
     values["state"] = job.state.name
@@ -369,6 +404,7 @@ STORIES = (
     partitions_retired,
     partitions_placed,
     partition_moved,
+    guarded_deletes,
 )
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pinledger.ledger import codec
+from pinledger.ledger import codec, formats
 from pinledger.ledger.events import Actor
 from pinledger.ledger.kafka import KafkaLog
 from pinledger.ledger.log import catalog_topic
@@ -130,13 +130,15 @@ def test_a_rolling_upgrade_from_the_previous_release_loses_nothing(
             _served_more(load)
             _replace(servers, load, 1, names, tmp_path)
             _served_more(load)
-            # 4. Every server reads format 2: raise it; both follow within a tick.
+            # 4. Every server reads this release's newest format: raise it; both follow
+            # within a tick.
             code, out = _upgrade_format(prefix, "--check")
-            assert code == 0 and "would raise the ledger format from 1 to 2" in out, out
+            raised = f"ledger format from 1 to {formats.LATEST}"
+            assert code == 0 and f"would raise the {raised}" in out, out
             code, out = _upgrade_format(prefix)
-            assert code == 0 and "raised the ledger format from 1 to 2" in out, out
+            assert code == 0 and f"raised the {raised}" in out, out
             for server in servers:
-                wait_for(lambda s=server: _ledger_format(s) == 2, FOLLOW_LIMIT_S)
+                wait_for(lambda s=server: _ledger_format(s) == formats.LATEST, FOLLOW_LIMIT_S)
             _served_more(load)
             load.stop_producing()
             # 5. Nothing acknowledged is lost: every acknowledged enqueue completes.
@@ -147,7 +149,7 @@ def test_a_rolling_upgrade_from_the_previous_release_loses_nothing(
                 checker.close()
         assert len(load.record.enqueued) > 60
         code, out = _upgrade_format(prefix)
-        assert code == 0 and "already at format 2" in out, out
+        assert code == 0 and f"already at format {formats.LATEST}" in out, out
     finally:
         for server in servers:
             server.stop()
@@ -168,18 +170,20 @@ def test_a_server_refuses_a_format_it_cannot_read_and_stops_when_raised_past_it(
     prefix, _ = names
     server = _server(names, None, tmp_path).start(tmp_path)
     try:
-        assert _ledger_format(server) == 2  # a new catalog starts at the newest format
+        # A new catalog starts at the newest format.
+        assert _ledger_format(server) == formats.LATEST
         # A later release raised the format (written here as it would write it).
-        LedgerWriter(kafka, prefix).raise_format(3, int(time.time() * 1000), Actor("test"))
+        later = formats.LATEST + 1
+        LedgerWriter(kafka, prefix).raise_format(later, int(time.time() * 1000), Actor("test"))
         assert server.proc is not None
         wait_for(lambda: server.proc is not None and server.proc.poll() is not None, 30)
         assert server.proc.returncode == EXIT_UNREADABLE_FORMAT, server.log()
-        assert "ledger format is 3" in server.log()
+        assert f"ledger format is {later}" in server.log()
     finally:
         server.stop()
     starting = _server(names, None, tmp_path)
     with pytest.raises(RuntimeError, match="exited") as refused:
         starting.start(tmp_path)
-    assert "upgrade this server to a release that reads format 3" in str(refused.value)
+    assert f"upgrade this server to a release that reads format {later}" in str(refused.value)
     code, out = _upgrade_format(prefix, "--to", "2")
-    assert code == 0 and "already at format 3" in out, out
+    assert code == 0 and f"already at format {later}" in out, out

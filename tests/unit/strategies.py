@@ -78,7 +78,7 @@ checkpointed = st.builds(
 )
 timed_out = st.builds(TimedOut, local_id=i64, claim=st.text(), touched_at=i64)
 retried = st.builds(Retried, local_id=i64, attempts_allowed=i64, run_after=i64)
-deleted = st.builds(Deleted, local_id=i64)
+deleted = st.builds(Deleted, local_id=i64, state=st.none() | st.integers(0, 3))
 collected = st.builds(Collected, local_id=i64)
 queue_created = st.builds(QueueCreated, name=st.text(), partitions=i64)
 queue_deleted = st.builds(QueueDeleted, name=st.text())

@@ -322,9 +322,15 @@ def test_retry_refuses_fewer_than_one_attempt_and_negative_limits() -> None:
 def test_delete_takes_up_to_limit_jobs_of_the_state(state: JobState) -> None:
     offered = [make_job(s, local_id=i) for i, s in enumerate([*JobState, *JobState])]
     matching = [job.local_id for job in offered if job.state is state]
-    assert decide_delete(offered, state, limit=1) == [Deleted(matching[0])]
-    assert decide_delete(offered, state, limit=5) == [Deleted(i) for i in matching]
+    guard = int(state)
+    assert decide_delete(offered, state, limit=1) == [Deleted(matching[0], guard)]
+    assert decide_delete(offered, state, limit=5) == [Deleted(i, guard) for i in matching]
     assert decide_delete(offered, state, limit=0) == []
+
+
+def test_an_unguarded_delete_names_no_state_for_a_cluster_of_an_older_format() -> None:
+    offered = [make_job(FAILED, local_id=4)]
+    assert decide_delete(offered, FAILED, limit=1, guarded=False) == [Deleted(4)]
 
 
 def test_delete_refuses_a_negative_limit() -> None:

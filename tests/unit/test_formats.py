@@ -43,9 +43,9 @@ def test_a_member_that_advertises_no_formats_is_held_to_read_format_1_only(text:
     assert formats.advertised_reads(text) == {formats.PLAIN}
 
 
-def test_this_release_advertises_plain_and_group_records() -> None:
-    assert formats.advertisement() == "formats=1,2"
-    assert formats.LATEST == formats.GROUPED == 2
+def test_this_release_advertises_plain_group_and_guarded_records() -> None:
+    assert formats.advertisement() == "formats=1,2,3"
+    assert formats.LATEST == formats.GUARDED == 3
 
 
 @given(st.integers(min_value=1, max_value=50), st.lists(events))
@@ -62,9 +62,9 @@ def test_a_raise_is_never_undone_by_a_lower_one() -> None:
 
 def test_a_format_this_release_does_not_read_is_refused_saying_what_to_do() -> None:
     assert formats.unreadable(1) is None and formats.unreadable(2) is None
-    problem = formats.unreadable(3)
+    problem = formats.unreadable(4)
     assert problem is not None
-    assert "ledger format is 3" in problem and "reads formats 1, 2" in problem
+    assert "ledger format is 4" in problem and "reads formats 1, 2, 3" in problem
     assert "upgrade this server" in problem
 
 
@@ -126,10 +126,10 @@ def test_a_catalog_without_a_format_record_is_format_1_until_raised() -> None:
 def test_a_server_refuses_to_start_on_a_format_it_cannot_read() -> None:
     log = FakeLog()
     log.create_topic(catalog_topic(PREFIX), 1)
-    _catalog_record(log, FormatRaised(3))
-    # A record of format 3 this release cannot decode, after the raise.
+    _catalog_record(log, FormatRaised(4))
+    # A record of format 4 this release cannot decode, after the raise.
     log.append([Append(catalog_topic(PREFIX), 0, b'{"v":2}')])
-    with pytest.raises(UnreadableFormatError, match="ledger format is 3"):
+    with pytest.raises(UnreadableFormatError, match="ledger format is 4"):
         ClusterFormat(log, PREFIX, _writer(log)).start()
 
 
@@ -142,9 +142,9 @@ def test_a_raise_past_what_this_release_reads_stops_a_running_server() -> None:
     following.start()
     following.refresh()
     assert told == []
-    writer.raise_format(3, 2, ADMIN)
+    writer.raise_format(4, 2, ADMIN)
     following.refresh()
-    assert len(told) == 1 and "ledger format is 3" in told[0]
+    assert len(told) == 1 and "ledger format is 4" in told[0]
 
 
 def test_the_writer_follows_the_format_both_ways() -> None:
@@ -184,15 +184,15 @@ def test_upgrade_format_raises_with_no_live_server_and_refuses_an_unknown_format
 ) -> None:
     log = FakeLog()
     log.create_topic(catalog_topic(PREFIX), 1)  # a catalog of 0.1.0: format 1
-    assert _upgrade(log, "--to", "3") == upgrade_format.EXIT_REFUSED
-    assert "format 3 is unknown to this release" in capsys.readouterr().out
+    assert _upgrade(log, "--to", "4") == upgrade_format.EXIT_REFUSED
+    assert "format 4 is unknown to this release" in capsys.readouterr().out
     assert _upgrade(log, "--check") == 0
-    assert "would raise the ledger format from 1 to 2" in capsys.readouterr().out
+    assert "would raise the ledger format from 1 to 3" in capsys.readouterr().out
     assert len(log.records(catalog_topic(PREFIX), 0)) == 0  # --check changed nothing
     assert _upgrade(log) == 0
-    assert "raised the ledger format from 1 to 2" in capsys.readouterr().out
+    assert "raised the ledger format from 1 to 3" in capsys.readouterr().out
     following = ClusterFormat(log, PREFIX, _writer(log))
     following.start()
-    assert following.current == 2
+    assert following.current == 3
     assert _upgrade(log) == 0
-    assert "already at format 2" in capsys.readouterr().out
+    assert "already at format 3" in capsys.readouterr().out

@@ -568,6 +568,25 @@ def test_delete_removes_a_job_in_any_state(state: JobState) -> None:
     assert applied(make_job(state), Deleted(LOCAL_ID)) is None
 
 
+@pytest.mark.parametrize("state", list(JobState))
+def test_a_guarded_delete_removes_a_job_still_in_the_state_it_was_selected_in(
+    state: JobState,
+) -> None:
+    assert applied(make_job(state), Deleted(LOCAL_ID, int(state))) is None
+
+
+@pytest.mark.parametrize(
+    ("selected", "now"), [(s, n) for s in JobState for n in JobState if s is not n]
+)
+def test_a_guarded_delete_leaves_a_job_that_changed_state_since_it_was_selected(
+    selected: JobState, now: JobState
+) -> None:
+    # deleteJobs(FAILED) racing a retry must not delete the job that is PENDING now.
+    assert rejected(make_job(now), Deleted(LOCAL_ID, int(selected))) == (
+        f"delete: job is {now.name}, not {selected.name} as selected"
+    )
+
+
 @pytest.mark.parametrize("state", [SUCCEEDED, FAILED])
 def test_gc_removes_finished_jobs(state: JobState) -> None:
     assert applied(make_job(state), Collected(LOCAL_ID)) is None
