@@ -323,6 +323,13 @@ class Log(Protocol):
         not exist (a queue being deleted) are left out."""
         ...
 
+    def start_offsets(self, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The first offset each partition still holds, in one request: 0 until the
+        topic's retention (PINLEDGER_RETENTION_DAYS) removed its oldest records. What a
+        rebuild from the log must start at or below, or it misses history. Partitions of
+        topics that do not exist are left out."""
+        ...
+
     def reader(self, positions: Sequence[Position]) -> Reader:
         """A reader of these partitions, each from its position; no group."""
         ...

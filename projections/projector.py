@@ -279,7 +279,7 @@ class CatalogProjector:
         self.prefix = prefix
         self.topic = catalog_topic(prefix)
         self.bound = bound
-        self.next_offset = store.offset(self.topic, 0)
+        self.next_offset = store.start_offset(self.topic, 0)
         self.done = False
 
     def apply(self, records: Sequence[LogRecord]) -> bool:

@@ -82,10 +82,14 @@ def replay(
 
 def _bounded_by_live(live: LedgerStore, prefix: str, scope: Scope) -> Scope:
     """Limit each partition's replay to the offset the live projection has reached."""
-    bounds = {}
-    for row in live.queues():
-        topic = queue_topic(prefix, row.name)
-        for partition in range(row.partitions):
-            if scope.covers(row.name, partition):
-                bounds[(topic, partition)] = live.offset(topic, partition)
+    keys = [
+        (queue_topic(prefix, row.name), partition)
+        for row in live.queues()
+        for partition in range(row.partitions)
+        if scope.covers(row.name, partition)
+    ]
+    reached = live.offsets(keys)
+    # A partition with no offset (its queue deleted since the queues were read) has
+    # nothing projected: replayed up to nothing.
+    bounds = {key: reached.get(key, 0) for key in keys}
     return dataclasses.replace(scope, partition_bounds=bounds)

@@ -379,6 +379,12 @@ class ShardedStore:
             return self.home.offset(topic, partition)
         return self.placed_store(queue, partition)[1].offset(topic, partition)
 
+    def start_offset(self, topic: str, partition: int) -> int:
+        queue = queue_of_topic(self.prefix, topic)
+        if queue is None:
+            return self.home.start_offset(topic, partition)
+        return self.placed_store(queue, partition)[1].start_offset(topic, partition)
+
     def placed_store(self, queue: str, partition: int) -> tuple[str, LedgerStore]:
         """The shard an owner adopting the partition projects into and serves from (its
         name, its store), once that shard's own catalog has this queue as the home shard

@@ -340,6 +340,15 @@ def fenced(batch: PartitionBatch, found: int | None) -> FencedError:
     )
 
 
+def partition_gone(topic: str, partition: int) -> PartitionGoneError:
+    """A partition this store holds no offset for."""
+    return PartitionGoneError(
+        f"{topic}[{partition}] has no offset in this store: its queue is not in the catalog "
+        "here (deleted, or its creation not projected yet), or the partition moved to "
+        "another store shard"
+    )
+
+
 def catalog_fenced(topic: str, expected_offset: int) -> FencedError:
     return FencedError(f"catalog {topic} is no longer at offset {expected_offset}")
 
@@ -353,7 +362,17 @@ class ProjectorStore(Protocol):
     """What projectors and partition owners need."""
 
     def offset(self, topic: str, partition: int) -> int:
-        """Next offset to project for a partition (0, and recorded, when never seen)."""
+        """Next offset to project for a partition. Raises PartitionGoneError when the
+        store holds none: its queue is not in the catalog projection (deleted, or its
+        creation not projected yet) or the partition moved to another store shard. Never
+        records one: a queue's partitions get theirs only from the catalog's projection
+        (its creation or growth), so an owner that adopts a deleted queue's partition
+        again can never project its records back (decision 0032)."""
+        ...
+
+    def start_offset(self, topic: str, partition: int) -> int:
+        """Next offset to project, recorded at 0 when the store holds none: the catalog
+        topic's own, and a partition move's target shard (service/moves.py)."""
         ...
 
     def offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:

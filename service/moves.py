@@ -190,12 +190,16 @@ class Mover:
     ) -> PartitionProjector:
         """Project the partition's log into the target, pass after pass, until a pass
         took `quick_s` or less."""
-        if goal.offset(topic, partition) == 0:
+        # The one place a queue partition's offset is recorded outside the catalog's
+        # projection: the target of a move (decision 0032).
+        if goal.start_offset(topic, partition) == 0:
             # Nothing projected here yet: leftovers of an earlier placement go first.
             while goal.remove_partition(queue, topic, partition, REMOVE_BATCH):
                 pass
+            goal.start_offset(topic, partition)  # the clean-up took the row first
         projector = PartitionProjector(goal, queue, topic, partition, cache=_NoJobs())
         start = projector.next_offset
+        self._check_history(queue, topic, partition, start, report.target)
         if start:
             self.say(f"{queue}[{partition}]: resuming on {report.target!r} from offset {start}")
         reader = self.log.reader([Position(topic, partition, start)])
@@ -224,6 +228,23 @@ class Mover:
             reader.close()
         report.records = projector.next_offset - start
         return projector
+
+    def _check_history(
+        self, queue: str, topic: str, partition: int, start: int, target: str
+    ) -> None:
+        """Refuse to rebuild a partition whose log no longer starts where the target
+        must start: with a retention, the records of delayed jobs, of an old backlog or
+        of failed jobs kept for their TTL may be gone, and the target would lack those
+        jobs for good after the switch."""
+        first = self.log.start_offsets([(topic, partition)]).get((topic, partition), 0)
+        if start < first:
+            raise MoveRefusedError(
+                f"{queue}[{partition}]: the log holds its records from offset {first:,} on "
+                f"only (the topic's retention removed the older ones), and store shard "
+                f"{target!r} would have to be built from offset {start:,}: a rebuild from "
+                "the log would lose the jobs whose records are gone. The partition stays "
+                "where it is; moving it needs the whole log (README, Scaling out)"
+            )
 
     def _await_placement(self, queue: str, partition: int, target: str) -> None:
         """Until the home shard's catalog projection places the partition on the target

@@ -169,14 +169,22 @@ class KafkaAdmin:
         return {str(i["name"]): i for i in described if i.get("error_code", 0) == 0}
 
     def end_offsets(self, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int]:
+        return self._list_offsets(partitions, OffsetSpec.LATEST, "cannot read end offsets")
+
+    def start_offsets(self, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int]:
+        return self._list_offsets(partitions, OffsetSpec.EARLIEST, "cannot read start offsets")
+
+    def _list_offsets(
+        self, partitions: Sequence[PartitionKey], spec: OffsetSpec, what: str
+    ) -> dict[PartitionKey, int]:
         existing = self.existing(t for t, _ in partitions)
         wanted = [TopicPartition(t, p) for t, p in partitions if t in existing]
         if not wanted:
             return {}
         # The admin client's ListOffsets refreshes metadata for topics it has not seen
         # yet; a plain consumer's end_offsets drops such partitions from its answer.
-        with self._translated("cannot read end offsets"):
-            offsets = self._admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in wanted})
+        with self._translated(what):
+            offsets = self._admin.list_partition_offsets({tp: spec for tp in wanted})
         return {(tp.topic, tp.partition): found.offset for tp, found in offsets.items()}
 
     def group_members(self, group: str) -> list[GroupMember]:

@@ -233,6 +233,9 @@ class KafkaLog:
     def end_offsets(self, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int]:
         return self._admin.end_offsets(partitions)
 
+    def start_offsets(self, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int]:
+        return self._admin.start_offsets(partitions)
+
     def reader(self, positions: Sequence[Position]) -> KafkaReader:
         return KafkaReader(self._settings, positions)
 

@@ -108,6 +108,9 @@ class RdkafkaLog:
     def end_offsets(self, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int]:
         return self._admin.end_offsets(partitions)
 
+    def start_offsets(self, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int]:
+        return self._admin.start_offsets(partitions)
+
     def reader(self, positions: Sequence[Position]) -> RdkafkaReader:
         return RdkafkaReader(self._settings, positions)
 

@@ -49,8 +49,16 @@ SELECT next_offset FROM partition_offsets
 WHERE topic = %(topic)s AND `partition` = %(partition)s;
 
 -- name: init_offset
+-- The catalog's own offset, and a move's target shard: recorded at 0 when missing. A
+-- queue's partitions get theirs from the catalog's projection only (init_queue_offset).
 INSERT IGNORE INTO partition_offsets (topic, `partition`, next_offset)
 VALUES (%(topic)s, %(partition)s, 0);
+
+-- name: init_queue_offset
+-- A partition of a queue the catalog creates or grows starts at 0; only while the queue
+-- exists (a resize projected after the queue's deletion creates nothing).
+INSERT IGNORE INTO partition_offsets (topic, `partition`, next_offset)
+SELECT %(topic)s, %(partition)s, 0 FROM queues WHERE name = %(name)s;
 
 -- name: advance_offset
 -- Compare-and-set: moves only from the offset this projector started its batch at,

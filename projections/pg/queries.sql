@@ -53,8 +53,17 @@ DROP INDEX CONCURRENTLY IF EXISTS {index};
 SELECT next_offset FROM partition_offsets WHERE topic = %(topic)s AND partition = %(partition)s;
 
 -- name: init_offset
+-- The catalog's own offset, and a move's target shard: recorded at 0 when missing. A
+-- queue's partitions get theirs from the catalog's projection only (init_queue_offset).
 INSERT INTO partition_offsets (topic, partition, next_offset)
 VALUES (%(topic)s, %(partition)s, 0)
+ON CONFLICT (topic, partition) DO NOTHING;
+
+-- name: init_queue_offset
+-- A partition of a queue the catalog creates or grows starts at 0; only while the queue
+-- exists (a resize projected after the queue's deletion creates nothing).
+INSERT INTO partition_offsets (topic, partition, next_offset)
+SELECT %(topic)s, %(partition)s, 0 FROM queues WHERE name = %(name)s
 ON CONFLICT (topic, partition) DO NOTHING;
 
 -- name: advance_offset

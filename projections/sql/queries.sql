@@ -34,6 +34,10 @@ DELETE FROM job_events WHERE queue = %(name)s;
 DELETE FROM imported_descriptors WHERE queue = %(name)s;
 
 -- name: delete_topic_offsets
+-- A deleted queue's offsets go first, in its deletion's transaction: a projector of the
+-- queue committing at the same moment holds its offset row, so the deletion waits for
+-- it and its later statements see (and delete) the rows it committed; one that commits
+-- after the deletion finds no offset and is fenced (PartitionGoneError).
 DELETE FROM partition_offsets WHERE topic = %(topic)s;
 
 -- name: session_ended

@@ -17,16 +17,19 @@ from pinledger.projections.store import (
     catalog_fenced,
     check_forward,
     fenced,
+    partition_gone,
 )
 
-# What a deleted queue takes with it, in this order.
+# What a deleted queue takes with it, in this order: its offsets first (the SQL says
+# why). A queue created takes the same first: whatever a store holds under its name
+# belongs to an earlier queue of that name (decision 0032).
 _DELETE_QUEUE = (
+    "delete_topic_offsets",
     "delete_queue",
     "delete_queue_placements",
     "delete_queue_jobs",
     "delete_queue_job_events",
     "delete_queue_imported",
-    "delete_topic_offsets",
 )
 
 # A partition moved away: (the last key of a batch, the delete up to it), per table.
@@ -39,9 +42,16 @@ _REMOVE_MOVED = (
 
 class SqlWrites(SqlDayPartitions):
     def offset(self, topic: str, partition: int) -> int:
-        """Next offset to project for a partition (0, and recorded, when never seen)."""
         params = {"topic": topic, "partition": partition}
         with self.dialect.session("reading an offset") as session:
+            found = session.fetchall("get_offset", params)
+        if not found:
+            raise partition_gone(topic, partition)
+        return int(found[0][0])
+
+    def start_offset(self, topic: str, partition: int) -> int:
+        params = {"topic": topic, "partition": partition}
+        with self.dialect.session("starting an offset") as session:
             session.execute("init_offset", params)
             found = session.fetchall("get_offset", params)
         assert found  # init_offset guarantees the row
@@ -126,23 +136,20 @@ class SqlWrites(SqlDayPartitions):
                 for statement in _DELETE_QUEUE:
                     session.execute(statement, {"name": name, "topic": queue_topic})
             for row, topics in created:
+                # A new queue under an old name starts empty, from offset 0 of its new
+                # topic, whatever an owner of the old one left (decision 0032).
+                for queue_topic in topics:
+                    for statement in _DELETE_QUEUE:
+                        session.execute(statement, {"name": row.name, "topic": queue_topic})
                 session.execute(
                     "create_queue",
                     {"name": row.name, "partitions": row.partitions, "at": row.created_at},
                 )
-                for queue_topic in topics:
-                    for partition in range(row.partitions):
-                        session.execute(
-                            "init_offset", {"topic": queue_topic, "partition": partition}
-                        )
+                _start_partitions(session, row, topics)
             for row, topics in resized:
                 # A queue keeps every partition it had (Kafka's too); fewer take jobs.
                 session.execute("resize_queue", {"name": row.name, "partitions": row.partitions})
-                for queue_topic in topics:
-                    for partition in range(row.partitions):
-                        session.execute(
-                            "init_offset", {"topic": queue_topic, "partition": partition}
-                        )
+                _start_partitions(session, row, topics)
             for retirement in retired:
                 session.execute(
                     "retire_partitions", {"name": retirement.name, "first": retirement.first}
@@ -150,6 +157,17 @@ class SqlWrites(SqlDayPartitions):
             for placement in placed:
                 if placement.shard:  # as the fold: a placement names a shard
                     session.execute(*_placement_statement(placement))
+
+
+def _start_partitions(session: Session, row: QueueRow, topics: Sequence[str]) -> None:
+    """The offsets of a created or grown queue's partitions, at 0 where missing (none for
+    a queue the store does not hold)."""
+    for queue_topic in topics:
+        for partition in range(row.partitions):
+            session.execute(
+                "init_queue_offset",
+                {"topic": queue_topic, "partition": partition, "name": row.name},
+            )
 
 
 def _placement_statement(placement: Placement) -> tuple[str, dict[str, object]]:

@@ -53,6 +53,7 @@ from pinledger.projections.store import (
     LedgerStore,
     PartitionGoneError,
     ProjectorStore,
+    StoreError,
     StoreUnavailableError,
 )
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
@@ -169,6 +170,10 @@ class Partitions:
         # again every half second (`adopt_waiting`).
         self._waiting: set[Key] = set()
         self._waiting_tried = 0.0
+        # Those of them whose store holds no offset (their queue's creation or growth is
+        # not projected yet, or it was deleted): their offsets are read on every pass, so
+        # a new queue serves as soon as the catalog's projection has it.
+        self._unknown: set[Key] = set()
 
     @property
     def isolated(self) -> bool:
@@ -256,6 +261,15 @@ class Partitions:
     def _adopt_placed(self, key: Key, stored: int | None, end: int) -> None:
         try:
             self._adopt(key, stored, end)
+        except PartitionGoneError as exc:
+            # Adopt nothing the catalog lacks (decision 0032): a deleted queue's topic
+            # until the rebalance that follows its deletion, or a new queue until its
+            # creation is projected. Never projected from an offset made up here.
+            self.drop(key)
+            if key not in self._waiting:
+                log.info("%s; %s[%d] waits for it", exc, key[0], key[1])
+            self._waiting.add(key)
+            self._unknown.add(key)
         except PlacementUnknownError as exc:
             if key not in self._waiting:
                 log.info("%s[%d] waits for its placement: %s", key[0], key[1], exc)
@@ -295,19 +309,34 @@ class Partitions:
                 self._adopt_catalog()  # a shard was added to the map: it gets the catalog
             elif self.catalog.revive():
                 self.reader.seek(self.catalog.topic, 0, self.catalog.next_offset)
-        if not self._waiting or now - self._waiting_tried < every_s:
+        if not self._waiting:
+            return
+        if now - self._waiting_tried < every_s and not self._offsets_appeared():
             return
         self._waiting_tried = now
         # A revocation's first half leaves `_waiting` as it was (rebalance prunes it on
         # the assignment that follows): adopt only what is still assigned.
         self._waiting.intersection_update(self.reader.assignment())
+        self._unknown.intersection_update(self._waiting)
         keys = sorted(self._waiting)
         ends = self.end_offsets(keys)
         for key in keys:
             if key in self.owned:
                 self._waiting.discard(key)
             else:
+                self._unknown.discard(key)
                 self._adopt_placed(key, None, ends.get(key, 0))
+
+    def _offsets_appeared(self) -> bool:
+        """Whether a partition waiting for its offset has one now (one read of the
+        store, only while one waits)."""
+        unknown = [key for key in self._unknown if key in self._waiting]
+        if not unknown:
+            return False
+        try:
+            return bool(self.store.offsets(unknown))
+        except StoreError:
+            return False  # tried again at the half second
 
     def drop(self, key: Key) -> None:
         with self.lock:
@@ -509,15 +538,16 @@ class Partitions:
                 if key == catalog_key or not self.pause(key, exc):
                     raise
             except PartitionGoneError as exc:
-                # The rebalance that follows the topic's deletion revokes it for good.
+                # The rebalance that follows the topic's deletion revokes it for good;
+                # until then it waits: a queue created again under the name has an
+                # offset again once its creation is projected.
                 log.info("%s; no longer owning it", exc)
                 self.drop(key)
                 if isinstance(self.store, ShardedStore):
                     # Or it moved to another shard, and the old one's rows went before
-                    # this owner saw the move: adopted again from where it is placed (a
-                    # deleted queue has no placement: it waits until revoked).
+                    # this owner saw the move: adopted again from where it is placed.
                     self.store.forget_placements()
-                    self._waiting.add(key)
+                self._waiting.add(key)
             except FencedError as exc:
                 log.warning("%s; reloading it from Postgres", exc)
                 if key == catalog_key:
@@ -558,6 +588,7 @@ class Partitions:
             self.owned.clear()
         self.catalog = None
         self._waiting.clear()
+        self._unknown.clear()
         if self._reader is None:
             return False
         try:

@@ -72,6 +72,9 @@ class FakeLog:
         self._groups: dict[str, _Group] = {}
         self._failure: str | None = None
         self._failing: frozenset[str] | None = None
+        # The first offset each partition still holds, where the retention removed
+        # records (`remove_records_before`); 0 elsewhere.
+        self._starts: dict[PartitionKey, int] = {}
 
     # -- what tests control ---------------------------------------------------------
 
@@ -84,6 +87,14 @@ class FakeLog:
             self._failure = reason
             self._failing = None if operations is None else frozenset(operations)
             self._cond.notify_all()
+
+    def remove_records_before(self, topic: str, partition: int, offset: int) -> None:
+        """What the topic's retention (or Kafka's DeleteRecords) does: the partition no
+        longer holds its records below `offset`; a reader positioned below it starts at
+        it, as Kafka's readers do ("earliest")."""
+        with self._cond:
+            key = (topic, partition)
+            self._starts[key] = max(self._starts.get(key, 0), offset)
 
     def heal(self) -> None:
         with self._cond:
@@ -125,6 +136,7 @@ class FakeLog:
         with self._cond:
             self._check("delete_topic")
             if self._topics.pop(topic, None) is not None:
+                self._starts = {k: v for k, v in self._starts.items() if k[0] != topic}
                 self._topics_changed(topic)
 
     def partition_count(self, topic: str) -> int | None:
@@ -184,6 +196,15 @@ class FakeLog:
             self._check("end_offsets")
             return {
                 (topic, p): len(self._topics[topic][p])
+                for topic, p in partitions
+                if 0 <= p < len(self._topics.get(topic, ()))
+            }
+
+    def start_offsets(self, partitions: Sequence[PartitionKey]) -> dict[PartitionKey, int]:
+        with self._cond:
+            self._check("start_offsets")
+            return {
+                (topic, p): min(self._starts.get((topic, p), 0), len(self._topics[topic][p]))
                 for topic, p in partitions
                 if 0 <= p < len(self._topics.get(topic, ()))
             }
@@ -328,7 +349,7 @@ def _take(
         partitions = log._topics.get(key[0])
         if partitions is None or key[1] >= len(partitions) or len(records) >= limit:
             continue
-        start = positions[key]
+        start = max(positions[key], log._starts.get(key, 0))
         batch = partitions[key[1]][start : start + limit - len(records)]
         records.extend(batch)
         positions[key] = start + len(batch)

@@ -44,6 +44,7 @@ from pinledger.projections.store import (
     catalog_fenced,
     check_forward,
     fenced,
+    partition_gone,
 )
 from pinledger.service.testing.fake_day_partitions import FakeDayPartitions
 from pinledger.service.testing.fake_rows import (
@@ -150,8 +151,17 @@ class FakeStore:
     # -- the projector's side ------------------------------------------------------------
 
     def offset(self, topic: str, partition: int) -> int:
+        def run() -> int:
+            found = self._offsets.get((topic, partition))
+            if found is None:
+                raise partition_gone(topic, partition)
+            return found
+
+        return self._run("reading an offset", run)
+
+    def start_offset(self, topic: str, partition: int) -> int:
         return self._run(
-            "reading an offset", lambda: self._offsets.setdefault((topic, partition), 0)
+            "starting an offset", lambda: self._offsets.setdefault((topic, partition), 0)
         )
 
     def offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -308,28 +318,37 @@ class FakeStore:
                 raise catalog_fenced(topic, expected_offset)
             self._offsets[(topic, 0)] = next_offset
             for name, queue_topic in deleted:
-                self._queues.pop(name, None)
-                self._jobs = {k: v for k, v in self._jobs.items() if k[0] != name}
-                self._events = {k: v for k, v in self._events.items() if k[0] != name}
-                self._imported = {k: v for k, v in self._imported.items() if k[0] != name}
-                self._offsets = {k: v for k, v in self._offsets.items() if k[0] != queue_topic}
+                self._forget_queue(name, queue_topic)
             for row, topics in created:
-                self._queues.setdefault(row.name, row)
+                # As the SQL store: a new queue under an old name starts empty.
                 for queue_topic in topics:
-                    for partition in range(row.partitions):
-                        self._offsets.setdefault((queue_topic, partition), 0)
+                    self._forget_queue(row.name, queue_topic)
+                self._queues[row.name] = row
+                self._start_partitions(row, topics)
             for row, topics in resized:
                 # As the UPDATE: an unknown queue stays unknown.
                 fold_queue_event(self._queues, QueueResized(row.name, row.partitions), 0)
-                for queue_topic in topics:
-                    for partition in range(row.partitions):
-                        self._offsets.setdefault((queue_topic, partition), 0)
+                self._start_partitions(row, topics)
             for retirement in retired:
                 fold_queue_event(self._queues, retirement, 0)
             for placement in placed:
                 fold_queue_event(self._queues, placement, 0)
 
         self._run(f"committing catalog {topic}", run)
+
+    def _forget_queue(self, name: str, queue_topic: str) -> None:
+        self._offsets = {k: v for k, v in self._offsets.items() if k[0] != queue_topic}
+        self._queues.pop(name, None)
+        self._jobs = {k: v for k, v in self._jobs.items() if k[0] != name}
+        self._events = {k: v for k, v in self._events.items() if k[0] != name}
+        self._imported = {k: v for k, v in self._imported.items() if k[0] != name}
+
+    def _start_partitions(self, row: QueueRow, topics: Sequence[str]) -> None:
+        if row.name not in self._queues:
+            return  # as init_queue_offset: none for a queue the store does not hold
+        for queue_topic in topics:
+            for partition in range(row.partitions):
+                self._offsets.setdefault((queue_topic, partition), 0)
 
     # -- the timeline's day partitions -----------------------------------------------
 

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from pinledger.idl import pinlater
 from pinledger.ledger import formats
 from pinledger.ledger.events import Actor
-from pinledger.ledger.log import LogError
+from pinledger.ledger.log import LogError, catalog_topic, queue_topic
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.sharded_store import ShardedStore
 from pinledger.projections.store import LedgerStore, StoreError
@@ -390,8 +390,14 @@ class Runtime:
         return self.log.end_offsets(keys)
 
     def projected(self) -> bool:
-        """Whether every record in the log is projected into the store."""
+        """Whether every record in the log is projected into the store: the catalog's,
+        and those of the queues it lists (a deleted queue's topic, until it is gone, is
+        never projected again)."""
         ends = self.ends()
+        listed = {catalog_topic(self.config.topic_prefix)} | {
+            queue_topic(self.config.topic_prefix, row.name) for row in self.ledger_store.queues()
+        }
+        ends = {key: end for key, end in ends.items() if key[0] in listed}
         reached = self.ledger_store.offsets(list(ends))
         return all(reached.get(key, 0) >= end for key, end in ends.items())
 

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 
 import pytest
+from kafka import TopicPartition
+from kafka.admin import KafkaAdminClient
 
 from pinledger.ledger.codec import trace_headers
 from pinledger.ledger.log import (
@@ -21,6 +23,8 @@ from pinledger.ledger.log import (
     Position,
     queue_topic,
 )
+from pinledger.service.testing.fake_log import FakeLog
+from tests.settings import stack_settings
 
 # Long enough for a rebalance of a real group on a loaded machine; waits end as soon as
 # what they wait for holds.
@@ -110,6 +114,35 @@ def test_end_offsets_leave_out_topics_that_do_not_exist(log: Log, prefix: str) -
     ends = log.end_offsets([(topic, 0), (topic, 1), (missing, 0)])
     assert ends == {(topic, 0): 0, (topic, 1): 2}
     assert log.end_offsets([]) == {}
+
+
+def _remove_records_before(log: Log, topic: str, partition: int, offset: int) -> None:
+    """What a topic's retention does to its oldest records: Kafka's DeleteRecords on a
+    real broker, the fake's own on the FakeLog."""
+    if isinstance(log, FakeLog):
+        log.remove_records_before(topic, partition, offset)
+        return
+    admin = KafkaAdminClient(bootstrap_servers=stack_settings().kafka)
+    try:
+        admin.delete_records({TopicPartition(topic, partition): offset})
+    finally:
+        admin.close()
+
+
+def test_start_offsets_say_where_the_retention_left_each_partition(log: Log, prefix: str) -> None:
+    topic, missing = queue_topic(prefix, "q"), queue_topic(prefix, "missing")
+    log.create_topic(topic, 2)
+    log.append([Append(topic, 1, value) for value in (b"a", b"b", b"c")])
+    assert log.start_offsets([(topic, 0), (topic, 1), (missing, 0)]) == {
+        (topic, 0): 0,
+        (topic, 1): 0,
+    }
+    _remove_records_before(log, topic, 1, 2)
+    assert log.start_offsets([(topic, 0), (topic, 1)]) == {(topic, 0): 0, (topic, 1): 2}
+    # A reader asked for what is gone starts where the log now starts.
+    [record] = _read_all(log, [Position(topic, 1, 0)], 1)
+    assert (record.offset, record.value) == (2, b"c")
+    assert log.start_offsets([]) == {}
 
 
 def test_a_reader_waits_for_records_appended_after_it_started(log: Log, prefix: str) -> None:

@@ -316,7 +316,7 @@ def test_finished_jobs_expire_at_their_cut_off(store: LedgerStore) -> None:
 
 
 def test_offsets_move_only_forward_and_a_stale_commit_is_fenced(store: LedgerStore) -> None:
-    assert store.offset("t", 0) == 0
+    assert store.start_offset("t", 0) == 0
     assert store.offsets([("t", 0), ("t", 1)]) == {("t", 0): 0}
     store.commit_partition_batch(PartitionBatch("q", "t", 0, expected_offset=0, next_offset=5))
     stale = PartitionBatch("q", "t", 0, expected_offset=0, next_offset=3, upserts=[_job(7)])
@@ -365,6 +365,48 @@ def test_deleting_a_queue_removes_its_rows_and_fences_its_partitions(store: Ledg
     assert store.partition_jobs("gone", 0) == {}
     assert list(store.partition_jobs("kept", 0)) == [0]
     assert store.offsets([(kept_topic, 0)]) == {(kept_topic, 0): 1}
+
+
+def test_an_offset_is_read_never_made_by_a_projector(store: LedgerStore) -> None:
+    """Only the catalog's projection (a queue created or grown) and a move's target
+    (`start_offset`) record a partition's offset: a projector of a partition the store
+    holds no offset for is refused, and leaves none behind (decision 0032)."""
+    topic = queue_topic(PREFIX, "nowhere")
+    with pytest.raises(PartitionGoneError, match=r"nowhere\[0\] has no offset"):
+        PartitionProjector(store, "nowhere", topic, 0)
+    assert store.offsets([(topic, 0)]) == {}
+    assert store.start_offset(topic, 0) == 0
+    assert store.offsets([(topic, 0)]) == {(topic, 0): 0}
+
+
+def test_a_queue_created_again_under_its_name_starts_empty_from_offset_0(
+    store: LedgerStore,
+) -> None:
+    """A projector of the deleted queue's topic that started after the deletion (an
+    offset made up by an older release) left rows and an offset behind: the creation of
+    a queue under the name removes them, and its partitions start at 0 of the new topic.
+    A resize of the deleted queue records no offset."""
+    catalog = _create_queues(store, ("mail", 1))
+    topic = queue_topic(PREFIX, "mail")
+    log = FakeLog(topic)
+    log.append(T0, WORKER, _enqueued(b"old", 1, T0))
+
+    def catalog_record(*events: Event) -> LogRecord:
+        value = codec.encode(Envelope(T0 + 1, WORKER, events))
+        return LogRecord(catalog.topic, 0, catalog.next_offset, value, [])
+
+    assert catalog.apply([catalog_record(QueueDeleted("mail"))])
+    catalog.apply([catalog_record(QueueResized("mail", 3, "late"))])
+    assert store.offsets([(topic, p) for p in range(3)]) == {}
+    store.start_offset(topic, 0)  # what an older release's owner did on adoption
+    PartitionProjector(store, "mail", topic, 0).apply(log.records)
+    assert list(store.partition_jobs("mail", 0)) == [0]
+
+    assert catalog.apply([catalog_record(QueueCreated("mail", 2))])
+    assert store.partition_jobs("mail", 0) == {}
+    assert store.job_events("mail", 0, 0) == []
+    assert store.offsets([(topic, 0), (topic, 1)]) == {(topic, 0): 0, (topic, 1): 0}
+    assert [(q.name, q.partitions) for q in store.queues()] == [("mail", 2)]
 
 
 def test_a_schema_compared_with_itself_has_no_differences(store: LedgerStore) -> None:
@@ -438,7 +480,7 @@ def test_a_bad_body_regex_is_an_invalid_regex_error(store: LedgerStore) -> None:
 
 
 def test_a_row_the_schema_refuses_is_a_store_error_and_applies_nothing(store: LedgerStore) -> None:
-    store.offset("t", 0)
+    store.start_offset("t", 0)
     broken = _job(1, state=IN_PROGRESS)  # IN_PROGRESS without a claim
     with pytest.raises(StoreError):
         store.commit_partition_batch(PartitionBatch("q", "t", 0, 0, 1, upserts=[_job(0), broken]))
@@ -473,7 +515,7 @@ def test_the_fake_fails_on_demand_as_an_unreachable_postgres() -> None:
     with pytest.raises(StoreError):
         fake.lookup("q", [(0, 0)], True)
     fake.recover()
-    assert fake.offset("t", 0) == 0
+    assert fake.start_offset("t", 0) == 0
 
 
 def _event_row(local_id: int, offset: int, tag: str) -> EventRow:
@@ -483,7 +525,7 @@ def _event_row(local_id: int, offset: int, tag: str) -> EventRow:
 
 
 def test_timeline_rows_carry_the_codec_tags_of_job_events_only(store: LedgerStore) -> None:
-    store.offset("t", 0)
+    store.start_offset("t", 0)
     tags = list(EVENT_TYPES)
     rows = [_event_row(0, offset, tag) for offset, tag in enumerate(tags)]
     store.commit_partition_batch(PartitionBatch("q", "t", 0, 0, 1, events=rows))
@@ -499,7 +541,7 @@ def test_timeline_rows_carry_the_codec_tags_of_job_events_only(store: LedgerStor
 def test_a_projector_behind_another_on_the_same_records_is_fenced(store: LedgerStore) -> None:
     # Both fold the same records into the same timeline rows: the second's rows collide
     # with the first's, and what it is told is the fence, not the collision.
-    store.offset("t", 0)
+    store.start_offset("t", 0)
     rows = [_event_row(7, offset, "ok") for offset in range(3)]
     store.commit_partition_batch(PartitionBatch("q", "t", 0, 0, 3, events=rows))
     stale = PartitionBatch("q", "t", 0, 0, 3, events=rows, upserts=[_job(7)])
@@ -511,7 +553,7 @@ def test_a_projector_behind_another_on_the_same_records_is_fenced(store: LedgerS
 
 
 def test_of_two_projectors_racing_from_one_offset_exactly_one_commits(store: LedgerStore) -> None:
-    store.offset("t", 0)
+    store.start_offset("t", 0)
     start = threading.Barrier(2)
     outcomes: dict[int, str] = {}
 

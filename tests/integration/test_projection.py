@@ -114,7 +114,7 @@ def test_redelivered_records_are_not_applied_twice(
 
 @each_kind
 def test_a_second_projector_of_one_partition_is_fenced(store: LedgerStore) -> None:
-    store.offset("t", 0)
+    store.start_offset("t", 0)
     batch = PartitionBatch(queue="q", topic="t", partition=0, expected_offset=0, next_offset=5)
     store.commit_partition_batch(batch)
     stale = PartitionBatch(queue="q", topic="t", partition=0, expected_offset=0, next_offset=3)
@@ -175,7 +175,7 @@ def test_records_of_a_deleted_queue_are_not_projected_after_its_deletion(
 
 @each_kind
 def test_a_fenced_projector_is_told_where_the_offset_went(store: LedgerStore) -> None:
-    store.offset("t", 0)
+    store.start_offset("t", 0)
     store.commit_partition_batch(
         PartitionBatch(queue="q", topic="t", partition=0, expected_offset=0, next_offset=5)
     )

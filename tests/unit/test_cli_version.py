@@ -21,7 +21,7 @@ def test_version_names_the_release_and_the_record_format(
     release = importlib.metadata.version("pinledger")
     assert printed == (
         f"pinledger {release} (ledger records: codec version {codec.VERSION}; "
-        "ledger formats read: 1, 2)"
+        "ledger formats read: 1, 2, 3)"
     )
 
 

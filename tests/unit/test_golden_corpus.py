@@ -90,6 +90,7 @@ def test_queue_records_project_as_the_release_that_wrote_them_folded_them(path: 
     expected = document["expected"]
     store = FakeStore()
     store.migrate()
+    store.start_offset("q", 0)  # as the queue's creation in the catalog would
     projector = PartitionProjector(store, "q", "q", 0)
     for record in _records(document):
         projector.apply([record])

@@ -59,7 +59,7 @@ def _owned(
 def _seed(store: FakeStore, partition: int, jobs: Sequence[Job]) -> None:
     """Jobs of partition `partition` of queue mail, as its projection holds them."""
     topic = "p.q.mail"
-    start = store.offset(topic, partition)
+    start = store.start_offset(topic, partition)  # as the queue's creation would
     store.commit_partition_batch(
         PartitionBatch("mail", topic, partition, start, start + 1, upserts=list(jobs))
     )

@@ -75,7 +75,7 @@ def test_a_grown_queue_whose_new_partition_nobody_owns_asks_for_a_rebalance() ->
     watchdog, rejoin = _watchdog(clock, log)
     store = watchdog.partitions.store
     store.migrate()
-    store.offset("p.catalog", 0)  # the catalog projection starts at 0
+    store.start_offset("p.catalog", 0)  # the catalog projection starts at 0
     store.commit_catalog(
         "p.catalog",
         0,

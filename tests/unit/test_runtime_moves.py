@@ -143,6 +143,30 @@ def test_moves_that_cannot_be_made_are_refused_and_draining_spreads_a_shard() ->
         assert mover.targets_off("a", rt.store.queues()) == [("mail", 0, "b"), ("mail", 3, "c")]
 
 
+def test_a_partition_whose_log_lost_its_oldest_records_to_the_retention_is_not_moved() -> None:
+    """With a retention, a delayed job's (or a failed job's, kept for its TTL) enqueue
+    record may be gone from the log while the job lives on in the store: a target rebuilt
+    from the log would lack it, and it would be gone after the switch."""
+    with Runtime(CONFIG, shards=2) as rt:
+        a = rt.node()
+        a.create_queue("mail")  # partitions a, b, a, b
+        later = rt.clock.now_ms() + 86_400_000
+        [delayed] = a.enqueue("mail", job(b"tomorrow", run_after_ms=later))
+        for _ in range(3):
+            a.enqueue("mail", job(b"filler"))
+        rt.settle()
+        found = parse(delayed)
+        topic = queue_topic(CONFIG.topic_prefix, "mail")
+        rt.log.remove_records_before(topic, found.partition, found.offset + 1)
+        target = "b" if found.partition in (0, 2) else "a"
+        said: list[str] = []
+        with pytest.raises(MoveRefusedError, match=r"retention removed the older ones"):
+            _mover(rt, said).move("mail", found.partition, target, rt.clock.now_ms)
+        # Nothing switched: the partition stays where it was, its job with it.
+        assert rt.store.queues()[0].shard_of(found.partition) != target
+        assert a.lookup(delayed) is not None
+
+
 def test_a_move_stopped_after_its_switch_waits_before_cleaning_and_never_cleans_a_live_shard(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

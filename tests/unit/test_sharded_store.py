@@ -99,7 +99,7 @@ def _catalog(stores: Iterable[FakeStore], *rows: QueueRow) -> None:
     """The queues created in each store's catalog projection, as each shard's own
     CatalogProjector would."""
     for store in stores:
-        at = store.offset(CATALOG, 0)
+        at = store.start_offset(CATALOG, 0)
         created = [(row, [queue_topic(PREFIX, row.name)]) for row in rows]
         store.commit_catalog(CATALOG, at, at + 1, created, [])
 
@@ -188,7 +188,7 @@ def test_offsets_are_read_once_per_shard_and_merged(clock: Clock) -> None:
     assert store.offsets(keys) == {(topic, 0): 0, (topic, 1): 0, (topic, 2): 1, (CATALOG, 0): 1}
     assert (shards["a"].calls["offsets"], shards["b"].calls["offsets"]) == (1, 1)
     # The catalog's offset is home's.
-    assert store.offset(CATALOG, 0) == 1
+    assert store.start_offset(CATALOG, 0) == 1
 
 
 def test_a_lookup_asks_each_shard_once_for_its_keys(clock: Clock) -> None:
@@ -331,12 +331,12 @@ def test_a_stale_cache_never_starts_a_moved_partition_on_the_shard_it_left(
     shards = _shards("a", "b", "c")
     _catalog(shards.values(), QueueRow("mail", 2, T0))
     for shard in shards.values():
-        at = shard.offset(CATALOG, 0)
+        at = shard.start_offset(CATALOG, 0)
         shard.commit_catalog(CATALOG, at, at + 1, [], [], placed=[PartitionPlaced("mail", 1, "b")])
     store = _sharded(shards, clock)
     assert store.placed_store("mail", 1)[0] == "b"
     for shard in shards.values():
-        at = shard.offset(CATALOG, 0)
+        at = shard.start_offset(CATALOG, 0)
         moved = PartitionMoved("mail", 1, "b", "c", 40)
         shard.commit_catalog(CATALOG, at, at + 1, [], [], placed=[moved])
     shards["a"].fail("home is down")
@@ -363,7 +363,7 @@ def test_placements_are_read_again_after_refresh_s(clock: Clock) -> None:
 
     # p1 is placed on b (each shard's catalog projector): seen once the cache is old.
     for shard in shards.values():
-        at = shard.offset(CATALOG, 0)
+        at = shard.start_offset(CATALOG, 0)
         shard.commit_catalog(CATALOG, at, at + 1, [], [], placed=[PartitionPlaced("mail", 1, "b")])
     assert store.shard_name("mail", 1) == "a"
     clock.now += 0.5
@@ -381,7 +381,7 @@ def test_commit_catalog_goes_to_every_shard(clock: Clock) -> None:
     shards = _shards("a", "b", "c")
     store = _sharded(shards, clock)
     for shard in shards.values():
-        shard.offset(CATALOG, 0)
+        shard.start_offset(CATALOG, 0)
     topic = queue_topic(PREFIX, "mail")
     store.commit_catalog(CATALOG, 0, 1, [(QueueRow("mail", 2, T0), [topic])], [])
     assert store.shard_name("mail", 0) == "a"  # read now (the catalog changed)

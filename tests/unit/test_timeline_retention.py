@@ -143,6 +143,7 @@ class _Ledger:
         self.log.create_topic(TOPIC, 1)
         self.store = FakeStore()
         self.store.migrate()
+        self.store.start_offset(TOPIC, 0)  # as the queue's creation would
         self.projector = PartitionProjector(self.store, "mail", TOPIC, 0)
 
     def append(self, at: int, actor: Actor, *events: Event) -> int:
