@@ -377,7 +377,7 @@ def test_jobs_of_a_partition_the_directory_does_not_list_yet_are_acked_and_read(
         # The directory reads the catalog a moment after it changed: held here, with
         # what it read before the resize.
         before = rt.store.queues()
-        a.queues.store = SimpleNamespace(queues=lambda: before)  # type: ignore[assignment]
+        a.queues.store = SimpleNamespace(queues=lambda: before)
         rt.resize_queue("mail", 4)
         rt.writer.enqueue("mail", 3, [Enqueued(b"early", 1, 0, 1)], rt.clock.now_ms(), GONE)
         assert a.queues.get("mail").partitions == 2  # type: ignore[union-attr]
