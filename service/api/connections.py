@@ -188,12 +188,12 @@ class ThriftServer:
             iprot = _PROTOCOLS.get_protocol(itrans)
             oprot = _PROTOCOLS.get_protocol(TCyFramedTransport(client))
             while True:
-                payload = frames.next()
+                frames.next()
                 itrans.clean()  # each call is read from its own frame only
                 try:
                     self._processor.process(iprot, oprot)
                 except MalformedCall as malformed:
-                    self._malformed(client, peer, payload, malformed, oprot)
+                    self._malformed(client, peer, frames.payload, malformed, oprot)
         except FrameRefused as refused:
             reason = "oversized"
             self._oversized(client, refused, peer)

@@ -13,6 +13,7 @@ transport would malloc whatever size it is told.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from thriftpy2.transport import TTransportException
@@ -25,6 +26,7 @@ MAX_FRAME_BYTES = 64 * 1024 * 1024
 # most a megabyte (a recv allocates what it is asked for).
 _CHUNK = 64 * 1024
 _MAX_CHUNK = 1024 * 1024
+_HEADER = struct.Struct(">i")
 
 
 class FrameRefused(TTransportException):
@@ -49,24 +51,32 @@ class Frames:
     def __init__(self, inner: Any, max_frame: int = MAX_FRAME_BYTES) -> None:
         self._inner = inner
         self._max = max_frame
-        # Read from the socket, not yet part of a frame handed over.
+        # Read from the socket: the current frame (up to _end), then whatever came after
+        # it (the client's next call, sent before the answer).
         self._pending = bytearray()
-        self._frame = b""
         self._at = 0
+        self._end = 0
 
-    def next(self) -> bytes:
-        """Wait for the next frame and make it the current one; returns its payload.
-        TimeoutError when the socket's timeout passes first, TTransportException when
-        the client closes, FrameRefused for a header over the limit."""
-        self._fill(4)
-        size = int.from_bytes(self._pending[:4], "big", signed=True)
+    def next(self) -> None:
+        """Wait for the next frame and make it the current one. TimeoutError when the
+        socket's timeout passes first, TTransportException when the client closes,
+        FrameRefused for a header over the limit."""
+        pending = self._pending
+        del pending[: self._end]  # the frame before
+        self._at = self._end = 0
+        if len(pending) < 4:
+            self._fill(4)
+        (size,) = _HEADER.unpack_from(pending)
         if not 0 < size <= self._max:
-            raise FrameRefused(size, self._max, bytes(self._pending[4:]))
-        self._fill(4 + size)
-        self._frame = bytes(self._pending[: 4 + size])
-        del self._pending[: 4 + size]
-        self._at = 0
-        return self._frame[4:]
+            raise FrameRefused(size, self._max, bytes(pending[4:]))
+        if len(pending) < 4 + size:
+            self._fill(4 + size)
+        self._end = 4 + size
+
+    @property
+    def payload(self) -> bytes:
+        """The current frame without its header."""
+        return bytes(self._pending[4 : self._end])
 
     def _fill(self, size: int) -> None:
         while len(self._pending) < size:
@@ -76,9 +86,10 @@ class Frames:
     def read(self, size: int) -> bytes:
         """The current frame's next `size` bytes at most; nothing once it is read whole
         (the framed transport then raises END_OF_FILE)."""
-        chunk = self._frame[self._at : self._at + size]
-        self._at += len(chunk)
-        return chunk
+        at = self._at
+        stop = min(at + size, self._end)
+        self._at = stop
+        return bytes(self._pending[at:stop])
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
