@@ -60,7 +60,9 @@ def problem(rule: TextRule, value: object) -> str | None:
             return "is not valid UTF-8 (a Thrift string must be): send UTF-8 text"
         return f"must be a str, got {shown(value)}"
     if not rule.nul_allowed and "\x00" in value:
-        return f"contains NUL (\\x00) at character {value.index(chr(0))}: no store can hold it"
+        return (
+            f"contains NUL (\\x00) at character {value.index(chr(0))}, which Postgres cannot store"
+        )
     if not value.isascii() and _has_surrogate(value):
         return "contains an unpaired surrogate (U+D800..U+DFFF): it is not UTF-8 text"
     if rule.max_chars is not None and not rule.truncate and len(value) > rule.max_chars:
@@ -97,7 +99,7 @@ def shown(value: object, chars: int = 60) -> str:
 
 MAX_SOURCE_CHARS = 1024
 MAX_REQUEST_ID_CHARS = 1024
-MAX_SERVER_ID_CHARS = 255
+MAX_SERVER_ID_CHARS = 320
 MAX_IMPORTED_DESCRIPTOR_CHARS = 400
 # A claim descriptor: server:started_ms:source:counter (service/ownership/claims.py),
 # its numbers at most 20 digits each.
@@ -125,8 +127,9 @@ JOB_DESCRIPTOR = TextRule(
 QUEUE_NAME = TextRule("queueName", MAX_QUEUE_NAME_LENGTH)
 # deleteQueue's admin password: hashed, never stored.
 PASSWORD = TextRule("password", 1024)
-# Not from a request: the server's id (PINLEDGER_SERVER_ID, default host:pid) is in
-# every record it appends (job_events.server) and every claim it makes.
+# Not from a request: the server's id (PINLEDGER_SERVER_ID, default host:pid, a host
+# name of up to 253 characters) is in every record it appends (job_events.server) and
+# every claim it makes; checked when the configuration is read.
 SERVER_ID = TextRule("server_id", MAX_SERVER_ID_CHARS)
 # Written by `pinledger import-pinlater` from a PinLater deployment: the PinLater
 # descriptor (imported_descriptors.old_descriptor is a VARCHAR(400) on MariaDB) and
