@@ -8,7 +8,7 @@ import struct
 from typing import Any
 
 import pytest
-from thriftpy2.protocol.cybin import read_val
+from thriftpy2.protocol.cybin.cybin import read_val
 from thriftpy2.thrift import TType
 from thriftpy2.transport import TCyFramedTransport, TTransportException
 
