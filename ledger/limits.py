@@ -78,13 +78,6 @@ def _has_surrogate(value: str) -> bool:
     return False
 
 
-def fit(rule: TextRule, value: str) -> str:
-    """`value` as stored: cut to the rule's length when the rule truncates."""
-    if rule.truncate and rule.max_chars is not None and len(value) > rule.max_chars:
-        return value[: rule.max_chars]
-    return value
-
-
 def shown(value: object, chars: int = 60) -> str:
     """`value` quoted for a message, cut to about `chars` characters: an error never
     echoes a megabyte back."""
@@ -163,8 +156,8 @@ class Extent:
     bytes: int
 
 
-def _text(chars: int, per_char: int = UTF8_BYTES) -> Extent:
-    return Extent(chars, chars * per_char)
+def _text(chars: int) -> Extent:
+    return Extent(chars, chars * UTF8_BYTES)
 
 
 def column_extents() -> dict[str, Extent]:
@@ -175,16 +168,12 @@ def column_extents() -> dict[str, Extent]:
     claim = Extent(MAX_CLAIM_CHARS, (server + source) * UTF8_BYTES + 2 * 20 + 3)
     # "<words> <repr(source)> <repr(claim source)> <claim>": the sources quoted by repr.
     quoted = 2 * (source * REPR_BYTES + 2)
-    verdict = Extent(
-        _VERDICT_WORDS + 2 * (source * REPR_BYTES + 2) + claim.chars,
-        _VERDICT_WORDS + quoted + claim.bytes,
-    )
+    verdict = Extent(_VERDICT_WORDS + quoted + claim.chars, _VERDICT_WORDS + quoted + claim.bytes)
     # An event's strings (Enqueued: status and PinLater descriptor; Checkpointed and
     # acks: status and claim), each escaped in JSON.
     detail_chars = MAX_CUSTOM_STATUS + max(MAX_IMPORTED_DESCRIPTOR_CHARS, MAX_CLAIM_CHARS)
-    detail = Extent(
-        _DETAIL_WORDS + detail_chars * JSON_BYTES, _DETAIL_WORDS + detail_chars * JSON_BYTES
-    )
+    detail_bytes = _DETAIL_WORDS + detail_chars * JSON_BYTES
+    detail = Extent(detail_bytes, detail_bytes)
     return {
         "queues.name": queue,
         "jobs.queue": queue,

@@ -193,7 +193,7 @@ class ThriftServer:
                 try:
                     self._processor.process(iprot, oprot)
                 except MalformedCall as malformed:
-                    self._malformed(client, peer, frames.payload, malformed, oprot)
+                    self._malformed(client, peer, frames.payload, malformed)
         except FrameRefused as refused:
             reason = "oversized"
             self._oversized(client, refused, peer)
@@ -249,7 +249,7 @@ class ThriftServer:
             self._refusers.release()
 
     def _malformed(
-        self, client: TSocket, peer: str, payload: bytes, malformed: MalformedCall, oprot: Any
+        self, client: TSocket, peer: str, payload: bytes, malformed: MalformedCall
     ) -> None:
         """A frame that starts a call but does not hold it whole (its arguments run past
         the frame's end, a negative size, ...): answered with PROTOCOL_ERROR, and the
@@ -262,7 +262,6 @@ class ThriftServer:
         self._noise.warning(
             "answered a malformed %s call from %s with an error: %s", name, peer, malformed
         )
-        oprot.trans.clean()  # whatever thriftpy2 had written of an answer is dropped
         _answer(
             client,
             name,
