@@ -109,7 +109,11 @@ def error_line(attempt: int, exc: BaseException, outcome: str) -> str:
     """The custom-status line of a failed attempt, short enough for several to fit."""
     message = str(exc)
     text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-    text = text.replace("\n", " ")
+    # The server refuses a status holding NUL or an unpaired surrogate (no store can
+    # hold them, ledger/limits.py): written as escapes, the failure is still recorded.
+    text = text.replace("\n", " ").replace("\x00", "\\x00")
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(text) > MAX_ERROR_LINE:
         text = text[: MAX_ERROR_LINE - 3] + "..."
     return f"attempt {attempt} failed: {text}; {outcome}\n"

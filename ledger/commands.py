@@ -11,6 +11,7 @@ the same rules `evolve` enforces, so what is appended normally applies.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -27,6 +28,7 @@ from pinledger.ledger.events import (
     Succeeded,
     TimedOut,
 )
+from pinledger.ledger.limits import MAX_RETRY_DELAY_MS, shown
 from pinledger.ledger.state import MAX_CUSTOM_STATUS, Job, JobState, cap_status
 
 
@@ -36,6 +38,7 @@ class RefusalCode(Enum):
     PRIORITY_NOT_SUPPORTED = "PRIORITY_NOT_SUPPORTED"
     ENQUEUE_REJECTED = "ENQUEUE_REJECTED"
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    PASSWORD_INVALID = "PASSWORD_INVALID"
 
 
 class Refused(Exception):  # noqa: N818 - a decision, not an error of the program
@@ -62,16 +65,18 @@ class NewJob:
     custom_status: str = ""
 
 
-def check_queue_name(name: str) -> None:
+def check_queue_name(name: str, what: str = "queue name") -> None:
+    """A queue name is a Kafka topic's: ASCII letters, digits and '_' (Kafka would also
+    take '.' and '-'; PinLater's `\\w` did not), at most MAX_QUEUE_NAME_LENGTH."""
     if not name or not QUEUE_NAME_RE.fullmatch(name):
         raise Refused(
             RefusalCode.QUEUE_NAME_INVALID,
-            f"queue name {name!r} is invalid: use letters, digits and '_' only",
+            f"{what} {shown(name)} is invalid: use ASCII letters, digits and '_' only",
         )
     if len(name) > MAX_QUEUE_NAME_LENGTH:
         raise Refused(
             RefusalCode.QUEUE_NAME_TOO_LONG,
-            f"queue name is {len(name)} characters, the limit is {MAX_QUEUE_NAME_LENGTH}",
+            f"{what} is {len(name)} characters, the limit is {MAX_QUEUE_NAME_LENGTH}",
         )
 
 
@@ -159,6 +164,13 @@ def decide_failure(
             RefusalCode.INVALID_ARGUMENT,
             f"retryDelayMillis must not be negative, got {retry_delay_ms}",
         )
+    if retry_delay_ms > MAX_RETRY_DELAY_MS:
+        # The job's run_after (now + delay) must stay a bigint, or no store can hold it.
+        raise Refused(
+            RefusalCode.INVALID_ARGUMENT,
+            f"retryDelayMillis {retry_delay_ms} is over the maximum of {MAX_RETRY_DELAY_MS} "
+            "(a century)",
+        )
     return Failed(
         local_id=local_id,
         retry_delay_ms=retry_delay_ms,
@@ -168,6 +180,10 @@ def decide_failure(
 
 
 def decide_checkpoint(event: Checkpointed, limits: Limits) -> Checkpointed:
+    """The checkpoint as appended: a prepended status is cut to MAX_CUSTOM_STATUS (the
+    job keeps no more of it: `cap_status` keeps the start of prepend + status)."""
+    if event.prepend_status is not None and len(event.prepend_status) > MAX_CUSTOM_STATUS:
+        event = dataclasses.replace(event, prepend_status=cap_status(event.prepend_status))
     if event.attempts_allowed is not None:
         _check_attempts(event.attempts_allowed, "numOfAttemptsAllowed")
     if event.new_body is not None and len(event.new_body) > limits.max_body_bytes:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
+from pinledger.ledger import limits
 from pinledger.ledger.descriptor import local_id_for
 from pinledger.ledger.events import (
     Actor,
@@ -46,8 +47,9 @@ from pinledger.ledger.events import (
     TimedOut,
 )
 
-# PinLater truncated custom status at 5000 characters rather than refusing it.
-MAX_CUSTOM_STATUS = 5000
+# PinLater truncated custom status at 5000 characters rather than refusing it (the
+# limits of every string a request carries: ledger/limits.py).
+MAX_CUSTOM_STATUS = limits.MAX_CUSTOM_STATUS
 
 
 class JobState(IntEnum):

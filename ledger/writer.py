@@ -25,6 +25,7 @@ from pinledger.ledger.events import (
     QueueResized,
 )
 from pinledger.ledger.group_commit import GroupCommit, Part
+from pinledger.ledger.limits import JSON_BYTES
 from pinledger.ledger.log import Append, Log, catalog_topic, queue_topic
 
 # What an append is asked for: the events of one queue's partition.
@@ -257,18 +258,24 @@ class LedgerWriter:
 
 
 # Bodies per record, before base64: keeps an enqueue record well under the broker's
-# 1 MiB default record limit while still batching many small jobs into one record.
+# 1 MiB default record limit while still batching many small jobs into one record. A
+# custom status counts too, at the most its JSON can take a character (1000 jobs of
+# 5000-character statuses were a record of 5 MB, which Kafka refused).
 RECORD_BODY_BYTES = 256 * 1024
+
+
+def _size(job: Enqueued) -> int:
+    return len(job.body) + JSON_BYTES * len(job.custom_status)
 
 
 def _chunks(jobs: Sequence[Enqueued]) -> list[Sequence[Enqueued]]:
     chunks: list[Sequence[Enqueued]] = []
     start, size = 0, 0
     for i, job in enumerate(jobs):
-        if i > start and (i - start >= JOBS_PER_RECORD or size + len(job.body) > RECORD_BODY_BYTES):
+        if i > start and (i - start >= JOBS_PER_RECORD or size + _size(job) > RECORD_BODY_BYTES):
             chunks.append(jobs[start:i])
             start, size = i, 0
-        size += len(job.body)
+        size += _size(job)
     if start < len(jobs):
         chunks.append(jobs[start:])
     return chunks

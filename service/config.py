@@ -89,6 +89,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pinledger.ledger import limits
 from pinledger.ledger.log import PROTOCOLS, SASL_MECHANISMS, KafkaSecurity, TopicPolicy
 from pinledger.service.password import AdminPassword, parse_scrypt
 
@@ -373,6 +374,12 @@ _PORTS = frozenset({"port", "admin_port", "peer_port"})
 def _convert(name: str, value: Any) -> Any:
     kind = {f.name: f.type for f in dataclasses.fields(Config)}[name]
     what = f"setting {name} (PINLEDGER_{name.upper()})"
+    if name == "server_id":
+        # In every record this server appends and every claim it makes: held to the
+        # rules of what a request may carry (ledger/limits.py).
+        wrong = limits.problem(limits.SERVER_ID, value)
+        if wrong is not None:
+            raise ConfigError(f"{what} {wrong}")
     if kind == "bool":
         return _boolean(what, value)
     number: float

@@ -8,8 +8,6 @@ from __future__ import annotations
 import logging
 import threading
 
-from thriftpy2.thrift import TProcessor
-
 from pinledger import otel
 from pinledger.idl import pinlater
 from pinledger.ledger.clock import SYSTEM_CLOCK
@@ -18,7 +16,7 @@ from pinledger.ledger.durability import Severity, findings
 from pinledger.ledger.events import Actor
 from pinledger.ledger.log import LogError, LogInspector, catalog_topic
 from pinledger.service import tls
-from pinledger.service.api.connections import ConnectionLimits, ThriftServer
+from pinledger.service.api.connections import ConnectionLimits, PinLaterProcessor, ThriftServer
 from pinledger.service.api.core import Api
 from pinledger.service.api.forwarding import CountingPeerPool
 from pinledger.service.api.handler import Handler
@@ -168,7 +166,7 @@ class Server:
             idle_timeout_s=config.idle_timeout_s,
             max_frame_bytes=config.max_frame_bytes,
         )
-        processor = TProcessor(pinlater.PinLater, self.handler)
+        processor = PinLaterProcessor(pinlater.PinLater, self.handler)
         self._thrift = ThriftServer(processor, self._socket, limits, self.metrics, self._tls)
         # A worker of `serve --processes` also listens on its own peer port, the address
         # in its member id, so a forwarded dequeue reaches this process and not whichever

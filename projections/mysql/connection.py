@@ -226,6 +226,12 @@ class MyConnection:
                 conn.commit()
         except (pymysql.Error, _PoolUnavailableError) as exc:
             raise store_error(exc, what, self.schema, self._tls) from exc
+        except UnicodeEncodeError as exc:
+            # Text that is not UTF-8 (an unpaired surrogate): refused before it is sent,
+            # and again every time.
+            raise StoreError(
+                f"MySQL refused {what} (database {self.schema}): text that is not UTF-8: {exc}"
+            ) from exc
 
     @contextmanager
     def cursor(self, what: str, transaction: bool = False) -> Iterator[pymysql.cursors.Cursor]:

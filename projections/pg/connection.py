@@ -168,6 +168,12 @@ class PgConnection:
                     yield conn
         except psycopg.Error as exc:
             raise store_error(exc, what, self.schema, self._connect_failures.last) from exc
+        except UnicodeEncodeError as exc:
+            # Text that is not UTF-8 (an unpaired surrogate): refused before it is sent,
+            # and again every time.
+            raise StoreError(
+                f"Postgres refused {what} (schema {self.schema}): text that is not UTF-8: {exc}"
+            ) from exc
 
     def close(self) -> None:
         self.pool.close()

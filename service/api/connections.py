@@ -37,7 +37,7 @@ from thriftpy2.transport import (
 )
 
 from pinledger.idl import pinlater
-from pinledger.service.api.framing import MAX_FRAME_BYTES, FrameGuard, FrameRefused
+from pinledger.service.api.framing import MAX_FRAME_BYTES, FrameRefused, Frames
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.tls import handshake, refusal
@@ -58,6 +58,30 @@ _PROTOCOLS = TCyBinaryProtocolFactory()
 # The first two bytes of a TLS handshake record (type 22, version 3.x), read as the
 # top of a frame size: a TLS client speaking to a plaintext port.
 _TLS_HANDSHAKE_RECORD = 0x1603
+
+
+class MalformedCall(Exception):  # noqa: N818 - what a client sent, not our error
+    """The call of a frame could not be read: its arguments run past the frame's end,
+    a size is negative, a value is nested too deep. `cause` is thriftpy2's error."""
+
+    def __init__(self, cause: Exception) -> None:
+        if isinstance(cause, TTransportException):
+            why = "the frame ends inside the call"
+        else:
+            why = f"{type(cause).__name__}: {str(cause)[:200] or '-'}"
+        super().__init__(why)
+        self.cause = cause
+
+
+class PinLaterProcessor(TProcessor):
+    """thriftpy2's processor, telling a call it cannot read (MalformedCall) from the
+    failures of answering one."""
+
+    def process_in(self, iprot: Any) -> Any:
+        try:
+            return super().process_in(iprot)
+        except Exception as exc:
+            raise MalformedCall(exc) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,11 +183,17 @@ class ThriftServer:
                 reason = "tls"
                 return
             _set_timeout(client, self._limits.idle_timeout_s or None)
-            guard = FrameGuard(client, self._limits.max_frame_bytes)
-            iprot = _PROTOCOLS.get_protocol(TCyFramedTransport(guard))
+            frames = Frames(client, self._limits.max_frame_bytes)
+            itrans = TCyFramedTransport(frames)
+            iprot = _PROTOCOLS.get_protocol(itrans)
             oprot = _PROTOCOLS.get_protocol(TCyFramedTransport(client))
             while True:
-                self._processor.process(iprot, oprot)
+                frames.next()
+                itrans.clean()  # each call is read from its own frame only
+                try:
+                    self._processor.process(iprot, oprot)
+                except MalformedCall as malformed:
+                    self._malformed(client, peer, frames.payload, malformed)
         except FrameRefused as refused:
             reason = "oversized"
             self._oversized(client, refused, peer)
@@ -201,9 +231,9 @@ class ThriftServer:
                 self._limits.max_connections,
             )
             _set_timeout(client, _REFUSE_TIMEOUT_S)
-            iprot = _PROTOCOLS.get_protocol(
-                TCyFramedTransport(FrameGuard(client, self._limits.max_frame_bytes))
-            )
+            frames = Frames(client, self._limits.max_frame_bytes)
+            frames.next()
+            iprot = _PROTOCOLS.get_protocol(TCyFramedTransport(frames))
             name, _, seqid = iprot.read_message_begin()
             message = (
                 f"server busy: {self._limits.max_connections} connections open, its limit "
@@ -217,6 +247,30 @@ class ThriftServer:
             _close(client)
             self._count_closed("refused")
             self._refusers.release()
+
+    def _malformed(
+        self, client: TSocket, peer: str, payload: bytes, malformed: MalformedCall
+    ) -> None:
+        """A frame that starts a call but does not hold it whole (its arguments run past
+        the frame's end, a negative size, ...): answered with PROTOCOL_ERROR, and the
+        connection serves on (every call is read from its own frame). A frame that is
+        no call at all is garbage: the connection is closed."""
+        call = _call_of(payload)
+        if call is None:
+            raise malformed  # not a call: garbage, the connection is closed
+        name, seqid = call
+        self._noise.warning(
+            "answered a malformed %s call from %s with an error: %s", name, peer, malformed
+        )
+        _answer(
+            client,
+            name,
+            seqid,
+            None,
+            f"{name}: the frame does not hold a well-formed call ({malformed}); nothing "
+            "was applied",
+            TApplicationException.PROTOCOL_ERROR,
+        )
 
     def _oversized(self, client: TSocket, refused: FrameRefused, peer: str) -> None:
         limit = self._limits.max_frame_bytes
@@ -291,9 +345,16 @@ def _call_of(head: bytes) -> tuple[str, int] | None:
     return name, int.from_bytes(head[8 + size : 12 + size], "big", signed=True)
 
 
-def _answer(client: TSocket, name: str, seqid: int, code: int | None, message: str) -> None:
+def _answer(
+    client: TSocket,
+    name: str,
+    seqid: int,
+    code: int | None,
+    message: str,
+    application: int = TApplicationException.INTERNAL_ERROR,
+) -> None:
     """Answer one call with a PinLaterException (with `code`) when the method declares
-    it, else with a TApplicationException."""
+    it, else with a TApplicationException of type `application`."""
     oprot = _PROTOCOLS.get_protocol(TCyFramedTransport(client))
     result_type = getattr(pinlater.PinLater, f"{name}_result", None)
     if code is not None and result_type is not None:
@@ -303,7 +364,7 @@ def _answer(client: TSocket, name: str, seqid: int, code: int | None, message: s
         result.write(oprot)
     else:
         oprot.write_message_begin(name, TMessageType.EXCEPTION, seqid)
-        TApplicationException(TApplicationException.INTERNAL_ERROR, message).write(oprot)
+        TApplicationException(application, message).write(oprot)
     oprot.write_message_end()
     oprot.trans.flush()
 

@@ -3,7 +3,10 @@ any other token is where a previous page ended (run_after.partition.local_id).""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pinledger.idl import pinlater
+from pinledger.ledger import limits
 from pinledger.projections.store import ScanKey
 from pinledger.service.api.errors import pinlater_error
 
@@ -14,10 +17,19 @@ _I64 = 2**63
 _I32 = 2**31
 
 
-def parse_continuation(token: str | None) -> ScanKey | None:
+def _invalid(why: str) -> Exception:
+    return pinlater_error(
+        pinlater.ErrorCode.CONTINUATION_INVALID, f'{why}; use "0" to start a scan'
+    )
+
+
+def parse_continuation(token: Any) -> ScanKey | None:
     """ "0" (or nothing) starts a scan; otherwise the token a previous page returned."""
     if token is None or token == CONTINUATION_START:
         return None
+    wrong = limits.problem(limits.CONTINUATION, token)
+    if wrong is not None:
+        raise _invalid(f"continuation {wrong}")
     parts = token.split(".")
     try:
         if len(parts) != 3:
@@ -26,10 +38,7 @@ def parse_continuation(token: str | None) -> ScanKey | None:
         if not (0 <= partition < _I32 and 0 <= local_id < _I64 and -_I64 <= run_after < _I64):
             raise ValueError
     except ValueError:
-        raise pinlater_error(
-            pinlater.ErrorCode.CONTINUATION_INVALID,
-            f'continuation {token!r} is not one this server returned; use "0" to start',
-        ) from None
+        raise _invalid(f"continuation {token!r} is not one this server returned") from None
     return ScanKey(run_after, partition, local_id)
 
 

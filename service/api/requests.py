@@ -3,10 +3,11 @@
 Everything a request says on its own is checked here, before anything is loaded: a
 missing field, a queue name that is not `\\w+`, a malformed job descriptor, a state
 that is not a PinLaterJobState, a negative limit, a scan continuation this server did
-not issue. What needs the queue or the configuration (does the queue exist, is the
-priority within max_priority, does the descriptor name one of its partitions) is
-checked by the RPC modules. Defaults come from the IDL (the loaded structs'
-default_spec), never typed again here.
+not issue, and every string against its rule in ledger/limits.py (no NUL, UTF-8 only,
+a length limit): a record no store can hold is never appended. What needs the queue or
+the configuration (does the queue exist, is the priority within max_priority, does the
+descriptor name one of its partitions) is checked by the RPC modules. Defaults come
+from the IDL (the loaded structs' default_spec), never typed again here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pinledger.idl import pinlater
-from pinledger.ledger import descriptor
+from pinledger.ledger import descriptor, limits
 from pinledger.ledger.commands import (
     MAX_DEQUEUE_LIMIT,
     MAX_SCAN_LIMIT,
@@ -26,6 +27,7 @@ from pinledger.ledger.commands import (
     check_queue_name,
 )
 from pinledger.ledger.descriptor import DescriptorError, JobDescriptor
+from pinledger.ledger.limits import TextRule
 from pinledger.ledger.state import JobState
 from pinledger.projections.store import ScanKey
 from pinledger.service.api.continuation import parse_continuation
@@ -196,6 +198,34 @@ def _required(value: Any, kind: type[_T], what: str) -> _T:
     return found
 
 
+def _text(
+    value: Any,
+    rule: TextRule,
+    where: str = "",
+    code: RefusalCode = RefusalCode.INVALID_ARGUMENT,
+) -> str | None:
+    """A string field checked against its rule (ledger/limits.py); None when unset. The
+    refusal names the field (`where` says whose: "job 3: ") and the rule."""
+    if value is None:
+        return None
+    wrong = limits.problem(rule, value)
+    if wrong is not None:
+        raise Refused(code, f"{where}{rule.name} {wrong}")
+    text: str = value
+    return text
+
+
+def _text_or(
+    value: Any,
+    rule: TextRule,
+    default: str,
+    where: str = "",
+    code: RefusalCode = RefusalCode.INVALID_ARGUMENT,
+) -> str:
+    found = _text(value, rule, where, code)
+    return default if found is None else found
+
+
 def _present(request: Any, what: str = "request") -> Any:
     if request is None:
         raise _invalid(f"{what} is required")
@@ -203,17 +233,42 @@ def _present(request: Any, what: str = "request") -> Any:
 
 
 def parse_queue_name(value: Any, what: str = "queueName") -> str:
-    """A queue name as PinLater accepts it (`\\w+`, at most 64 characters)."""
-    if not isinstance(value, str):
+    """A queue name as PinLater accepts it (`\\w+` in ASCII, a Kafka topic's name, at
+    most 64 characters)."""
+    if value is None:
         raise Refused(RefusalCode.QUEUE_NAME_INVALID, f"{what} is required")
-    check_queue_name(value)
+    if not isinstance(value, str):  # bytes: not UTF-8 on the wire
+        raise Refused(
+            RefusalCode.QUEUE_NAME_INVALID, f"{what} {limits.problem(limits.QUEUE_NAME, value)}"
+        )
+    check_queue_name(value, what)  # ASCII letters, digits, '_': no NUL, no surrogate
     return value
 
 
 def parse_descriptor(text: Any) -> JobDescriptor:
-    if not isinstance(text, str):
+    if text is None:
         raise DescriptorError("jobDescriptor is required")
-    return descriptor.parse(text)
+    wrong = limits.problem(limits.JOB_DESCRIPTOR, text)
+    if wrong is not None:
+        raise DescriptorError(f"jobDescriptor {wrong}")
+    found: str = text
+    return descriptor.parse(found)
+
+
+def parse_password(value: Any) -> str:
+    """deleteQueue's admin password: a password no rule allows cannot be the right one,
+    so it is refused as a wrong one (PASSWORD_INVALID), saying why."""
+    if value is None:
+        return ""
+    wrong = limits.problem(limits.PASSWORD, value)
+    if wrong is not None:
+        raise Refused(RefusalCode.PASSWORD_INVALID, f"the admin password {wrong}")
+    password: str = value
+    return password
+
+
+def _regex(value: Any) -> str | None:
+    return _text(value, limits.BODY_REGEX)
 
 
 def parse_state(value: Any) -> JobState:
@@ -235,9 +290,14 @@ def _limit(value: Any, default: int, maximum: int | None = None) -> int:
 
 
 def parse_caller(context: Any) -> Caller | None:
+    """Who asked. Its source and requestId are in every record the call appends (and the
+    source in claims and verdicts): checked like every other string."""
     if context is None:
         return None
-    return Caller(source=context.source or "", request_id=context.requestId or "")
+    return Caller(
+        source=_text_or(context.source, limits.SOURCE, "", "RequestContext."),
+        request_id=_text_or(context.requestId, limits.REQUEST_ID, "", "RequestContext."),
+    )
 
 
 def parse_enqueue(request: Any) -> EnqueueRequest:
@@ -251,7 +311,13 @@ def parse_enqueue(request: Any) -> EnqueueRequest:
             attempts_allowed=_or_default(
                 job.numAttemptsAllowed, int, f"job {i}: numAttemptsAllowed", _JOB_ATTEMPTS
             ),
-            custom_status=_or_default(job.customStatus, str, f"job {i}: customStatus", _JOB_STATUS),
+            custom_status=_text_or(
+                job.customStatus,
+                limits.CUSTOM_STATUS,
+                _JOB_STATUS,
+                f"job {i}: ",
+                code=RefusalCode.ENQUEUE_REJECTED,
+            ),
         )
         for i, job in enumerate(request.jobs or [])
     )
@@ -261,7 +327,7 @@ def parse_enqueue(request: Any) -> EnqueueRequest:
 def _ack_info(info: Any) -> AckInfo:
     return AckInfo(
         job=parse_descriptor(info.jobDescriptor),
-        append_status=_or_default(info.appendCustomStatus, str, "appendCustomStatus", _ACK_STATUS),
+        append_status=_text_or(info.appendCustomStatus, limits.APPEND_STATUS, _ACK_STATUS),
         retry_delay_ms=_or_default(
             info.retryDelayMillis, int, "retryDelayMillis", _ACK_RETRY_DELAY
         ),
@@ -298,7 +364,8 @@ def parse_dequeue(request: Any) -> DequeueRequest:
 
 
 def _checkpoint(item: Any) -> Checkpoint:
-    new_body = _optional(item.newBody, str, "newBody")
+    # A Thrift string the job's body is made of: NUL is fine (bytes), a surrogate is not.
+    new_body = _text(item.newBody, limits.NEW_BODY)
     return Checkpoint(
         job=parse_descriptor(item.jobDescriptor),
         new_body=None if new_body is None else new_body.encode("utf-8"),
@@ -307,7 +374,7 @@ def _checkpoint(item: Any) -> Checkpoint:
         ),
         run_after=_optional(item.runAfterTimestampMillis, int, "runAfterTimestampMillis"),
         attempts_allowed=_optional(item.numOfAttemptsAllowed, int, "numOfAttemptsAllowed"),
-        prepend_status=_optional(item.prependCustomStatus, str, "prependCustomStatus"),
+        prepend_status=_text(item.prependCustomStatus, limits.PREPEND_STATUS),
     )
 
 
@@ -342,7 +409,7 @@ def parse_count(request: Any) -> CountRequest:
         state=parse_state(request.jobState),
         priority=_optional(request.priority, int, "priority"),
         future=_or_default(request.countFutureJobs, bool, "countFutureJobs", _COUNT_FUTURE),
-        body_regex=_optional(request.bodyRegexToMatch, str, "bodyRegexToMatch"),
+        body_regex=_regex(request.bodyRegexToMatch),
     )
 
 
@@ -353,10 +420,10 @@ def parse_scan(request: Any) -> ScanRequest:
         state=parse_state(request.jobState),
         priority=_optional(request.priority, int, "priority"),
         future=_or_default(request.scanFutureJobs, bool, "scanFutureJobs", _SCAN_FUTURE),
-        body_regex=_optional(request.bodyRegexToMatch, str, "bodyRegexToMatch"),
+        body_regex=_regex(request.bodyRegexToMatch),
         limit=_limit(request.limit, _SCAN_LIMIT, MAX_SCAN_LIMIT),
         after=parse_continuation(
-            _or_default(request.continuation, str, "continuation", _SCAN_CONTINUATION)
+            _SCAN_CONTINUATION if request.continuation is None else request.continuation
         ),
     )
 
@@ -378,6 +445,6 @@ def parse_delete_jobs(request: Any) -> DeleteJobsRequest:
         queue=parse_queue_name(request.queueName),
         state=parse_state(request.jobState),
         priority=_or_default(request.priority, int, "priority", _DELETE_PRIORITY),
-        body_regex=_optional(request.bodyRegexToMatch, str, "bodyRegexToMatch"),
+        body_regex=_regex(request.bodyRegexToMatch),
         limit=_limit(request.limit, _DELETE_LIMIT),
     )

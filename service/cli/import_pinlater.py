@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pinledger.ledger import limits
 from pinledger.ledger.adapters import KafkaClientLog
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import (
@@ -84,6 +85,24 @@ def enqueue_event(job: PinLaterJob, priority: int, now: int, old: str | None = N
         custom_status=job.custom_status,
         imported_from=old,
     )
+
+
+def check_importable(job: PinLaterJob, old: str) -> None:
+    """ImportRefusedError naming the job when its text is some no store can hold (the
+    rules of ledger/limits.py, as a request's): a record holding it could never be
+    projected. Checked for a whole page before any of it is appended."""
+    for rule, value in (
+        (limits.CUSTOM_STATUS, job.custom_status),
+        (limits.IMPORTED_DESCRIPTOR, old),
+        (limits.IMPORTED_CLAIM, job.claim_descriptor),
+    ):
+        wrong = None if value is None else limits.problem(rule, value)
+        if wrong is not None:
+            raise ImportRefusedError(
+                f"PinLater job {limits.shown(old, 120)}: its {rule.name} {wrong}; nothing of "
+                "its page was imported: fix (or delete) the job in PinLater's database, then "
+                "run the import again (what was imported stays imported)"
+            )
 
 
 def follow_ups(job: PinLaterJob, local_id: int) -> list[Event]:
@@ -188,11 +207,11 @@ def _import_table(
     done, after = 0, -1
     while page := source.jobs(shard, priority, after, PAGE, upto):
         now = clock()
+        olds = [old_descriptor(queue, shard.shard, priority, job.local_id) for job in page]
+        for job, old in zip(page, olds, strict=True):
+            check_importable(job, old)
         enqueues = [
-            enqueue_event(
-                job, priority, now, old_descriptor(queue, shard.shard, priority, job.local_id)
-            )
-            for job in page
+            enqueue_event(job, priority, now, old) for job, old in zip(page, olds, strict=True)
         ]
         descriptors = writer.enqueue(queue, partition, enqueues, now, actor)
         following = [

@@ -4,7 +4,7 @@ id)."""
 
 from __future__ import annotations
 
-from pinledger.ledger import descriptor
+from pinledger.ledger import descriptor, limits
 from pinledger.ledger.state import JobState
 from pinledger.projections.history import JobHistory, build_history
 from pinledger.projections.log_history import job_rows
@@ -24,6 +24,18 @@ def _options(values: list[str], chosen: str) -> str:
         f'<option value="{esc(v)}"{" selected" if v == chosen else ""}>{esc(v or "any")}</option>'
         for v in values
     )
+
+
+def search_regex(value: str | None, what: str) -> str | None:
+    """A regex of the finder's form, held to a request's bodyRegexToMatch rule
+    (ledger/limits.py): ValueError, shown as the visitor's mistake, when the store
+    could not take it (Postgres refuses a NUL in it)."""
+    if not value:
+        return None
+    wrong = limits.problem(limits.BODY_REGEX, value)
+    if wrong is not None:
+        raise ValueError(f"the {what} {wrong}")
+    return value
 
 
 def finder(backend: Backend, args: dict[str, str]) -> str:
@@ -53,8 +65,8 @@ def finder(backend: Backend, args: dict[str, str]) -> str:
         queue=queue.name,
         state=JobState[state_name],
         priority=int(args["priority"]) if args.get("priority") else None,
-        body_regex=args.get("body") or None,
-        status_regex=args.get("status") or None,
+        body_regex=search_regex(args.get("body"), "body regex"),
+        status_regex=search_regex(args.get("status"), "custom status regex"),
     )
     api.store.check_regex(search.body_regex)
     api.store.check_regex(search.status_regex)

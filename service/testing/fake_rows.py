@@ -1,12 +1,13 @@
-"""FakeStore's row rules: the CHECKs of projections/pg/schema.sql, body regexes as
-Postgres matches them, and the replay's diff of two tables."""
+"""FakeStore's row rules: the CHECKs of projections/pg/schema.sql, the text both real
+stores refuse, body regexes as Postgres matches them, and the replay's diff of two
+tables."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from pinledger.ledger.state import Job, JobState
@@ -44,8 +45,60 @@ def compile_regex(regex: str) -> re.Pattern[str]:
         raise InvalidRegexError(f"invalid body regex {regex!r}: {exc}") from None
 
 
-def check_job(job: Job) -> None:
-    """The CHECKs of the jobs table (projections/pg/schema.sql)."""
+# MariaDB's TEXT (projections/mysql/schema.sql): a longer value is "Data too long".
+TEXT_BYTES = 65_535
+
+
+def text_problem(value: str, max_bytes: int | None = TEXT_BYTES) -> str | None:
+    """Why a text value would be refused by one of the real stores, as they refuse it
+    (tests/contract/test_store_contract.py): a NUL by Postgres (text and jsonb), an
+    unpaired surrogate by both drivers, over `max_bytes` by MariaDB (None: a JSON
+    column, whose LONGTEXT holds gigabytes); None when both would take it."""
+    if "\x00" in value:
+        return "holds NUL (\\x00), which Postgres cannot store"
+    if value.isascii():
+        size = len(value)
+    else:
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            return "holds an unpaired surrogate: it is not UTF-8"
+    if max_bytes is not None and size > max_bytes:
+        return f"is {size} bytes, over MariaDB's TEXT ({max_bytes})"
+    return None
+
+
+def _check_texts(what: str, columns: Mapping[str, str | None]) -> None:
+    for column, value in columns.items():
+        wrong = None if value is None else text_problem(value)
+        if wrong is not None:
+            raise StoreError(f"the store refused {what}: {column} {wrong}")
+
+
+def _json_texts(value: Any) -> Iterator[str]:
+    """Every string of a JSON value, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _json_texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _json_texts(item)
+
+
+def check_job(job: Job, queue: str = "") -> None:
+    """The CHECKs of the jobs table (projections/pg/schema.sql), and its text."""
+    _check_texts(
+        f"job {job.local_id}",
+        {
+            "queue": queue,
+            "custom_status": job.custom_status,
+            "claim": job.claim,
+            "claim_source": job.claim_source,
+        },
+    )
     claimed = job.claim is not None
     if not (
         0 <= job.attempts_remaining <= job.attempts_allowed
@@ -55,8 +108,27 @@ def check_job(job: Job) -> None:
         raise StoreError(f"the store refused job {job.local_id}: it breaks a CHECK: {job}")
 
 
-def check_event(row: EventRow) -> None:
-    """The CHECKs of the job_events table."""
+def check_event(row: EventRow, queue: str = "") -> None:
+    """The CHECKs of the job_events table, and its text (the detail's a JSON column,
+    where Postgres refuses NUL too)."""
+    _check_texts(
+        f"event row {row.local_id}@{row.offset}",
+        {
+            "queue": queue,
+            "source": row.source,
+            "request_id": row.request_id,
+            "server": row.server,
+            "claim": row.claim,
+            "verdict": row.verdict,
+            "traceparent": row.traceparent,
+        },
+    )
+    for text in _json_texts(row.detail):
+        wrong = text_problem(text, max_bytes=None)
+        if wrong is not None:
+            raise StoreError(
+                f"the store refused event row {row.local_id}@{row.offset}: its detail {wrong}"
+            )
     if not (
         row.type in EVENT_TYPES
         and (row.state_after is None or 0 <= row.state_after <= 3)

@@ -58,6 +58,7 @@ from pinledger.service.testing.fake_rows import (
     escaped_body,
     listed,
     table_rows,
+    text_problem,
 )
 
 T = TypeVar("T")
@@ -272,13 +273,17 @@ class FakeStore:
         # Every check before the first change: the batch applies whole or not at all.
         events: dict[EventKey, EventRow] = {}
         for row in batch.events:
-            check_event(row)
+            check_event(row, batch.queue)
             event_key = (batch.queue, batch.partition, row.local_id, row.offset, row.idx)
             if event_key in self._events or event_key in events:
                 raise StoreError(f"the store refused event row {event_key}: it exists already")
             events[event_key] = row
         for job in batch.upserts:
-            check_job(job)
+            check_job(job, batch.queue)
+        for imported in batch.imported.values():
+            wrong = text_problem(imported.old_descriptor)
+            if wrong is not None:
+                raise StoreError(f"the store refused PinLater descriptor: it {wrong}")
         self._offsets[key] = batch.next_offset
         self._day_partitions.ensure_for(batch.events)
         self._events.update(events)

@@ -49,6 +49,7 @@ from pinledger.projections.store import (
     ScanKey,
     StateCount,
     StoreError,
+    StoreUnavailableError,
     TableDiff,
     TimelineRow,
 )
@@ -488,6 +489,73 @@ def test_a_row_the_schema_refuses_is_a_store_error_and_applies_nothing(store: Le
     assert store.load_jobs("q", 0, [0, 1]) == {}
 
 
+def _event_row(local_id: int, offset: int, tag: str, **changes: Any) -> EventRow:
+    row = EventRow(
+        local_id, offset, 0, tag, T0, "", "", "", None, True, "applied", None, None, {}, None
+    )
+    return row._replace(**changes)
+
+
+def _claimed_job(local_id: int, source: str) -> Job:
+    return _job(local_id, state=IN_PROGRESS, claim="c1", claim_source=source, touched_at=T0)
+
+
+# Text no store can hold: the Thrift edge refuses it (ledger/limits.py), so none reaches
+# a store; here is what each store does if some did. Postgres refuses NUL in text and
+# jsonb; MariaDB keeps it, but its TEXT holds 65,535 bytes; neither driver can encode an
+# unpaired surrogate. The fake refuses what either refuses. A refusal is a StoreError
+# that is not StoreUnavailableError: the same batch fails again the same way.
+TEXT_CASES = [
+    ("NUL in a custom status", {"upserts": [_job(0, custom_status="done\x00")]}, "postgres"),
+    ("NUL in a claim source", {"upserts": [_claimed_job(0, "w\x00")]}, "postgres"),
+    ("NUL in an event's source", {"events": [_event_row(0, 0, "enq", source="a\x00")]}, "postgres"),
+    (
+        "NUL in an event's detail",
+        {"events": [_event_row(0, 0, "enq", detail={"custom_status": "a\x00"})]},
+        "postgres",
+    ),
+    (
+        "an unpaired surrogate in a custom status",
+        {"upserts": [_job(0, custom_status="\ud800")]},
+        "both",
+    ),
+    (
+        "70,000 bytes in an event's source",
+        {"events": [_event_row(0, 0, "enq", source="s" * 70_000)]},
+        "mysql",
+    ),
+    (
+        "80,000 bytes (20,000 astral characters) in a custom status",
+        {"upserts": [_job(0, custom_status="\U0001f600" * 20_000)]},
+        "mysql",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("changes", "refused_by"), [c[1:] for c in TEXT_CASES], ids=[c[0] for c in TEXT_CASES]
+)
+def test_text_a_store_cannot_hold_is_refused_for_good_and_applies_nothing(
+    store: LedgerStore, changes: dict[str, Any], refused_by: str
+) -> None:
+    kind = "fake" if isinstance(store, FakeStore) else store.kind
+    store.offset("t", 0)
+    batch = PartitionBatch("q", "t", 0, 0, 1, **changes)
+    if kind != "fake" and refused_by not in (kind, "both"):
+        store.commit_partition_batch(batch)  # this store keeps it, as written
+        assert store.offset("t", 0) == 1
+        if batch.upserts:
+            assert store.load_jobs("q", 0, [0]) == {0: batch.upserts[0]}
+        else:
+            assert store.job_events("q", 0, 0) == batch.events
+        return
+    with pytest.raises(StoreError) as raised:
+        store.commit_partition_batch(batch)
+    assert not isinstance(raised.value, StoreUnavailableError)
+    assert store.offset("t", 0) == 0
+    assert store.load_jobs("q", 0, [0]) == {} and store.job_events("q", 0, 0) == []
+
+
 def test_a_timeline_row_written_twice_is_a_store_error(store: LedgerStore) -> None:
     topic = _mail(store)
     (row,) = store.job_events("mail", 1, 1)[:1]
@@ -516,12 +584,6 @@ def test_the_fake_fails_on_demand_as_an_unreachable_postgres() -> None:
         fake.lookup("q", [(0, 0)], True)
     fake.recover()
     assert fake.start_offset("t", 0) == 0
-
-
-def _event_row(local_id: int, offset: int, tag: str) -> EventRow:
-    return EventRow(
-        local_id, offset, 0, tag, T0, "", "", "", None, True, "applied", None, None, {}, None
-    )
 
 
 def test_timeline_rows_carry_the_codec_tags_of_job_events_only(store: LedgerStore) -> None:

@@ -73,7 +73,9 @@ def test_valid_queue_names_pass(name: str) -> None:
 def test_queue_name_outside_letters_digits_underscore_is_invalid(name: str) -> None:
     refused = refusal(lambda: check_queue_name(name))
     assert refused.code is RefusalCode.QUEUE_NAME_INVALID
-    assert refused.message == f"queue name {name!r} is invalid: use letters, digits and '_' only"
+    assert refused.message == (
+        f"queue name {name!r} is invalid: use ASCII letters, digits and '_' only"
+    )
 
 
 def test_queue_name_over_the_limit_is_too_long() -> None:

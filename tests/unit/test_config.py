@@ -17,6 +17,16 @@ def test_defaults_are_the_documented_ones() -> None:
     assert config.server_id  # hostname:pid
 
 
+@pytest.mark.parametrize(
+    ("server_id", "said"),
+    [("a\x00b", "contains NUL"), ("s" * 321, "is 321 characters, the limit is 320")],
+)
+def test_a_server_id_no_store_can_hold_is_refused(server_id: str, said: str) -> None:
+    # It is in every record the server appends and every claim it makes.
+    with pytest.raises(ConfigError, match=rf"PINLEDGER_SERVER_ID\) {said}"):
+        Config.from_env({"PINLEDGER_SERVER_ID": server_id})
+
+
 def test_file_then_environment(tmp_path: Path) -> None:
     path = tmp_path / "pinledger.toml"
     path.write_text('port = 9100\nclaim_timeout_s = 30\nschema = "from_file"\n')

@@ -100,6 +100,15 @@ def test_the_job_page_links_its_trace_id_into_the_configured_viewer() -> None:
     assert jobs.trace_cell(untraced, template) == "-"
 
 
+def test_a_finder_regex_no_store_can_take_is_the_visitors_mistake() -> None:
+    assert jobs.search_regex("", "body regex") is None
+    assert jobs.search_regex("^a.*b$", "body regex") == "^a.*b$"
+    with pytest.raises(ValueError, match="the body regex contains NUL"):
+        jobs.search_regex("a\x00", "body regex")
+    with pytest.raises(ValueError, match="the custom status regex is 4097 characters"):
+        jobs.search_regex("x" * 4097, "custom status regex")
+
+
 # -- failures -------------------------------------------------------------------------
 
 

@@ -296,3 +296,16 @@ def test_a_call_of_many_records_goes_out_in_one_append_in_its_order() -> None:
     for i, part in enumerate(parts):
         _, events = _landed(log, part)
         assert [e.local_id for e in events] == [i * 2, i * 2 + 1]  # type: ignore[attr-defined]
+
+
+def test_an_enqueue_of_long_statuses_is_split_into_records_kafka_takes() -> None:
+    # 1000 jobs of 5000-character statuses (PinLater's cap; control characters take 6
+    # bytes each in JSON) were one record of 30 MB, which Kafka refused.
+    log = FakeLog()
+    writer = LedgerWriter(log, "p.")
+    log.create_topic(writer.topic("q"), 1)
+    jobs = [Enqueued(b"b", 1, 0, 1, custom_status="\x01" * 5000) for _ in range(1000)]
+    descriptors = writer.enqueue("q", 0, jobs, 1, Actor(source="s"))
+    records = log.records(writer.topic("q"), 0)
+    assert len(descriptors) == 1000 and len(records) > 1
+    assert max(len(record.value) for record in records) < 1024 * 1024

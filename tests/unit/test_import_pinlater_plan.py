@@ -9,7 +9,13 @@ import pytest
 from pinledger.ledger.events import Actor
 from pinledger.ledger.state import Job, JobState, Stamp, evolve
 from pinledger.projections.pinlater.reader import PinLaterJob
-from pinledger.service.cli.import_pinlater import SOURCE, enqueue_event, follow_ups
+from pinledger.service.cli.import_guard import ImportRefusedError
+from pinledger.service.cli.import_pinlater import (
+    SOURCE,
+    check_importable,
+    enqueue_event,
+    follow_ups,
+)
 
 NOW = 1_700_000_000_000
 PAST, FUTURE = NOW - 60_000, NOW + 3_600_000
@@ -59,3 +65,26 @@ def test_the_folded_events_give_the_pinlater_state(
         assert job.run_after == run_after
     if state is IP:
         assert (job.claim, job.claim_source) == ("h:w:1", SOURCE)
+
+
+@pytest.mark.parametrize(
+    ("status", "claim", "old", "said"),
+    [
+        ("done\x00", None, "q:s1:p1:7", "customStatus contains NUL"),
+        ("ok", "h\ud800", "q:s1:p1:7", "PinLater claim descriptor contains an unpaired surrogate"),
+        ("ok", None, "q:s" + "x" * 400 + ":p1:7", "the limit is 400"),
+    ],
+)
+def test_a_job_whose_text_no_store_can_hold_is_refused_by_name(
+    status: str, claim: str | None, old: str, said: str
+) -> None:
+    row = PinLaterJob(7, int(IP), claim, 2, 2, status, PAST, PAST, PAST, b"b")
+    with pytest.raises(ImportRefusedError, match=said) as refused:
+        check_importable(row, old)
+    assert "fix (or delete) the job in PinLater's database" in str(refused.value)
+
+
+def test_a_long_status_is_imported_to_be_truncated() -> None:
+    check_importable(
+        PinLaterJob(7, int(P), None, 2, 2, "s" * 9000, PAST, PAST, PAST, b""), "q:s1:p1:7"
+    )

@@ -213,6 +213,18 @@ ROWS = [
         ),
     ),
     Row(
+        "a message no store can hold (NUL, a surrogate): escaped, the ack is not refused",
+        job(),
+        constant(1),
+        error=ValueError("bad\x00byte \udcff é"),
+        outcome=Outcome.RETRIED,
+        ack=Ack(
+            D,
+            append_status="attempt 1 failed: ValueError: bad\\x00byte \\udcff é; retry in 1 s\n",
+            retry_delay_ms=1000,
+        ),
+    ),
+    Row(
         "a very long message: cut to 500 characters",
         job(),
         constant(1),
