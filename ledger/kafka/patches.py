@@ -235,7 +235,8 @@ def failed_for_good(producer: KafkaProducer) -> bool:
     producer takes an error the broker answers for a batch that it cannot retry (a
     record over the topic's max.message.bytes included) as fatal to itself: each later
     send fails with that error, and no public call says so."""
-    manager = producer._transaction_manager
+    # None without idempotence (and in tests' stand-ins): such a producer never is.
+    manager = getattr(producer, "_transaction_manager", None)
     return manager is not None and bool(manager.has_fatal_error())
 
 
