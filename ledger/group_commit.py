@@ -72,17 +72,18 @@ class Part:
     error: Exception | None = None
     done: bool = False
     owner: object = field(default=None)
+    # What its record takes against the broker's limit when it goes alone (a plain
+    # record, its trace context in a header); in a group record it takes
+    # len(grouped) + 1.
+    size: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        headers = codec.trace_headers(self.traceparent) if self.traceparent else ()
+        self.size = record_bytes(len(self.value), headers)
 
     @property
     def key(self) -> Key:
         return (self.topic, self.partition)
-
-    @property
-    def size(self) -> int:
-        """What its record takes against the broker's limit when it goes alone (a plain
-        record, its trace context in a header); in a group record it takes
-        len(grouped) + 1."""
-        return record_bytes(len(self.value), codec.trace_headers(self.traceparent))
 
 
 def _record(key: Key, parts: Sequence[Part]) -> Append:

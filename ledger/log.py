@@ -89,7 +89,7 @@ RECORD_OVERHEAD = 100
 _HEADER_OVERHEAD = 10
 
 
-def record_bytes(value_bytes: int, headers: Headers) -> int:
+def record_bytes(value_bytes: int, headers: Sequence[tuple[str, bytes]]) -> int:
     """What a record of a value of `value_bytes` bytes and these headers takes against
     the broker's limit (max.message.bytes): never less than Kafka counts."""
     size = value_bytes + RECORD_OVERHEAD

@@ -266,10 +266,15 @@ class LedgerWriter:
     ) -> list[Part]:
         """The envelope as one part when it fits (the common case: encoded once), else
         cut by its events' encoded sizes into parts that do."""
-        part = _part(topic, partition, envelope, traceparent)
         target = self.group.part_bytes
-        if len(envelope.events) <= JOBS_PER_RECORD and part.size <= target:
-            return [part]
+        events = envelope.events
+        # A big enqueue is cut without encoding it whole first: its bodies alone (4/3
+        # in base64) say it cannot fit.
+        bodies = sum(len(e.body) for e in events if isinstance(e, Enqueued))
+        if len(events) <= JOBS_PER_RECORD and bodies // 3 * 4 <= target:
+            part = _part(topic, partition, envelope, traceparent)
+            if part.size <= target:
+                return [part]
         return [
             _part(topic, partition, Envelope(envelope.at, envelope.actor, events), traceparent)
             for events in self._cut(envelope, traceparent, target)
