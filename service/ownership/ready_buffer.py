@@ -22,9 +22,9 @@ A job handed to a dequeue stays *reserved* until its claim record has been proje
 (or the append certainly wrote nothing), so two dequeues never hand out the same job.
 A claim append that failed without saying whether its record is in the log leaves its
 jobs reserved *in doubt* (`doubt`): the owner reads the partition's end offset after
-the failure (`unread_doubts`, `read_end`), and once the projection has reached it
-(`settle`) the claim either was projected (the job is IN_PROGRESS under it) or never
-landed, and the jobs it did not name are released.
+the failure into each of `unread_doubts` (Partitions.settle_doubts), and once the
+projection has reached it (`settle`) the claim either was projected (the job is
+IN_PROGRESS under it) or never landed, and the jobs it did not name are released.
 
 Pure: no I/O, no clock (callers pass `now`), no locking (the owner holds one lock
 around every call).
