@@ -318,6 +318,12 @@ def encode(envelope: Envelope) -> bytes:
     )
 
 
+def event_sizes(events: Sequence[Event]) -> list[int]:
+    """The bytes each event takes in an encoded envelope (its object, without the comma
+    between events): what the writer cuts a call too big for one record by."""
+    return [len(orjson.dumps(_encode_event(e))) for e in events]
+
+
 def _decode_event(obj: Any) -> Event:
     if not isinstance(obj, dict):
         raise CodecError(f"an event must be an object, got {type(obj).__name__}")

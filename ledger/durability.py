@@ -33,8 +33,9 @@ class Finding:
     fix: str
 
 
-def findings(state: TopicState, brokers: int) -> list[Finding]:
-    """What is wrong, or worth knowing, about one topic on a cluster of `brokers`."""
+def findings(state: TopicState, brokers: int, record_bytes: int | None = None) -> list[Finding]:
+    """What is wrong, or worth knowing, about one topic on a cluster of `brokers`, whose
+    records may be up to `record_bytes` (PINLEDGER_MAX_RECORD_BYTES) when given."""
     found: list[Finding] = []
 
     def add(severity: Severity, what: str, fix: str) -> None:
@@ -100,6 +101,15 @@ def findings(state: TopicState, brokers: int) -> list[Finding]:
             Severity.WARNING,
             f"retention.bytes {state.retention_bytes}: past that size records are deleted",
             "set retention.bytes=-1",
+        )
+    if record_bytes is not None and state.max_message_bytes < record_bytes:
+        add(
+            Severity.WARNING,
+            f"max.message.bytes {state.max_message_bytes} is below the records pinledger "
+            f"writes (up to {record_bytes} bytes, PINLEDGER_MAX_RECORD_BYTES): the broker "
+            "refuses the bigger ones, and an enqueue or ack that needs one fails",
+            f"set max.message.bytes={record_bytes} on the topic, or "
+            f"PINLEDGER_MAX_RECORD_BYTES={state.max_message_bytes}",
         )
     if state.under_replicated:
         add(

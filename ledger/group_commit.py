@@ -13,6 +13,12 @@ calls); one caller's records to a partition go out in a single append, in its or
 
 Memory is bounded by the callers: each waits for its own parts, so at most one part
 per blocked call is pending.
+
+Sizes: a part whose record alone would be over the record limit (the broker's
+max.message.bytes, or less: the writer's PINLEDGER_MAX_RECORD_BYTES) is refused before
+it is queued, so it never shares an append with other callers' records: a record the
+broker refuses would fail them too, though theirs may have been written. A group
+record stays under `max_bytes` (and the record limit), counted in encoded bytes.
 """
 
 from __future__ import annotations
@@ -24,10 +30,20 @@ from dataclasses import dataclass, field
 
 from pinledger.ledger import codec
 from pinledger.ledger.descriptor import JOBS_PER_RECORD
-from pinledger.ledger.log import Append, Log
+from pinledger.ledger.log import (
+    DEFAULT_MAX_RECORD_BYTES,
+    RECORD_OVERHEAD,
+    Append,
+    Log,
+    LogError,
+    NotAppendedError,
+    RecordTooLargeError,
+    record_bytes,
+)
 
-# A group record's value stays under this (the broker's record limit is 1 MiB; one
-# part alone may be bigger, up to what an enqueue record holds, and goes alone).
+# A group record stays under this (the broker's record limit is 1 MiB; one part alone
+# may be bigger, up to the record limit, and goes alone). The writer cuts a caller's
+# events into parts of this size too.
 GROUP_RECORD_BYTES = 512 * 1024
 # Appends in flight per partition. One would make every call behind another wait for
 # it (a second call to an idle-ish partition paid up to two round trips); two keep the
@@ -56,6 +72,14 @@ class Part:
     error: Exception | None = None
     done: bool = False
     owner: object = field(default=None)
+    # What its record takes against the broker's limit when it goes alone (a plain
+    # record, its trace context in a header); in a group record it takes
+    # len(grouped) + 1.
+    size: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        headers = codec.trace_headers(self.traceparent) if self.traceparent else ()
+        self.size = record_bytes(len(self.value), headers)
 
     @property
     def key(self) -> Key:
@@ -82,6 +106,7 @@ class GroupCommit:
         max_bytes: int = GROUP_RECORD_BYTES,
         max_in_flight: int = MAX_IN_FLIGHT,
         grouping: bool = True,
+        record_limit: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> None:
         self.log = log
         # Whether parts of several callers may share a group record (ledger format 2,
@@ -90,6 +115,9 @@ class GroupCommit:
         self.grouping = grouping
         self.max_events = max_events
         self.max_bytes = max_bytes
+        # The largest record (`record_bytes`) appended: a part whose record is bigger is
+        # refused (RecordTooLargeError) before it is queued.
+        self.record_limit = record_limit
         self.max_in_flight = max_in_flight
         self._cond = threading.Condition()
         self._pending: dict[Key, list[Part]] = {}
@@ -101,9 +129,31 @@ class GroupCommit:
         self.records = 0
         self.parts = 0
 
+    def waiting(self) -> int:
+        """Parts queued for an append not yet made (read by tests)."""
+        with self._cond:
+            return sum(len(parts) for parts in self._pending.values())
+
+    @property
+    def part_bytes(self) -> int:
+        """The size (`record_bytes`) a caller's events are cut to: a group record's, or
+        the record limit when that is smaller."""
+        return min(self.max_bytes, self.record_limit)
+
     def append(self, parts: Sequence[Part]) -> None:
         """Append `parts`, sharing records with concurrent callers; returns once every
-        part has its offset, or raises the error (a LogError) of the first that failed."""
+        part has its offset, or raises the error (a LogError) of the first that failed:
+        a NotAppendedError only when none of `parts` was written. A part whose record
+        would be over the record limit fails them all with a RecordTooLargeError before
+        any is queued."""
+        for part in parts:
+            size = part.size
+            if size > self.record_limit:
+                raise RecordTooLargeError(
+                    f"cannot append to {part.topic}[{part.partition}]: a record of {size} "
+                    f"bytes is over the limit of {self.record_limit} "
+                    "(PINLEDGER_MAX_RECORD_BYTES, or the topic's max.message.bytes)"
+                )
         me = object()
         with self._cond:
             for part in parts:
@@ -121,9 +171,17 @@ class GroupCommit:
                 finally:
                     self._cond.acquire()
                 self._finish(taken)
-        for part in parts:
-            if part.error is not None:
-                raise part.error
+        failed = [part.error for part in parts if part.error is not None]
+        if not failed:
+            return
+        first = failed[0]
+        if isinstance(first, NotAppendedError) and not (
+            len(failed) == len(parts) and all(isinstance(e, NotAppendedError) for e in failed)
+        ):
+            # Another of this caller's records may be in the log (it went in another
+            # append, which succeeded or left it open): the error must not say none is.
+            raise LogError(f"{first} (other records of this call may be in the log)") from first
+        raise first
 
     def _lead(self, keys: set[Key], me: object) -> dict[Key, list[list[Part]]]:
         """Take the next group of each partition among `keys` that may take another
@@ -161,14 +219,17 @@ class GroupCommit:
         holds no part of a caller with an earlier part still in flight there (two
         appends in flight may land in either order, a caller's own parts may not), and
         only parts of `only` when it is given."""
-        events = size = count = 0
+        # The group record's size so far: its brackets and framing, each part and a
+        # comma after it.
+        events, count, size = 0, 0, RECORD_OVERHEAD + 1
+        limit = self.part_bytes
         for part in pending:
             if flying[part.owner] or (only is not None and part.owner is not only):
                 break
             if count and not self.grouping:
                 break
             if count and (
-                events + part.events > self.max_events or size + len(part.grouped) > self.max_bytes
+                events + part.events > self.max_events or size + len(part.grouped) + 1 > limit
             ):
                 break
             events += part.events

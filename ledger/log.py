@@ -51,7 +51,51 @@ def queue_of_topic(prefix: str, topic: str) -> str | None:
 
 
 class LogError(RuntimeError):
-    """The log could not do what was asked; the message says what and what to check."""
+    """The log could not do what was asked; the message says what and what to check.
+
+    From `Log.append` it leaves open whether the records are in the log: some or all
+    of them may be (an acknowledgement lost, a timeout after which they still land, one
+    record refused after others of the append were delivered). Only a
+    `NotAppendedError` says that none is."""
+
+
+class NotAppendedError(LogError):
+    """An append that certainly wrote nothing: refused before anything was sent (a
+    record over the size limit, a topic or partition the producer knows is missing, a
+    closed log, a producer failing fast while no broker answers), or every record
+    refused by the broker. The caller may act as if the append never happened."""
+
+
+class RecordTooLargeError(NotAppendedError):
+    """A record over the size a record may have (the topic's max.message.bytes, or the
+    writer's own limit): refused before it was sent, or by the broker."""
+
+
+# Kafka's default message.max.bytes (a topic's max.message.bytes unless it is set): the
+# largest record batch a broker takes, its framing included.
+BROKER_MAX_MESSAGE_BYTES = 1_048_588
+# The largest record written by default (PINLEDGER_MAX_RECORD_BYTES): under Kafka's
+# default max.message.bytes with room to spare, and librdkafka's default
+# message.max.bytes.
+DEFAULT_MAX_RECORD_BYTES = 1_000_000
+# The largest record the adapters' producers take (max.request.size /
+# message.max.bytes); the brokers' own limit is usually lower and is what counts.
+PRODUCER_MAX_RECORD_BYTES = 4 * 1024 * 1024
+# What a record takes beyond its value and headers, at most: the header of a batch of
+# one record (61 bytes, with the log's own 12) and the record's framing (lengths,
+# attributes, timestamp and offset deltas), rounded up.
+RECORD_OVERHEAD = 100
+# A header's framing (two varint lengths) beyond its key and value, at most.
+_HEADER_OVERHEAD = 10
+
+
+def record_bytes(value_bytes: int, headers: Sequence[tuple[str, bytes]]) -> int:
+    """What a record of a value of `value_bytes` bytes and these headers takes against
+    the broker's limit (max.message.bytes): never less than Kafka counts."""
+    size = value_bytes + RECORD_OVERHEAD
+    for key, value in headers:
+        size += len(key) + len(value) + _HEADER_OVERHEAD
+    return size
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +307,9 @@ class TopicState:
     retention_bytes: int
     cleanup_policy: str
     unclean_leader_election: bool
+    # The largest record batch the topic takes (the broker's message.max.bytes unless
+    # the topic sets its own).
+    max_message_bytes: int = BROKER_MAX_MESSAGE_BYTES
 
 
 class LogInspector(Protocol):
@@ -310,7 +357,10 @@ class Log(Protocol):
         ...
 
     def append(self, appends: Sequence[Append]) -> list[int]:
-        """Append records and return their offsets, in order, once acknowledged."""
+        """Append records and return their offsets, in order, once acknowledged. A
+        LogError leaves open whether they are in the log, unless it is a
+        NotAppendedError (none is); a record whose `record_bytes` exceed what the
+        topic takes (max.message.bytes) is refused with a RecordTooLargeError."""
         ...
 
     def end_offset(self, topic: str, partition: int) -> int:

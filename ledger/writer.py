@@ -1,6 +1,13 @@
 """Appending to the ledger: turns decided events into records on the right topic and
 partition, through the log port. The write side of the data flow; it never reads
 the projection.
+
+Records are sized by their encoded bytes (the value as the codec writes it, its
+headers and framing: `record_bytes`) against the record limit: the events of one call
+to one partition are cut into parts no bigger than a group record (at most
+JOBS_PER_RECORD events each), and an event too big for a record of its own is refused
+(RecordTooLargeError; an enqueue says which job: ENQUEUE_REJECTED) before anything of
+the call is appended. The common call, which fits one record, is encoded once.
 """
 
 from __future__ import annotations
@@ -9,7 +16,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from pinledger.ledger import codec, formats
-from pinledger.ledger.commands import check_queue_name
+from pinledger.ledger.commands import RefusalCode, Refused, check_queue_name
 from pinledger.ledger.descriptor import JOBS_PER_RECORD, JobDescriptor, local_id_for
 from pinledger.ledger.events import (
     Actor,
@@ -25,8 +32,14 @@ from pinledger.ledger.events import (
     QueueResized,
 )
 from pinledger.ledger.group_commit import GroupCommit, Part
-from pinledger.ledger.limits import JSON_BYTES
-from pinledger.ledger.log import Append, Log, catalog_topic, queue_topic
+from pinledger.ledger.log import (
+    DEFAULT_MAX_RECORD_BYTES,
+    Append,
+    Log,
+    RecordTooLargeError,
+    catalog_topic,
+    queue_topic,
+)
 
 # What an append is asked for: the events of one queue's partition.
 Batch = tuple[str, int, Sequence[Event]]
@@ -37,8 +50,21 @@ Traced = tuple[Sequence[Batch], str | None]
 Placer = Callable[[str, int, bool], Mapping[int, str]]
 
 
+class EventTooLargeError(RecordTooLargeError):
+    """One event of a call is too big for a record of its own: nothing of the call was
+    appended. `index`: its place among the call's events."""
+
+    def __init__(self, message: str, index: int, size: int, limit: int) -> None:
+        super().__init__(message)
+        self.index = index
+        self.size = size
+        self.limit = limit
+
+
 class LedgerWriter:
-    def __init__(self, log: Log, prefix: str) -> None:
+    def __init__(
+        self, log: Log, prefix: str, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    ) -> None:
         self.log = log
         self.prefix = prefix
         # The newest offset this writer appended per (topic, partition): what a read on
@@ -49,7 +75,7 @@ class LedgerWriter:
         # every release reads. A server follows the catalog's format; a command that
         # appends without following it (the dashboard's actions, an import) never
         # writes a record some live server could not read.
-        self.group = GroupCommit(log, grouping=False)
+        self.group = GroupCommit(log, grouping=False, record_limit=max_record_bytes)
         self.cluster_format = formats.PLAIN
         # Places the partitions a creation or resize adds on store shards (decision
         # 0031); None, or a map of one shard: every partition on the one store.
@@ -57,6 +83,19 @@ class LedgerWriter:
 
     def topic(self, queue: str) -> str:
         return queue_topic(self.prefix, queue)
+
+    @property
+    def max_record_bytes(self) -> int:
+        """The largest record this writer appends (`record_bytes`)."""
+        return self.group.record_limit
+
+    def limit_records(self, max_message_bytes: int) -> bool:
+        """Write no record over `max_message_bytes` (a topic's max.message.bytes, read
+        at start); False when the limit was that low already."""
+        if max_message_bytes >= self.group.record_limit:
+            return False
+        self.group.record_limit = max_message_bytes
+        return True
 
     def follow_format(self, cluster_format: int) -> None:
         """Write what the cluster's ledger format allows (ledger/formats.py): group
@@ -185,10 +224,11 @@ class LedgerWriter:
         """Append several sets of batches, each with its own trace context, in one group
         commit: one round trip for all of them (a dequeue's piggybacked acks and its
         claims), the parts of one partition in one record, in the order given. Returns
-        each set's offsets."""
-        parts = self._commit([(batch, tp) for batches, tp in sets for batch in batches], at, actor)
-        offsets = iter(part.offset for part in parts)
-        return [[next(offsets) for _ in batches] for batches, _ in sets]
+        each set's offsets: of each batch, the record holding its first event (a batch
+        too big for one record is cut into several)."""
+        cut = self._commit([(batch, tp) for batches, tp in sets for batch in batches], at, actor)
+        firsts = iter(parts[0].offset for parts in cut)
+        return [[next(firsts) for _ in batches] for batches, _ in sets]
 
     def append_records(
         self,
@@ -209,24 +249,68 @@ class LedgerWriter:
 
     def _commit(
         self, batches: Sequence[tuple[Batch, str | None]], at: int, actor: Actor
-    ) -> list[Part]:
-        parts = []
-        for (queue, partition, events), traceparent in batches:
-            envelope = Envelope(at=at, actor=actor, events=tuple(events))
-            value = codec.encode(envelope)
-            parts.append(
-                Part(
-                    self.topic(queue),
-                    partition,
-                    value,
-                    codec.encode_part(envelope, traceparent, value),
-                    traceparent,
-                    len(envelope.events),
-                )
-            )
+    ) -> list[list[Part]]:
+        """Append each batch, cut into parts that fit a record; returns each batch's
+        parts, in order."""
+        cut = [
+            self._parts(self.topic(queue), partition, Envelope(at, actor, tuple(events)), tp)
+            for (queue, partition, events), tp in batches
+        ]
+        parts = [part for batch_parts in cut for part in batch_parts]
         self.group.append(parts)
         self._note([p.key for p in parts], [p.offset for p in parts])
-        return parts
+        return cut
+
+    def _parts(
+        self, topic: str, partition: int, envelope: Envelope, traceparent: str | None
+    ) -> list[Part]:
+        """The envelope as one part when it fits (the common case: encoded once), else
+        cut by its events' encoded sizes into parts that do."""
+        target = self.group.part_bytes
+        events = envelope.events
+        # A big enqueue is cut without encoding it whole first: its bodies alone (4/3
+        # in base64) say it cannot fit.
+        bodies = sum(len(e.body) for e in events if isinstance(e, Enqueued))
+        if len(events) <= JOBS_PER_RECORD and bodies // 3 * 4 <= target:
+            part = _part(topic, partition, envelope, traceparent)
+            if part.size <= target:
+                return [part]
+        return [
+            _part(topic, partition, Envelope(envelope.at, envelope.actor, events), traceparent)
+            for events in self._cut(envelope, traceparent, target)
+        ]
+
+    def _cut(
+        self, envelope: Envelope, traceparent: str | None, target: int
+    ) -> list[tuple[Event, ...]]:
+        """The envelope's events in runs whose records stay within `target` bytes and
+        JOBS_PER_RECORD events; an event alone over it goes alone when it fits the
+        record limit, else nothing is appended (EventTooLargeError)."""
+        # A part of events e1..en is the empty one with "e1,...,en" inside its "[]":
+        # exact, since orjson writes no spaces (its group form is counted when a group
+        # commit merges it).
+        base = _part("", 0, Envelope(envelope.at, envelope.actor, ()), traceparent).size
+        limit = self.group.record_limit
+        runs: list[tuple[Event, ...]] = []
+        start, size = 0, base
+        events = envelope.events
+        for i, nbytes in enumerate(codec.event_sizes(events)):
+            alone = base + nbytes
+            if alone > limit:
+                raise EventTooLargeError(
+                    f"event {i} ({codec.tag_of(events[i])}) makes a record of {alone} bytes, "
+                    f"over the limit of {limit} (PINLEDGER_MAX_RECORD_BYTES, or the topic's "
+                    "max.message.bytes)",
+                    i,
+                    alone,
+                    limit,
+                )
+            if i > start and (i - start >= JOBS_PER_RECORD or size + nbytes + 1 > target):
+                runs.append(events[start:i])
+                start, size = i, base
+            size += nbytes + (1 if i > start else 0)
+        runs.append(events[start:])
+        return runs
 
     def _note(self, keys: Sequence[tuple[str, int]], offsets: Sequence[int]) -> None:
         with self._lock:
@@ -243,39 +327,39 @@ class LedgerWriter:
         actor: Actor,
         traceparent: str | None = None,
     ) -> list[JobDescriptor]:
-        """Append enqueue records (at most JOBS_PER_RECORD jobs and about
-        RECORD_BODY_BYTES of bodies each) to one partition; returns one descriptor per
-        job, in order."""
-        chunks = _chunks(jobs)
-        parts = self._commit(
-            [((queue, partition, chunk), traceparent) for chunk in chunks], at, actor
-        )
+        """Append enqueue records (cut by encoded size, at most JOBS_PER_RECORD jobs
+        each) to one partition; returns one descriptor per job, in order. A job too big
+        for a record of its own refuses the call (ENQUEUE_REJECTED) with nothing
+        appended."""
+        if not jobs:
+            return []
+        try:
+            [parts] = self._commit([((queue, partition, jobs), traceparent)], at, actor)
+        except EventTooLargeError as exc:
+            raise Refused(
+                RefusalCode.ENQUEUE_REJECTED,
+                f"job {exc.index}: its record would be {exc.size} bytes encoded (the body "
+                f"in base64, the custom status, the envelope), over the limit of "
+                f"{exc.limit} bytes a Kafka record may have here (PINLEDGER_MAX_RECORD_BYTES, "
+                "or the topic's max.message.bytes): send a smaller body or status",
+            ) from exc
+        found = iter(jobs)
         return [
-            JobDescriptor(queue, partition, job.priority, local_id_for(part.offset, part.first + i))
-            for part, chunk in zip(parts, chunks, strict=True)
-            for i, job in enumerate(chunk)
+            JobDescriptor(
+                queue, partition, next(found).priority, local_id_for(part.offset, part.first + i)
+            )
+            for part in parts
+            for i in range(part.events)
         ]
 
 
-# Bodies per record, before base64: keeps an enqueue record well under the broker's
-# 1 MiB default record limit while still batching many small jobs into one record. A
-# custom status counts too, at the most its JSON can take a character (1000 jobs of
-# 5000-character statuses were a record of 5 MB, which Kafka refused).
-RECORD_BODY_BYTES = 256 * 1024
-
-
-def _size(job: Enqueued) -> int:
-    return len(job.body) + JSON_BYTES * len(job.custom_status)
-
-
-def _chunks(jobs: Sequence[Enqueued]) -> list[Sequence[Enqueued]]:
-    chunks: list[Sequence[Enqueued]] = []
-    start, size = 0, 0
-    for i, job in enumerate(jobs):
-        if i > start and (i - start >= JOBS_PER_RECORD or size + _size(job) > RECORD_BODY_BYTES):
-            chunks.append(jobs[start:i])
-            start, size = i, 0
-        size += _size(job)
-    if start < len(jobs):
-        chunks.append(jobs[start:])
-    return chunks
+def _part(topic: str, partition: int, envelope: Envelope, traceparent: str | None) -> Part:
+    value = codec.encode(envelope)
+    return Part(
+        topic,
+        partition,
+        value,
+        codec.encode_part(envelope, traceparent, value),
+        traceparent,
+        len(envelope.events),
+    )

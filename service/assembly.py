@@ -84,6 +84,9 @@ class Assembly:
         on_queue_config: Callable[[QueueConfig], None],
     ) -> None:
         self.config = config
+        # Checked before anything is opened: a record limit with no room for the
+        # largest job stops the start, naming both settings.
+        record_limit = config.record_limit()
         if config.admin_password().legacy:
             log.warning(
                 "PINLEDGER_ADMIN_PASSWORD_SHA256 holds PinLater's fast hash of the admin "
@@ -112,7 +115,7 @@ class Assembly:
         )
         self.store.migrate()
         self.kafka = open_log(config)
-        self.writer = LedgerWriter(self.kafka, config.topic_prefix)
+        self.writer = LedgerWriter(self.kafka, config.topic_prefix, record_limit)
         self.writer.placer = Placer(lambda: self.shard_map.current, self.store.queues)
         self.queues = QueueDirectory(self.store)
         self.queue_config = QueueConfigWatcher(

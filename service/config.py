@@ -43,6 +43,8 @@ a file, as container platforms mount secrets: PINLEDGER_<NAME>_FILE.
 | PARTITIONS                        | 4 (partitions of a new queue)                         |
 | MAX_PRIORITY                      | 3                                                     |
 | MAX_BODY_BYTES                    | 524288                                                |
+| MAX_RECORD_BYTES                  | 1000000 (the largest Kafka record written, framing    |
+|                                   | included; at most the topics' max.message.bytes)      |
 | CLAIM_TIMEOUT_S                   | 600                                                   |
 | SUCCEEDED_TTL_S                   | 86400 (24 h)                                          |
 | FAILED_TTL_S                      | 604800 (168 h)                                        |
@@ -90,7 +92,14 @@ from pathlib import Path
 from typing import Any
 
 from pinledger.ledger import limits
-from pinledger.ledger.log import PROTOCOLS, SASL_MECHANISMS, KafkaSecurity, TopicPolicy
+from pinledger.ledger.log import (
+    DEFAULT_MAX_RECORD_BYTES,
+    PRODUCER_MAX_RECORD_BYTES,
+    PROTOCOLS,
+    SASL_MECHANISMS,
+    KafkaSecurity,
+    TopicPolicy,
+)
 from pinledger.service.password import AdminPassword, parse_scrypt
 
 DEFAULT_KAFKA = "127.0.0.1:19092"
@@ -155,6 +164,11 @@ class Config:
     partitions: int = 4
     max_priority: int = 3
     max_body_bytes: int = 512 * 1024
+    # The largest Kafka record a server writes (`record_bytes`: value, headers,
+    # framing): a call's events are cut into records under it, and a job too big for
+    # one record is refused. At most the topics' max.message.bytes; a server lowers it
+    # to the catalog topic's at start.
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
     claim_timeout_s: float = 600.0
     succeeded_ttl_s: float = 24 * 3600.0
     failed_ttl_s: float = 168 * 3600.0
@@ -285,6 +299,25 @@ class Config:
             ssl_check_hostname=self.kafka_ssl_check_hostname,
         )
 
+    def record_limit(self) -> int:
+        """The largest record a server writes, checked: no more than the producers send,
+        and room for a job of the largest body (in base64) with its envelope."""
+        what = f"PINLEDGER_MAX_RECORD_BYTES={self.max_record_bytes}"
+        if self.max_record_bytes > PRODUCER_MAX_RECORD_BYTES:
+            raise ConfigError(
+                f"{what} is over the {PRODUCER_MAX_RECORD_BYTES} bytes the Kafka producers "
+                "send: lower it"
+            )
+        needed = -(-self.max_body_bytes // 3) * 4 + _JOB_ENVELOPE_BYTES
+        if needed > self.max_record_bytes:
+            raise ConfigError(
+                f"{what} leaves no room for a job of PINLEDGER_MAX_BODY_BYTES="
+                f"{self.max_body_bytes}, which takes up to {needed} bytes in a record (the "
+                "body grows by 4/3 in base64, plus its custom status and envelope): raise "
+                "it, with the topics' max.message.bytes, or lower PINLEDGER_MAX_BODY_BYTES"
+            )
+        return self.max_record_bytes
+
     def topic_policy(self) -> TopicPolicy:
         """How this server creates topics (0 leaves a setting to the broker)."""
         return TopicPolicy(
@@ -307,6 +340,10 @@ class Config:
         )
         return f"{host}:{self.peer_port or self.port}"
 
+
+# Room in a record for a job's custom status (5,000 characters, up to 6 bytes each
+# when escaped), its caller and the envelope, beyond its body in base64.
+_JOB_ENVELOPE_BYTES = 64 * 1024
 
 # Settings that are secrets: also readable from PINLEDGER_<NAME>_FILE, never shown.
 SECRETS = frozenset(
@@ -361,6 +398,7 @@ _AT_LEAST_ONE = frozenset(
         "session_timeout_ms",
         "max_connections",
         "max_frame_bytes",
+        "max_record_bytes",
         "history_scan_records",
         "append_timeout_s",
         "ready_window",

@@ -15,6 +15,7 @@ from pinledger.ledger.commands import Limits
 from pinledger.ledger.durability import Severity, findings
 from pinledger.ledger.events import Actor
 from pinledger.ledger.log import LogError, LogInspector, catalog_topic
+from pinledger.ledger.writer import LedgerWriter
 from pinledger.service import tls
 from pinledger.service.api.connections import ConnectionLimits, PinLaterProcessor, ThriftServer
 from pinledger.service.api.core import Api
@@ -72,7 +73,7 @@ class Server:
         self.writer.ensure_catalog(
             SYSTEM_CLOCK.now_ms(), Actor(source="pinledger:server", server=config.server_id)
         )
-        warn_if_unsafe(self.kafka, catalog_topic(config.topic_prefix))
+        warn_if_unsafe(self.kafka, catalog_topic(config.topic_prefix), self.writer)
         self.owner = Owner(
             config,
             self.store,
@@ -269,10 +270,11 @@ class Server:
         return self.exit_code
 
 
-def warn_if_unsafe(inspector: LogInspector, topic: str) -> None:
+def warn_if_unsafe(inspector: LogInspector, topic: str, writer: LedgerWriter | None = None) -> None:
     """One log line per finding about a topic this server created or uses (the catalog
     stands for them: every topic gets the same policy), e.g. fewer than three replicas
-    on a cluster of three or more brokers. `pinledger doctor` shows every topic."""
+    on a cluster of three or more brokers. `pinledger doctor` shows every topic. The
+    `writer` writes no record bigger than the topic takes (max.message.bytes)."""
     try:
         brokers = inspector.broker_count()
         state = inspector.topic_states([topic]).get(topic)
@@ -281,6 +283,17 @@ def warn_if_unsafe(inspector: LogInspector, topic: str) -> None:
         return
     if state is None:
         return
+    if writer is not None:
+        configured = writer.max_record_bytes
+        if writer.limit_records(state.max_message_bytes):
+            log.warning(
+                "topic %s takes records of at most %d bytes (max.message.bytes), below "
+                "PINLEDGER_MAX_RECORD_BYTES=%d: this server writes none bigger; to write "
+                "bigger ones raise the topics' max.message.bytes",
+                topic,
+                state.max_message_bytes,
+                configured,
+            )
     for finding in findings(state, brokers):
         if finding.severity is not Severity.NOTE:
             log.warning(

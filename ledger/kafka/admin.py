@@ -25,7 +25,13 @@ from pinledger.ledger.kafka import patches
 from pinledger.ledger.kafka.errors import log_error, translated
 from pinledger.ledger.kafka.membership import describe_group
 from pinledger.ledger.kafka.settings import KafkaSettings
-from pinledger.ledger.log import GroupMember, LogError, PartitionKey, TopicState
+from pinledger.ledger.log import (
+    BROKER_MAX_MESSAGE_BYTES,
+    GroupMember,
+    LogError,
+    PartitionKey,
+    TopicState,
+)
 
 # How long delete_topic waits for the topic to be gone.
 _TOPIC_WAIT_S = 30.0
@@ -216,4 +222,5 @@ def _topic_state(name: str, info: dict[str, Any], configs: dict[str, Any]) -> To
         retention_bytes=int(setting("retention.bytes", "-1")),
         cleanup_policy=setting("cleanup.policy", "delete"),
         unclean_leader_election=setting("unclean.leader.election.enable", "false") == "true",
+        max_message_bytes=int(setting("max.message.bytes", str(BROKER_MAX_MESSAGE_BYTES))),
     )

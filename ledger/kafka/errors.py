@@ -21,6 +21,7 @@ from kafka.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    MessageSizeTooLargeError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
@@ -41,6 +42,11 @@ def _hint(exc: Exception, bootstrap: str) -> str:
         return "The topic does not exist: its queue may have been deleted meanwhile."
     if isinstance(exc, AuthorizationError):
         return "The broker refused this client: check its ACLs."
+    if isinstance(exc, MessageSizeTooLargeError):
+        return (
+            "The record is over what the topic takes (max.message.bytes) or the "
+            "producer sends: check PINLEDGER_MAX_RECORD_BYTES against the topic's setting."
+        )
     if isinstance(exc, InvalidSessionTimeoutError):
         return (
             "Check the session timeout against the broker's group.min.session.timeout.ms "
@@ -49,9 +55,12 @@ def _hint(exc: Exception, bootstrap: str) -> str:
     return "Check the broker's log."
 
 
-def log_error(exc: Exception, what: str, bootstrap: str) -> LogError:
-    """The LogError for `exc`, raised while doing `what` ("cannot append to ...")."""
-    return LogError(f"{what}: {type(exc).__name__}: {exc}. {_hint(exc, bootstrap)}")
+def log_error(
+    exc: Exception, what: str, bootstrap: str, kind: type[LogError] = LogError
+) -> LogError:
+    """The LogError (or `kind` of one) for `exc`, raised while doing `what` ("cannot
+    append to ...")."""
+    return kind(f"{what}: {type(exc).__name__}: {exc}. {_hint(exc, bootstrap)}")
 
 
 # The loggers kafka-python reports failed connection attempts on.

@@ -16,6 +16,7 @@ from kafka.errors import (
     KafkaError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
+    RecordListTooLargeError,
     TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
@@ -33,9 +34,11 @@ from pinledger.ledger.log import (
     Append,
     GroupMember,
     LogError,
+    NotAppendedError,
     PartitionKey,
     PartitionsCallback,
     Position,
+    RecordTooLargeError,
     TopicState,
 )
 
@@ -48,6 +51,9 @@ _RECORD_ERRORS = (
     TopicAuthorizationFailedError,
     InvalidTopicError,
 )
+# The broker's answers that a record was not written, whatever came before (the size
+# of a record does not change between attempts: no earlier attempt of it landed).
+_REFUSED = (MessageSizeTooLargeError, RecordListTooLargeError, InvalidTopicError)
 # Building a replacement producer is retried with this backoff while Kafka is down.
 _REPLACE_FIRST_PAUSE_S = 0.5
 _REPLACE_MAX_PAUSE_S = 5.0
@@ -94,7 +100,7 @@ class KafkaLog:
                 lambda _: patches.request_metadata_update(producer),
                 left,
             ):
-                raise LogError(
+                raise NotAppendedError(
                     f"append to Kafka at {self.bootstrap} failed: topic {a.topic} has no "
                     f"partition {a.partition}: check the queue's partition count"
                 ) from None
@@ -205,24 +211,59 @@ class KafkaLog:
         # concurrent callers share those requests; waiting on our own futures suffices.
         with self._producer_lock:
             producer, replacing = self._producer, self._replacing
+        what = f"append to Kafka at {self.bootstrap} failed"
         if replacing:
             # The producer could not deliver and no broker has answered since: fail at
             # once rather than make every caller wait out the delivery timeout again.
             raise log_error(
                 KafkaTimeoutError("no broker has answered since the last failed delivery"),
-                f"append to Kafka at {self.bootstrap} failed (reconnecting)",
+                f"{what} (reconnecting)",
                 self.bootstrap,
+                NotAppendedError,
             )
         deadline = time.monotonic() + self._settings.append_timeout_ms / 1000
+        futures: list[FutureRecordMetadata] = []
         try:
-            futures = [self._send(producer, a, deadline) for a in appends]
+            for a in appends:
+                futures.append(self._send(producer, a, deadline))
             return [f.get(timeout=max(0.001, deadline - time.monotonic())).offset for f in futures]
+        except NotAppendedError as exc:  # from _send: that record was never queued
+            if futures:
+                raise LogError(f"{exc} (the records before it may be in the log)") from exc
+            raise
         except KafkaError as exc:
-            if not isinstance(exc, _RECORD_ERRORS):
+            if patches.failed_for_good(producer):
+                self._swap_producer(producer, exc)
+            elif not isinstance(exc, _RECORD_ERRORS):
                 self._replace_producer(exc)
-            raise log_error(
-                exc, f"append to Kafka at {self.bootstrap} failed", self.bootstrap
-            ) from exc
+            raise log_error(exc, what, self.bootstrap, _kind(exc, futures)) from exc
+
+    def _swap_producer(self, failed: KafkaProducer, reason: KafkaError) -> None:
+        """Start over at once with a new producer when the old one refuses every record
+        from now on although the broker answers (it refused one record as too large):
+        the next append must not fail for it. Built on the caller's thread, since a
+        broker has just answered; when that fails, replaced as after an outage."""
+        try:
+            fresh = self._new_producer()
+        except Exception:  # the broker went away meanwhile
+            self._replace_producer(reason)
+            return
+        with self._producer_lock:
+            swapped = self._producer is failed
+            if swapped:
+                self._producer = fresh
+        if swapped:  # else another caller did, a moment ago
+            log.warning(
+                "replaced the Kafka producer: it refused every record after the broker "
+                "refused one (%s)",
+                reason,
+            )
+        threading.Thread(
+            target=_close_quietly,
+            args=(failed if swapped else fresh,),
+            name="producer-close",
+            daemon=True,
+        ).start()
 
     def end_offset(self, topic: str, partition: int) -> int:
         ends = self.end_offsets([(topic, partition)])
@@ -268,3 +309,15 @@ class KafkaLog:
                 self._producer.close(timeout=_CLOSE_TIMEOUT_S)
         finally:
             self._admin.close()
+
+
+def _kind(exc: KafkaError, futures: Sequence[FutureRecordMetadata]) -> type[LogError]:
+    """What a failed append's error may say: that nothing was written when every record
+    queued was refused by the broker (the one that failed is one of them, or was never
+    queued: send() raised), else that some records may be in the log."""
+    for future in futures:
+        if not (future.is_done and future.failed() and isinstance(future.exception, _REFUSED)):
+            return LogError
+    if isinstance(exc, MessageSizeTooLargeError | RecordListTooLargeError):
+        return RecordTooLargeError
+    return NotAppendedError

@@ -2,7 +2,8 @@
 
 kafka-python 3.0.12 has defects that left queues unserved (decision 0007): a rejoin
 lost when a poll times out mid-join, a producer that spins on a deleted topic's
-partitions, and deleted topics tracked forever. The workarounds below reach into its
+partitions, deleted topics tracked forever, and a producer that refuses every record
+for good once the broker refused one (too large). The workarounds below reach into its
 private attributes (`_coordinator`, `_join_task`, `_metadata._topics`,
 `_accumulator._batches`, ...), which another version may rename or change in meaning.
 So the adapter refuses to start on a version they were not verified on
@@ -27,6 +28,7 @@ from kafka.errors import UnknownTopicOrPartitionError
 from kafka.net.inet import KafkaNetSocket
 from kafka.net.selector import NetworkSelector, Task
 from kafka.producer.record_accumulator import RecordAccumulator
+from kafka.producer.transaction_manager import TransactionManager
 from kafka.protocol.metadata import CoordinatorType
 
 from pinledger.ledger.log import LogError
@@ -64,6 +66,7 @@ def check_kafka_python() -> None:
             (RecordAccumulator, "_tp_lock"),
             (RecordAccumulator, "deallocate"),
             (ClusterMetadata, "get_coordinator"),
+            (TransactionManager, "has_fatal_error"),
             (KafkaNetSocket, "sock_connect"),
             (NetworkSelector, "register_event"),
         )
@@ -225,6 +228,16 @@ def forget_deleted(producer: KafkaProducer, existing: set[str]) -> None:
             batch.abort(error)
             accumulator.deallocate(batch)
     log.debug("producer forgets deleted topics %s", sorted(gone | {tp.topic for tp in stale}))
+
+
+def failed_for_good(producer: KafkaProducer) -> bool:
+    """Whether the producer refuses every record from now on. kafka-python's idempotent
+    producer takes an error the broker answers for a batch that it cannot retry (a
+    record over the topic's max.message.bytes included) as fatal to itself: each later
+    send fails with that error, and no public call says so."""
+    # None without idempotence (and in tests' stand-ins): such a producer never is.
+    manager = getattr(producer, "_transaction_manager", None)
+    return manager is not None and bool(manager.has_fatal_error())
 
 
 def request_metadata_update(producer: KafkaProducer) -> None:

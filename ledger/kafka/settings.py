@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pinledger.ledger.log import KafkaSecurity, SecurityNames, TopicPolicy
+from pinledger.ledger.log import (
+    PRODUCER_MAX_RECORD_BYTES,
+    KafkaSecurity,
+    SecurityNames,
+    TopicPolicy,
+)
 
-# Enough for the largest job body (commands.Limits) plus the envelope around it.
-MAX_RECORD_BYTES = 4 * 1024 * 1024
+# What the producers take: above any record the writer makes (its limit,
+# PINLEDGER_MAX_RECORD_BYTES, is at most this), so that the broker's limit
+# (max.message.bytes) is the one that refuses, with an answer that says so.
+MAX_RECORD_BYTES = PRODUCER_MAX_RECORD_BYTES
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from confluent_kafka import KafkaError, KafkaException
 
 from pinledger.ledger.kafka.settings import MAX_RECORD_BYTES
-from pinledger.ledger.log import LogError
+from pinledger.ledger.log import LogError, NotAppendedError, RecordTooLargeError
 
 # librdkafka's codes for "no broker answered in time" (local codes start with _).
 UNREACHABLE = frozenset(
@@ -51,8 +51,9 @@ def _hint(error: KafkaError, bootstrap: str) -> str:
         return "The broker refused this client: check its ACLs."
     if code == KafkaError.MSG_SIZE_TOO_LARGE:
         return (
-            f"A record may take {MAX_RECORD_BYTES} bytes with its headers; check the "
-            "topic's max.message.bytes too."
+            f"The record is over what the topic takes (max.message.bytes) or the producer "
+            f"sends ({MAX_RECORD_BYTES} bytes): check PINLEDGER_MAX_RECORD_BYTES against "
+            "the topic's max.message.bytes."
         )
     if error.fatal():
         return "librdkafka cannot go on with this producer: it is replaced; check the broker's log."
@@ -67,9 +68,35 @@ def error_of(exc: KafkaException) -> KafkaError:
     return KafkaError(KafkaError._FAIL, str(exc))
 
 
-def log_error(error: KafkaError, what: str, bootstrap: str) -> LogError:
-    """The LogError for `error`, met while doing `what` ("cannot append to ...")."""
-    return LogError(f"{what}: {error.name()}: {error.str()}. {_hint(error, bootstrap)}")
+# A record's delivery failed and it is certainly not in the log: the broker refused it
+# (its size does not change between attempts, so no earlier attempt landed), or
+# librdkafka dropped it before sending it (a topic or partition it knows is missing, a
+# purge of what was still queued).
+REFUSED = frozenset(
+    {
+        KafkaError.MSG_SIZE_TOO_LARGE,  # librdkafka's own refusal has the broker's code
+        KafkaError.TOPIC_EXCEPTION,  # an invalid topic name
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._PURGE_QUEUE,
+    }
+)
+
+
+def log_error(
+    error: KafkaError, what: str, bootstrap: str, kind: type[LogError] = LogError
+) -> LogError:
+    """The LogError (or `kind` of one) for `error`, met while doing `what` ("cannot
+    append to ...")."""
+    return kind(f"{what}: {error.name()}: {error.str()}. {_hint(error, bootstrap)}")
+
+
+def unwritten(error: KafkaError) -> type[NotAppendedError]:
+    """The error that says an append wrote nothing, for the `error` of a record that
+    was never sent or that the broker refused."""
+    return (
+        RecordTooLargeError if error.code() == KafkaError.MSG_SIZE_TOO_LARGE else NotAppendedError
+    )
 
 
 def timed_out(what: str, bootstrap: str, seconds: float) -> LogError:

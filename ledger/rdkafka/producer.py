@@ -20,9 +20,16 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from pinledger.ledger.kafka.settings import KafkaSettings
 from pinledger.ledger.known_partitions import learn_partition
-from pinledger.ledger.log import Append, LogError
+from pinledger.ledger.log import Append, LogError, NotAppendedError
 from pinledger.ledger.rdkafka import config
-from pinledger.ledger.rdkafka.errors import UNREACHABLE, error_of, log_error, timed_out
+from pinledger.ledger.rdkafka.errors import (
+    REFUSED,
+    UNREACHABLE,
+    error_of,
+    log_error,
+    timed_out,
+    unwritten,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,25 +59,34 @@ class _Delivery:
     """The wait of one append: the offsets of its records as their reports come in,
     or the first error. Reports come on the poll thread only, in any order."""
 
-    __slots__ = ("_done", "_left", "error", "offsets")
+    __slots__ = ("_done", "_left", "error", "offsets", "refused")
 
     def __init__(self, count: int) -> None:
         self.offsets = [-1] * count
         self.error: KafkaError | None = None
+        # Records reported failed that are certainly not in the log (errors.REFUSED).
+        self.refused = 0
         self._left = count
         self._done = threading.Event()
 
     def report(self, index: int, error: KafkaError | None, message: Message) -> None:
+        self._left -= 1
         if error is not None:
             if self.error is None:
                 self.error = error
+            if error.code() in REFUSED:
+                self.refused += 1
             self._done.set()  # the append has failed: no need to wait for the others
             return
         offset = message.offset()
         self.offsets[index] = -1 if offset is None else offset
-        self._left -= 1
         if self._left == 0:
             self._done.set()
+
+    @property
+    def unwritten(self) -> bool:
+        """Whether every record has been reported refused: none is in the log."""
+        return self.refused == len(self.offsets)
 
     def wait(self, timeout_s: float) -> bool:
         return self._done.wait(timeout_s)
@@ -161,12 +177,16 @@ class Appender:
             return []
         what = f"append to Kafka at {self._bootstrap} failed"
         if self._closed.is_set():
-            raise LogError(f"{what}: the log is closed")
+            raise NotAppendedError(f"{what}: the log is closed")
         if self._unanswered.is_set():
-            raise log_error(_UNANSWERED, f"{what} (reconnecting)", self._bootstrap)
+            raise log_error(
+                _UNANSWERED, f"{what} (reconnecting)", self._bootstrap, NotAppendedError
+            )
         producer = self._current()
         delivery = _Delivery(len(appends))
         started = time.monotonic()
+        # Records queued so far: once one is, a failure may leave it to be sent.
+        queued = 0
         try:
             for index, record in enumerate(appends):
                 report = functools.partial(delivery.report, index)
@@ -176,10 +196,13 @@ class Appender:
                     if not self._learned(exc, record, started):
                         raise
                     _produce(producer, record, report)
+                queued += 1
         except KafkaException as exc:  # refused before queueing: too large, unknown, ...
-            raise log_error(error_of(exc), what, self._bootstrap) from exc
+            error = error_of(exc)
+            kind = LogError if queued else unwritten(error)
+            raise log_error(error, what, self._bootstrap, kind) from exc
         except BufferError as exc:  # queue.buffering.max.messages records already queued
-            raise LogError(
+            raise (LogError if queued else NotAppendedError)(
                 f"{what}: the producer's queue is full ({exc}). Kafka takes records "
                 "slower than they come: check the broker's load."
             ) from exc
@@ -191,7 +214,8 @@ class Appender:
         if delivery.error is not None:
             if delivery.error.code() in UNREACHABLE:
                 self._start_probe(appends[0].topic)
-            raise log_error(delivery.error, what, self._bootstrap)
+            kind = unwritten(delivery.error) if delivery.unwritten else LogError
+            raise log_error(delivery.error, what, self._bootstrap, kind)
         if min(delivery.offsets) < 0:
             # Delivered, but librdkafka did not say where (seen once in CI on a topic
             # created a moment before): offsets make descriptors, so never answer one.

@@ -1,6 +1,7 @@
-"""`pinledger doctor`: the Kafka settings that decide whether the ledger is safe, and
-what to change. Exit status 1 when a setting is unsafe (an acknowledged job could be
-lost, or history deleted, without any further fault), else 0.
+"""`pinledger doctor`: the Kafka settings that decide whether the ledger is safe (and
+whether its topics take the records the servers write), and what to change. Exit
+status 1 when a setting is unsafe (an acknowledged job could be lost, or history
+deleted, without any further fault), else 0.
 
 It reads the topics of the configured prefix (the catalog and every queue's topic) and
 the owners' group, and judges each topic with ledger/durability.py. Of the store it
@@ -47,14 +48,15 @@ def _retention(ms: int) -> str:
 Examined = tuple[int, list[TopicState], list[Finding], int]
 
 
-def examine(log: Inspectable, prefix: str) -> Examined:
-    """(brokers, the prefix's topic states, their findings, live owners)."""
+def examine(log: Inspectable, prefix: str, record_bytes: int | None = None) -> Examined:
+    """(brokers, the prefix's topic states, their findings, live owners); `record_bytes`:
+    the largest record the servers write (PINLEDGER_MAX_RECORD_BYTES)."""
     names = {catalog_topic(prefix)} | {
         t for t in log.topics() if queue_of_topic(prefix, t) is not None
     }
     brokers = log.broker_count()
     states = sorted(log.topic_states(names).values(), key=lambda s: s.name)
-    found = [f for state in states for f in findings(state, brokers)]
+    found = [f for state in states for f in findings(state, brokers, record_bytes)]
     owners = len(log.group_members(owners_group(prefix)))
     return brokers, states, found, owners
 
@@ -114,7 +116,7 @@ def as_json(result: Examined) -> bytes:
 
 
 def run(config: Config, args: argparse.Namespace, log: Inspectable) -> int:
-    result = examine(log, config.topic_prefix)
+    result = examine(log, config.topic_prefix, config.max_record_bytes)
     if args.json:
         print(as_json(result).decode())
     else:

@@ -254,7 +254,7 @@ def run(config: Config, args: argparse.Namespace) -> int:
     source = PinLaterSource(args.source)
     log = open_log(config)
     try:
-        writer = LedgerWriter(log, config.topic_prefix)
+        writer = LedgerWriter(log, config.topic_prefix, config.record_limit())
         writer.ensure_catalog(int(time.time() * 1000), Actor(source=SOURCE, server=SOURCE))
         summary = run_import(source, writer, log, args.queue)
     except ImportRefusedError as exc:

@@ -1,8 +1,11 @@
 """Dequeue from owned partitions (Thrift handler threads): take due jobs from the ready
 buffers, reserve them, append one claim record per partition, and answer once the
-broker has the records. A job stays reserved until its claim is projected (or the
-append failed and the reservation is released), so two dequeues never hand out the
-same job.
+broker has the records. A job stays reserved until its claim is projected, so two
+dequeues never hand out the same job. When the append fails, the dequeue fails, and
+its jobs are released at once only when the error says nothing was written
+(NotAppendedError); any other failure may have left the claim in the log (an
+acknowledgement lost, a timeout after which it lands), so the jobs stay reserved until
+the projection shows whether it landed (ready_buffer.py, `doubt`).
 
 Locking: the partitions' lock (partitions.py) is held while reading the serving
 partitions and taking from their buffers, never across the append.
@@ -11,6 +14,7 @@ partitions and taking from their buffers, never across the append.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import random
 from collections.abc import Iterator, Sequence
@@ -19,7 +23,7 @@ from typing import NamedTuple
 from pinledger.ledger.commands import decide_claims
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import Actor, Event
-from pinledger.ledger.log import LogError
+from pinledger.ledger.log import LogError, NotAppendedError
 from pinledger.ledger.state import Job
 from pinledger.ledger.writer import LedgerWriter, Traced
 from pinledger.service.observability import job_trace
@@ -27,6 +31,8 @@ from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.partitions import Owned, Partitions
 from pinledger.service.ownership.ready_buffer import take
 from pinledger.service.ownership.spans import job_span, naming
+
+log = logging.getLogger(__name__)
 
 
 class Claimed(NamedTuple):
@@ -155,10 +161,27 @@ class Claims:
                 sets.insert(0, alongside)
             try:
                 self.writer.append_traced(sets, now, actor)
-            except LogError:
+            except NotAppendedError:
                 with self.partitions.lock:
                     for index, jobs in by_part.items():
                         parts[index].buffer.release(job.local_id for job in jobs)
+                raise
+            except LogError as exc:
+                # Handed to nobody: if the claim landed, its worker was told the dequeue
+                # failed and the claim times out; if not, the jobs are released once
+                # the projection has passed the log's end (Partitions.settle_doubts).
+                with self.partitions.lock:
+                    for index, jobs in by_part.items():
+                        parts[index].buffer.doubt(job.local_id for job in jobs)
+                log.warning(
+                    "claim %s of %d job(s) of queue %s may be in the log although its append "
+                    "failed (%s): they stay reserved until the projection shows whether it "
+                    "landed",
+                    claim,
+                    len(taken),
+                    queue,
+                    exc,
+                )
                 raise
         self.metrics.observe_many(
             "pinledger_dequeue_delay_seconds",

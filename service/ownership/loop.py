@@ -2,9 +2,10 @@
 
 A pass: bring the subscription up to date, ask the group to rebalance if the watchdog
 said so, poll, act on rebalance news (adopt, drop), project the records, let caught-up
-partitions serve, refill the ready windows running low, run the maintenance that is
-due. kafka-python wants subscribe, seek
-and request_rejoin on the polling thread: they all happen here.
+partitions serve, hand out again the jobs whose failed claim proved not to have
+landed, refill the ready windows running low, run the maintenance that is due.
+kafka-python wants subscribe, seek and request_rejoin on the polling thread: they all
+happen here.
 
 The owner must outlive a broken batch: a pass that raises drops every owned partition
 (reloaded from Postgres) and the loop carries on.
@@ -127,6 +128,7 @@ class OwnerLoop:
         self.partitions.adopt_waiting(self.clock.monotonic())
         self.partitions.follow_moves()
         self.partitions.promote()
+        self.partitions.settle_doubts(self.clock.monotonic())
         self.partitions.refill()
         self.maintenance.run_due()
         self.loop_at = self.clock.monotonic()

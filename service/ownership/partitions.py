@@ -174,6 +174,9 @@ class Partitions:
         # not projected yet, or it was deleted): their offsets are read on every pass, so
         # a new queue serves as soon as the catalog's projection has it.
         self._unknown: set[Key] = set()
+        # When reading the end offsets for reservations in doubt last failed (None: it
+        # did not), so that a log that is down is not asked on every pass.
+        self._doubts_failed_at: float | None = None
 
     @property
     def isolated(self) -> bool:
@@ -576,6 +579,51 @@ class Partitions:
                 if not owned.serving and owned.projector.next_offset >= owned.target:
                     owned.serving = True
                     log.info("serving %s[%d]", owned.topic, owned.partition)
+
+    def settle_doubts(self, now: float, every_s: float = 1.0) -> None:
+        """Hand out again the jobs whose claim append failed without saying whether it
+        landed (claims.py), once the projection has passed the partition's end offset
+        read after the failure without projecting their claim (owner thread, after
+        projecting). The end is read once per doubt; while it cannot be read (Kafka
+        down) they stay reserved, and it is read again at most every `every_s`."""
+        with self.lock:
+            unread = [
+                (key, doubt) for key, o in self.owned.items() for doubt in o.buffer.unread_doubts()
+            ]
+            doubtful = unread or any(o.buffer.doubts for o in self.owned.values())
+        if not doubtful:
+            return
+        if unread and (self._doubts_failed_at is None or now - self._doubts_failed_at >= every_s):
+            try:
+                # Read after each doubt was recorded, so after its append failed.
+                ends = self.kafka.end_offsets(sorted({key for key, _ in unread}))
+            except LogError as exc:
+                if self._doubts_failed_at is None:
+                    log.warning(
+                        "cannot read end offsets (%s): jobs whose claim append failed stay "
+                        "reserved until they can be read",
+                        exc,
+                    )
+                self._doubts_failed_at = now
+            else:
+                self._doubts_failed_at = None
+                with self.lock:
+                    for key, doubt in unread:
+                        # A topic gone (its queue deleted) has no jobs left to hand out.
+                        doubt.end = ends.get(key, 0)
+        with self.lock:
+            for owned in self.owned.values():
+                if not owned.buffer.doubts:
+                    continue
+                released = owned.buffer.settle(owned.projector.next_offset)
+                if released:
+                    log.info(
+                        "%s[%d]: %d job(s) whose claim append failed are handed out again: "
+                        "the projection passed the log's end without their claim",
+                        owned.topic,
+                        owned.partition,
+                        released,
+                    )
 
     def reload_all(self) -> bool:
         """Forget every owned partition and adopt the current assignment again, from

@@ -19,7 +19,12 @@ held: the projector reads them from Postgres when an event names them, and the c
 timeouts read expired claims there (maintenance/claim_timeouts.py).
 
 A job handed to a dequeue stays *reserved* until its claim record has been projected
-(or the append failed), so two dequeues never hand out the same job.
+(or the append certainly wrote nothing), so two dequeues never hand out the same job.
+A claim append that failed without saying whether its record is in the log leaves its
+jobs reserved *in doubt* (`doubt`): the owner reads the partition's end offset after
+the failure into each of `unread_doubts` (Partitions.settle_doubts), and once the
+projection has reached it (`settle`) the claim either was projected (the job is
+IN_PROGRESS under it) or never landed, and the jobs it did not name are released.
 
 Pure: no I/O, no clock (callers pass `now`), no locking (the owner holds one lock
 around every call).
@@ -44,6 +49,15 @@ Key = tuple[int, int]  # (run_after, local_id): dequeue order within a priority
 
 def _key(job: Job) -> Key:
     return job.run_after, job.local_id
+
+
+@dataclass(eq=False, slots=True)
+class Doubt:
+    """Jobs whose claim append failed without saying whether the record is in the log;
+    `end`: the partition's end offset read after the failure (None: not read yet)."""
+
+    ids: set[int]
+    end: int | None = None
 
 
 @dataclass(slots=True)
@@ -81,6 +95,8 @@ class ReadyBuffer:
         # Ids that left the window without a projected change (a full window gave them
         # up): the owner forgets their trace contexts.
         self.evicted: list[int] = []
+        # Reservations whose claim may or may not be in the log (`doubt`).
+        self.doubts: list[Doubt] = []
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -104,6 +120,10 @@ class ReadyBuffer:
         finished) and the ids a claim record named (whatever its verdict)."""
         for local_id in claimed:
             self.reserved.discard(local_id)
+        if self.doubts:
+            # A projected claim settles a doubt about these jobs: they are its now.
+            for doubt in self.doubts:
+                doubt.ids.difference_update(claimed)
         for local_id, job in touched.items():
             self._drop(local_id)
             if job is not None and job.state is JobState.PENDING:
@@ -185,6 +205,30 @@ class ReadyBuffer:
         self._lane(job.priority).remove(_key(job))
         self.reserved.add(local_id)
         return job
+
+    def doubt(self, ids: Iterable[int]) -> None:
+        """Keep these reservations, whose claim append failed without saying whether the
+        record is in the log, until `settle` shows it is not."""
+        self.doubts.append(Doubt(set(ids)))
+
+    def unread_doubts(self) -> list[Doubt]:
+        """The doubts whose end offset is still to be read (read it after this call)."""
+        return [doubt for doubt in self.doubts if doubt.end is None]
+
+    def settle(self, projected: int) -> int:
+        """Release the jobs in doubt whose claim is not projected although the
+        projection has reached (`projected`: the next offset it will project) the end
+        read after their append failed: their claim never landed. Returns how many."""
+        released = 0
+        kept: list[Doubt] = []
+        for doubt in self.doubts:
+            if doubt.end is not None and projected >= doubt.end:
+                self.release(doubt.ids)
+                released += len(doubt.ids)
+            elif doubt.ids:
+                kept.append(doubt)
+        self.doubts = kept
+        return released
 
     def release(self, ids: Iterable[int]) -> None:
         """Undo reservations whose claim never reached the log."""

@@ -8,10 +8,17 @@ subscribe to, one member per partition, moved by eager rebalances carried out in
 the members' polls (revoke everything, then assign) when members join, leave, time
 out or change their subscriptions, or a subscribed topic comes or goes.
 
+A record over the broker's size limit (`max_record_bytes`, by default Kafka's
+message.max.bytes default, counted by `record_bytes`) is refused with a
+RecordTooLargeError, and nothing of that append is written.
+
 What a test can do that a broker does not offer: `fail()` makes calls raise LogError
-(all of them, or the named operations) until `heal()`; `expire(group, member_id)`
-drops a member as if its session had timed out; with a FakeClock, advancing it past a
-member's session timeout does the same.
+(all of them, or the named operations) until `heal()`; an append failing so writes
+nothing, and its error says so only when asked (`certain`), as a producer refusing
+before it sends; `lose_answers()` makes appends write their records and then raise
+LogError all the same, as an acknowledgement that never arrives;
+`expire(group, member_id)` drops a member as if its session had timed out; with a
+FakeClock, advancing it past a member's session timeout does the same.
 
 Thread-safe: one condition guards everything; a poll waits on it (real time, up to
 its timeout) for records. Rebalance callbacks run on the polling thread, outside the
@@ -28,13 +35,17 @@ from dataclasses import dataclass, field
 
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 from pinledger.ledger.log import (
+    BROKER_MAX_MESSAGE_BYTES,
     Append,
     GroupMember,
     LogError,
     LogRecord,
+    NotAppendedError,
     PartitionKey,
     PartitionsCallback,
     Position,
+    RecordTooLargeError,
+    record_bytes,
 )
 
 
@@ -65,8 +76,12 @@ class _Group:
 class FakeLog:
     """Implements ledger.log.Log in memory."""
 
-    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, clock: Clock = SYSTEM_CLOCK, max_record_bytes: int = BROKER_MAX_MESSAGE_BYTES
+    ) -> None:
         self._clock = clock
+        # The largest record taken, as a topic's max.message.bytes.
+        self.max_record_bytes = max_record_bytes
         self._cond = threading.Condition()
         self._topics: dict[str, list[list[LogRecord]]] = {}
         self._groups: dict[str, _Group] = {}
@@ -75,17 +90,27 @@ class FakeLog:
         # The first offset each partition still holds, where the retention removed
         # records (`remove_records_before`); 0 elsewhere.
         self._starts: dict[PartitionKey, int] = {}
+        self._certain = False
+        # Appends still to be written and answered with LogError (`lose_answers`).
+        self._lost_answers = 0
+        self._lost_reason = ""
 
     # -- what tests control ---------------------------------------------------------
 
     def fail(
-        self, reason: str = "the log is unavailable", operations: Iterable[str] | None = None
+        self,
+        reason: str = "the log is unavailable",
+        operations: Iterable[str] | None = None,
+        certain: bool = False,
     ) -> None:
         """Make calls raise LogError(reason) until `heal()`: every call, or only the
-        named operations ("append", "end_offsets", "poll", "group_members", ...)."""
+        named operations ("append", "end_offsets", "poll", "group_members", ...). A
+        failing append writes nothing; with `certain` its error says so
+        (NotAppendedError), else it leaves that open, as a timeout does."""
         with self._cond:
             self._failure = reason
             self._failing = None if operations is None else frozenset(operations)
+            self._certain = certain
             self._cond.notify_all()
 
     def remove_records_before(self, topic: str, partition: int, offset: int) -> None:
@@ -100,6 +125,17 @@ class FakeLog:
         with self._cond:
             self._failure = None
             self._failing = None
+            self._certain = False
+            self._lost_answers = 0
+
+    def lose_answers(
+        self, count: int = 1, reason: str = "no acknowledgement within the append timeout"
+    ) -> None:
+        """Make the next `count` appends write their records, then raise
+        LogError(reason): an append reported failed that is in the log all the same."""
+        with self._cond:
+            self._lost_answers = count
+            self._lost_reason = reason
 
     def expire(self, group: str, member_id: str) -> None:
         """Drop a member from its group, as Kafka does when its session times out."""
@@ -166,9 +202,16 @@ class FakeLog:
             self._check("append")
             for a in appends:  # all or nothing
                 if not 0 <= a.partition < len(self._topics.get(a.topic, ())):
-                    raise LogError(
+                    raise NotAppendedError(
                         f"cannot append to {a.topic}[{a.partition}]: no such partition "
                         "(a queue deleted meanwhile?)"
+                    )
+                size = record_bytes(len(a.value), a.headers)
+                if size > self.max_record_bytes:
+                    raise RecordTooLargeError(
+                        f"cannot append to {a.topic}[{a.partition}]: a record of {size} "
+                        f"bytes is over the topic's max.message.bytes of "
+                        f"{self.max_record_bytes}"
                     )
             offsets = []
             for a in appends:
@@ -178,6 +221,9 @@ class FakeLog:
                     LogRecord(a.topic, a.partition, len(records), a.value, list(a.headers))
                 )
             self._cond.notify_all()
+            if self._lost_answers:
+                self._lost_answers -= 1
+                raise LogError(f"append: {self._lost_reason}")
             return offsets
 
     def records(self, topic: str, partition: int) -> list[LogRecord]:
@@ -258,6 +304,8 @@ class FakeLog:
 
     def _check(self, operation: str) -> None:
         if self._failure is not None and (self._failing is None or operation in self._failing):
+            if self._certain and operation == "append":
+                raise NotAppendedError(f"{operation}: {self._failure}")
             raise LogError(f"{operation}: {self._failure}")
 
     def _group(self, name: str) -> _Group:

@@ -128,7 +128,7 @@ class Node:
         self.runtime = runtime
         self.config = config
         self.metrics = Metrics()
-        self.writer = LedgerWriter(runtime.log, config.topic_prefix)
+        self.writer = LedgerWriter(runtime.log, config.topic_prefix, config.record_limit())
         store = runtime.ledger_store
         if runtime.shard_map is not None:
             shard_map = runtime.shard_map

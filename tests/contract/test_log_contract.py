@@ -14,14 +14,19 @@ from kafka.admin import KafkaAdminClient
 
 from pinledger.ledger.codec import trace_headers
 from pinledger.ledger.log import (
+    BROKER_MAX_MESSAGE_BYTES,
+    RECORD_OVERHEAD,
     Append,
     GroupReader,
     Log,
     LogError,
     LogRecord,
+    NotAppendedError,
     PartitionKey,
     Position,
+    RecordTooLargeError,
     queue_topic,
+    record_bytes,
 )
 from pinledger.service.testing.fake_log import FakeLog
 from tests.settings import stack_settings
@@ -159,6 +164,23 @@ def test_a_reader_waits_for_records_appended_after_it_started(log: Log, prefix: 
         assert [(r.offset, r.value) for r in records] == [(0, b"first"), (1, b"second")]
     finally:
         reader.close()
+
+
+def test_a_record_over_the_topics_limit_is_refused_and_nothing_of_it_is_written(
+    log: Log, prefix: str
+) -> None:
+    """A topic takes records up to its max.message.bytes (Kafka's default here), counted
+    as `record_bytes` counts them; a bigger one is refused with an error that says it
+    was not written, so its caller may act as if the append never happened."""
+    topic = queue_topic(prefix, "big")
+    log.create_topic(topic, 1)
+    with pytest.raises(RecordTooLargeError):
+        log.append([Append(topic, 0, b"x" * (BROKER_MAX_MESSAGE_BYTES + 1))])
+    assert log.end_offset(topic, 0) == 0
+    fits = b"x" * (BROKER_MAX_MESSAGE_BYTES - RECORD_OVERHEAD)
+    assert record_bytes(len(fits), []) <= BROKER_MAX_MESSAGE_BYTES
+    assert log.append([Append(topic, 0, fits)]) == [0]
+    assert isinstance(RecordTooLargeError("x"), NotAppendedError)
 
 
 def test_a_missing_partition_is_a_log_error(log: Log, prefix: str) -> None:

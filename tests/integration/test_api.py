@@ -233,6 +233,20 @@ def test_bad_enqueues_are_refused_whole_and_lose_nothing(client: Any, queue: str
     assert count(client, queue, PENDING) == 1
 
 
+def test_an_enqueue_bigger_than_a_kafka_record_is_taken_whole(client: Any, queue: str) -> None:
+    """300 jobs of 5,000-character statuses are 1.5 MB encoded, past the broker's record
+    limit: the server cuts them into records the broker takes (issue 38), and appends
+    go on afterwards."""
+    big = [job(b"%d" % i, customStatus="s" * 5000) for i in range(300)]
+    descriptors = enqueue(client, queue, *big)
+    assert len(set(descriptors)) == 300
+    found = lookup(client, descriptors[0], descriptors[-1], body=True)
+    assert [found[d].body for d in (descriptors[0], descriptors[-1])] == [b"0", b"299"]
+    assert {found[d].customStatus for d in found} == {"s" * 5000}
+    assert enqueue(client, queue, job(b"after"))
+    assert count(client, queue, PENDING) == 301
+
+
 def test_malformed_descriptors_are_client_errors(client: Any, queue: str) -> None:
     for bad in ("garbage", f"{queue}:0:p1:1", f"{queue}:s0:p1:", f"{queue}:s99:p1:0"):
         err = error_of(lambda bad=bad: ack(client, queue, ok=[bad]))

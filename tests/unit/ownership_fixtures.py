@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import cast
 
 from pinledger.ledger.events import Actor
-from pinledger.ledger.log import LogError
+from pinledger.ledger.log import LogError, NotAppendedError
 from pinledger.ledger.state import Job
 from pinledger.ledger.writer import Batch, Traced
 from pinledger.projections.projector import PartitionProjector
@@ -22,12 +22,15 @@ from pinledger.service.testing.fake_store import FakeStore
 
 class RecordingWriter:
     """Records what would be appended, and each round trip's batches with their trace
-    contexts; fails while `failing` is set."""
+    contexts; fails while `failing` is set, with `failure`: by default an error that
+    says nothing was written (it records nothing then), or a plain LogError that leaves
+    it open."""
 
     def __init__(self) -> None:
         self.appended: list[Batch] = []
         self.round_trips: list[list[tuple[Batch, str | None]]] = []
         self.failing = False
+        self.failure: type[LogError] = NotAppendedError
 
     def append_many(
         self,
@@ -40,7 +43,7 @@ class RecordingWriter:
 
     def append_traced(self, sets: Sequence[Traced], at: int, actor: Actor) -> list[list[int]]:
         if self.failing:
-            raise LogError("broker away")
+            raise self.failure("broker away")
         self.round_trips.append([(batch, tp) for batches, tp in sets for batch in batches])
         self.appended.extend(batch for batches, _ in sets for batch in batches)
         return [list(range(len(batches))) for batches, _ in sets]

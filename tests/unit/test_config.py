@@ -78,3 +78,15 @@ def test_topic_policy_leaves_replication_to_the_broker_and_keeps_the_ledger() ->
     ).topic_policy()
     assert (chosen.replication_factor, chosen.min_insync_replicas) == (3, 2)
     assert chosen.retention_ms == 30 * 86_400_000
+
+
+def test_the_record_limit_leaves_room_for_the_largest_job_and_no_more_than_producers_send() -> None:
+    assert Config().record_limit() == 1_000_000
+    assert Config.from_env({"PINLEDGER_MAX_RECORD_BYTES": "2000000"}).record_limit() == 2_000_000
+    with pytest.raises(ConfigError, match="leaves no room for a job of PINLEDGER_MAX_BODY_BYTES"):
+        Config(max_record_bytes=600_000).record_limit()
+    assert Config(max_record_bytes=600_000, max_body_bytes=300_000).record_limit() == 600_000
+    with pytest.raises(ConfigError, match="over the 4194304 bytes the Kafka producers send"):
+        Config(max_record_bytes=5_000_000, max_body_bytes=3_000_000).record_limit()
+    with pytest.raises(ConfigError, match="must be at least 1"):
+        Config.from_env({"PINLEDGER_MAX_RECORD_BYTES": "0"})

@@ -90,3 +90,12 @@ def test_the_default_policy_keeps_the_ledger_forever_and_leaves_replication_to_t
         "cleanup.policy": "delete",
         "min.insync.replicas": "2",
     }
+
+
+def test_a_topic_that_takes_smaller_records_than_the_servers_write_is_a_warning() -> None:
+    small = dataclasses.replace(SAFE, max_message_bytes=500_000)
+    (only,) = findings(small, 3, record_bytes=1_000_000)
+    assert only.severity is Severity.WARNING
+    assert only.what.startswith("max.message.bytes 500000 is below the records")
+    assert "PINLEDGER_MAX_RECORD_BYTES=500000" in only.fix
+    assert findings(SAFE, 3, record_bytes=1_000_000) == []

@@ -1,11 +1,12 @@
-"""What FakeLog offers beyond the contract (tests/contract): failure injection and
-member expiry, for tests of error paths and rebalances without a broker."""
+"""What FakeLog offers beyond the contract (tests/contract): failure injection (an
+append that fails writing nothing, or that is written and still fails) and member
+expiry, for tests of error paths and rebalances without a broker."""
 
 from __future__ import annotations
 
 import pytest
 
-from pinledger.ledger.log import Append, LogError, PartitionKey
+from pinledger.ledger.log import Append, LogError, NotAppendedError, PartitionKey
 from pinledger.service.testing.clock import FakeClock
 from pinledger.service.testing.fake_log import FakeGroupReader, FakeLog
 
@@ -34,9 +35,33 @@ def test_only_the_named_operations_fail() -> None:
 def test_an_append_to_a_missing_partition_appends_nothing() -> None:
     log = FakeLog()
     log.create_topic("t", 1)
-    with pytest.raises(LogError):
+    with pytest.raises(NotAppendedError):
         log.append([Append("t", 0, b"kept out"), Append("t", 1, b"no such partition")])
     assert log.end_offset("t", 0) == 0
+
+
+def test_a_failing_append_says_nothing_was_written_only_when_asked() -> None:
+    log = FakeLog()
+    log.create_topic("t", 1)
+    log.fail("down", operations=["append"])
+    with pytest.raises(LogError) as raised:
+        log.append([Append("t", 0, b"x")])
+    assert not isinstance(raised.value, NotAppendedError)
+    log.fail("refused", operations=["append"], certain=True)
+    with pytest.raises(NotAppendedError):
+        log.append([Append("t", 0, b"x")])
+    assert log.end_offset("t", 0) == 0
+
+
+def test_a_lost_answer_leaves_the_records_in_the_log() -> None:
+    log = FakeLog()
+    log.create_topic("t", 1)
+    log.lose_answers(1)
+    with pytest.raises(LogError, match="no acknowledgement") as raised:
+        log.append([Append("t", 0, b"landed")])
+    assert not isinstance(raised.value, NotAppendedError)
+    assert [r.value for r in log.records("t", 0)] == [b"landed"]
+    assert log.append([Append("t", 0, b"next")]) == [1], "only the next append loses it"
 
 
 class _Held:

@@ -1,7 +1,8 @@
 """Group commit (ledger/group_commit.py, decision 0020): concurrent appends to one
 partition share records, and every caller still learns exactly where its own events
 landed; a lone caller appends at once; a failed append fails every caller in it and
-leaves none waiting; the group record format decodes back to each caller's envelope."""
+leaves none waiting, and says nothing was written only when none of a caller's records
+was; the group record format decodes back to each caller's envelope."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pinledger.ledger import codec, formats
 from pinledger.ledger.descriptor import local_id_for, parse
 from pinledger.ledger.events import Actor, Claimed, Enqueued, Envelope
 from pinledger.ledger.group_commit import GroupCommit, Part
-from pinledger.ledger.log import Append, LogError
+from pinledger.ledger.log import Append, LogError, NotAppendedError
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.projector import ProjectionRunner, Scope
 from pinledger.projections.verify import verify
@@ -309,3 +310,61 @@ def test_an_enqueue_of_long_statuses_is_split_into_records_kafka_takes() -> None
     records = log.records(writer.topic("q"), 0)
     assert len(descriptors) == 1000 and len(records) > 1
     assert max(len(record.value) for record in records) < 1024 * 1024
+
+
+class _RefusingLog(FakeLog):
+    """Appends to partition 1 wait until `opened`, then are refused: certainly not
+    written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.create_topic("t", 2)
+        self.entered = threading.Event()
+        self.opened = threading.Event()
+
+    def append(self, appends: Sequence[Append]) -> list[int]:
+        if any(a.partition == 1 for a in appends):
+            self.entered.set()
+            assert self.opened.wait(10)
+            raise NotAppendedError("partition 1 refused the record")
+        return super().append(appends)
+
+
+def test_an_error_says_nothing_was_written_only_when_none_of_the_callers_records_was() -> None:
+    log = _RefusingLog()
+    group = GroupCommit(log, max_in_flight=1)
+    ahead_failed: list[Exception] = []
+
+    def go_ahead() -> None:
+        try:
+            group.append([_part(1, [], "ahead")])
+        except LogError as exc:
+            ahead_failed.append(exc)
+
+    ahead = threading.Thread(target=go_ahead)
+    ahead.start()
+    assert log.entered.wait(10)
+    mine = [_part(0, [Claimed(local_id=1, claim="c")], "me"), _part(1, [], "me")]
+    failed: list[Exception] = []
+
+    def call() -> None:
+        try:
+            group.append(mine)
+        except LogError as exc:
+            failed.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    for _ in range(5000):  # its record of partition 0 went at once; the other waits
+        if mine[0].done and group.waiting() == 1:
+            break
+        threading.Event().wait(0.002)
+    log.opened.set()
+    caller.join(10)
+    ahead.join(10)
+    assert mine[0].offset == 0 and len(log.records("t", 0)) == 1
+    [certain] = ahead_failed  # its one record refused: nothing of it written
+    assert isinstance(certain, NotAppendedError)
+    [error] = failed
+    assert not isinstance(error, NotAppendedError), "said nothing was written"
+    assert "other records of this call may be in the log" in str(error)

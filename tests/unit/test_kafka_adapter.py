@@ -9,13 +9,21 @@ import socket
 
 import kafka
 import pytest
-from kafka.errors import KafkaConnectionError, KafkaTimeoutError, UnknownTopicOrPartitionError
+from kafka import TopicPartition
+from kafka.errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    UnknownTopicOrPartitionError,
+)
 from kafka.net.inet import KafkaNetSocket
 from kafka.net.selector import NetworkSelector
+from kafka.producer.future import FutureProduceResult, FutureRecordMetadata
 
 from pinledger.ledger.kafka import TESTED_KAFKA_PYTHON, patches
 from pinledger.ledger.kafka.errors import log_error, translated
-from pinledger.ledger.log import LogError
+from pinledger.ledger.kafka.log import _kind
+from pinledger.ledger.log import LogError, NotAppendedError, RecordTooLargeError
 
 
 def test_the_installed_kafka_python_is_a_tested_one() -> None:
@@ -105,3 +113,25 @@ def test_registering_io_events_keeps_kafka_pythons_semantics_without_formatting_
     finally:
         sock.close()
         selector.close()
+
+
+def _future(error: Exception | None = None, done: bool = True) -> FutureRecordMetadata:
+    future = FutureRecordMetadata(FutureProduceResult(TopicPartition("t", 0)), 0, 0, 0, 1, 1, 0)
+    if done and error is not None:
+        future.failure(error)
+    elif done:
+        future.success(None)
+    return future
+
+
+def test_a_failed_append_says_nothing_was_written_only_when_every_record_was_refused() -> None:
+    too_large = MessageSizeTooLargeError("broker: too large")
+    refused = [_future(too_large), _future(MessageSizeTooLargeError("too"))]
+    assert _kind(too_large, refused) is RecordTooLargeError
+    # send() raised before the first record was queued: nothing went out.
+    assert _kind(KafkaTimeoutError("no metadata"), []) is NotAppendedError
+    # One record delivered, or still on its way: the others' refusal settles nothing.
+    assert _kind(too_large, [_future(too_large), _future()]) is LogError
+    assert _kind(too_large, [_future(too_large), _future(done=False)]) is LogError
+    timeout = KafkaTimeoutError("no answer")
+    assert _kind(timeout, [_future(timeout)]) is LogError

@@ -3,12 +3,16 @@ policy (no broker needed)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, Message
 
 from pinledger.ledger.adapters import CLIENTS, open_log
 from pinledger.ledger.kafka import KafkaSettings
-from pinledger.ledger.rdkafka.errors import log_error
+from pinledger.ledger.log import NotAppendedError, RecordTooLargeError
+from pinledger.ledger.rdkafka.errors import log_error, unwritten
+from pinledger.ledger.rdkafka.producer import _Delivery
 
 
 def test_an_unknown_client_is_refused_naming_the_choices() -> None:
@@ -35,3 +39,28 @@ def test_every_librdkafka_error_says_what_to_check(code: int, hint: str) -> None
     assert str(error).startswith("cannot append: ")
     assert "the reason" in str(error)
     assert hint in str(error)
+
+
+class _Message:
+    def offset(self) -> int:
+        return 7
+
+
+MESSAGE = cast(Message, _Message())
+
+
+def test_librdkafka_says_nothing_was_written_only_when_every_record_was_refused() -> None:
+    too_large = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
+    both = _Delivery(2)
+    both.report(0, too_large, MESSAGE)
+    both.report(1, KafkaError(KafkaError._PURGE_QUEUE), MESSAGE)
+    assert both.unwritten
+    one = _Delivery(2)
+    one.report(0, None, MESSAGE)
+    one.report(1, too_large, MESSAGE)
+    assert not one.unwritten, "a record of the append was delivered"
+    lost = _Delivery(1)
+    lost.report(0, KafkaError(KafkaError._MSG_TIMED_OUT), MESSAGE)
+    assert not lost.unwritten, "a timed-out record may still land"
+    assert unwritten(too_large) is RecordTooLargeError
+    assert unwritten(KafkaError(KafkaError._UNKNOWN_PARTITION)) is NotAppendedError

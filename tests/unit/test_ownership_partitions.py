@@ -1,20 +1,23 @@
 """Owned partitions across a rebalance and the dequeues they answer: a revoked
 partition stops serving at once, a caught-up one starts, and a dequeue takes the best
 jobs across the serving partitions, one claim record per partition, giving the jobs
-back when the append fails."""
+back when the append certainly wrote nothing, and holding them until the projection
+has passed the log's end when it may have written the claim."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import cast
 
 import pytest
 
 from pinledger.ledger.events import Actor, Claimed, Succeeded
-from pinledger.ledger.log import LogError
+from pinledger.ledger.log import Append, LogError, NotAppendedError
 from pinledger.ledger.writer import LedgerWriter, Traced
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.claims import Claims, serving_parts
 from pinledger.service.ownership.partitions import Owned
+from pinledger.service.testing.fake_log import FakeLog
 from tests.unit.factories import NOW, make_job
 from tests.unit.ownership_fixtures import RecordingWriter, make_owned, make_partitions
 
@@ -73,10 +76,60 @@ def test_jobs_whose_claim_was_not_appended_are_handed_out_again() -> None:
     owned = make_owned(0, [make_job(local_id=1)])
     claims, writer = serving_claims(owned)
     writer.failing = True
-    with pytest.raises(LogError):
+    with pytest.raises(NotAppendedError):
         claims.dequeue("mail", 1, NOW, WORKER)
     writer.failing = False
     assert [c.job.local_id for c in claims.peek("mail", 5, NOW)] == [1]
+    assert [c.job.local_id for c in claims.dequeue("mail", 1, NOW, WORKER)] == [1]
+
+
+def _in_doubt(log: FakeLog) -> tuple[Owned, Claims]:
+    """A partition of p.q.mail (3 records in `log`, all projected) whose one job's claim
+    append failed without saying whether it landed."""
+    log.create_topic("p.q.mail", 1)
+    log.append([Append("p.q.mail", 0, b"r")] * 3)
+    owned = make_owned(0, [make_job(local_id=1)], next_offset=3)
+    partitions = make_partitions(owned, log=log)
+    partitions.promote()
+    writer = RecordingWriter()
+    claims = Claims("s1", NOW, partitions, cast(LedgerWriter, writer), Metrics())
+    writer.failing, writer.failure = True, LogError
+    with pytest.raises(LogError):
+        claims.dequeue("mail", 1, NOW, WORKER)
+    writer.failing = False
+    return owned, claims
+
+
+def test_jobs_whose_claim_may_have_landed_wait_for_the_projection_to_pass_the_log_end() -> None:
+    log = FakeLog()
+    owned, claims = _in_doubt(log)
+    partitions = claims.partitions
+    assert claims.dequeue("mail", 1, NOW, WORKER) == []
+    log.append([Append("p.q.mail", 0, b"the claim?")])  # lands at offset 3, the new end
+    partitions.settle_doubts(0.0)
+    assert claims.dequeue("mail", 1, NOW, WORKER) == [], "released before projected"
+    cast(SimpleNamespace, owned.projector).next_offset = 4  # it was not the claim
+    partitions.settle_doubts(0.0)
+    assert [c.job.local_id for c in claims.dequeue("mail", 1, NOW, WORKER)] == [1]
+
+
+def test_a_projected_claim_settles_the_doubt_and_its_job_is_never_handed_out() -> None:
+    owned, claims = _in_doubt(FakeLog())
+    owned.buffer.update({1: None}, claimed={1})  # projected: the job is IN_PROGRESS
+    claims.partitions.settle_doubts(0.0)
+    assert owned.buffer.doubts == []
+    assert claims.dequeue("mail", 1, NOW, WORKER) == []
+
+
+def test_jobs_in_doubt_stay_reserved_while_the_log_end_cannot_be_read() -> None:
+    log = FakeLog()
+    _, claims = _in_doubt(log)
+    log.fail("Kafka is down", operations=["end_offsets"])
+    claims.partitions.settle_doubts(10.0)
+    log.heal()
+    claims.partitions.settle_doubts(10.5)  # read again only a second after it failed
+    assert claims.dequeue("mail", 1, NOW, WORKER) == []
+    claims.partitions.settle_doubts(11.0)
     assert [c.job.local_id for c in claims.dequeue("mail", 1, NOW, WORKER)] == [1]
 
 
@@ -111,7 +164,7 @@ def test_a_failed_round_trip_of_acks_and_claims_gives_the_jobs_back() -> None:
     owned = make_owned(0, [make_job(local_id=1)])
     claims, writer = serving_claims(owned)
     writer.failing = True
-    with pytest.raises(LogError):
+    with pytest.raises(NotAppendedError):
         claims.dequeue("mail", 1, NOW, WORKER, alongside=_acks(0))
     writer.failing = False
     assert writer.appended == []
