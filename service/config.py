@@ -89,6 +89,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pinledger.ledger.group_commit import longest_append_s
 from pinledger.ledger.log import PROTOCOLS, SASL_MECHANISMS, KafkaSecurity, TopicPolicy
 from pinledger.service.password import AdminPassword, parse_scrypt
 
@@ -96,6 +97,9 @@ DEFAULT_KAFKA = "127.0.0.1:19092"
 DEFAULT_PG_DSN = "postgresql://pinledger:pinledger@127.0.0.1:54329/pinledger"
 DEFAULT_SCHEMA = "pinledger"
 DEFAULT_TOPIC_PREFIX = "pinledger."
+# A forwarded dequeue is waited for this much longer than the peer's longest claim
+# append: the round trip, and the call's work besides the append.
+FORWARD_MARGIN_S = 5.0
 
 
 class ConfigError(ValueError):
@@ -296,6 +300,21 @@ class Config:
     def store_url(self) -> str:
         """The projection store's DSN: STORE_DSN when set, else PG_DSN."""
         return self.store_dsn or self.pg_dsn
+
+    @property
+    def claim_append_s(self) -> float:
+        """The longest a dequeue's claim append takes before it answers or fails (group
+        commit behind the appends in flight to its partition, then its own; each
+        within APPEND_TIMEOUT_S)."""
+        return longest_append_s(self.append_timeout_s)
+
+    @property
+    def forward_timeout_s(self) -> float:
+        """How long a server waits for a peer's answer to a forwarded dequeue: longer
+        than the peer's longest claim append, so that a peer never claims jobs for a
+        forward that has given up (the claims would land with no worker to run them,
+        and a one-attempt job would fail at its claim timeout without having run)."""
+        return self.claim_append_s + FORWARD_MARGIN_S
 
     @property
     def address(self) -> str:

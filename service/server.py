@@ -121,11 +121,7 @@ class Server:
         self.queues.on_change = self.owner.set_queues
         self.queues.on_rows = self.owner.set_rows
         self.owner.set_queues(self.queues.names())
-        self.peers = CountingPeerPool(
-            self.metrics,
-            quiet_s=config.forward_quiet_ms / 1000,
-            tls=tls.peer_context(config),
-        )
+        self.peers = CountingPeerPool.of(config, self.metrics)
         self.handler = Handler(
             config,
             self.store,
