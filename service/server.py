@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from thriftpy2.thrift import TProcessor
 
@@ -240,12 +241,27 @@ class Server:
             if self._stopping:
                 return
             self._stopping = True
+        # Stop accepting, answer the calls in flight, hand the partitions back, then
+        # close the log (PITFALLS, "A graceful stop"): no call is served after the
+        # owner left the group (its claims could repeat the next owner's) or after the
+        # log closed (answered "the log is closed").
+        thrift = [self._thrift]
         self._thrift.close()
         # close() alone does not unblock accept(): close the listening socket too.
         self._socket.close()
         if self._peer_thrift is not None and self._peer_socket is not None:
+            thrift.append(self._peer_thrift)
             self._peer_thrift.close()
             self._peer_socket.close()
+        deadline = time.monotonic() + self.config.forward_timeout_s
+        for server in thrift:
+            if not server.drain(max(0.0, deadline - time.monotonic())):
+                log.warning(
+                    "stopping with calls still unanswered after %g s; their clients see "
+                    "the connection close",
+                    self.config.forward_timeout_s,
+                )
+                break
         self.owner.stop()
         self.queues.stop()
         self.queue_config.stop()

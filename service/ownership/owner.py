@@ -207,6 +207,16 @@ class Owner:
         self._retention_thread.thread.join(timeout=5)
         self.live_traces.thread.join(timeout=5)
         self.live_traces.drain()  # the spans of the last acks this server applied
+        # Serving off, and the claims in flight in the log, before leaving: the next
+        # owner serves once it has projected up to the log's end it reads when assigned,
+        # so a claim appended after that would be a job it hands out a second time.
+        if not self.claims.close(self.config.claim_append_s):
+            log.warning(
+                "leaving the owners' group with a claim append still unanswered after %g s "
+                "(Kafka slow or unreachable): if it lands after the next owner has taken "
+                "over, its jobs may be handed out twice",
+                self.config.claim_append_s,
+            )
         if self._reader is not None:
             self._reader.close()  # leaves the group: the others take over at once
 
