@@ -68,7 +68,6 @@ class Server:
         self.metrics = Metrics()
         # Before the assembly: its queue-config watcher applies the config at once.
         self.rate_limits = QueueRateLimits()
-        self._live_servers = 1
         self.parts = Assembly(config, store_size=16, on_queue_config=self._queue_config_changed)
         self.store, self.kafka, self.writer = self.parts.store, self.parts.kafka, self.parts.writer
         self.queues, self.queue_config = self.parts.queues, self.parts.queue_config
@@ -85,6 +84,7 @@ class Server:
             on_catalog_change=self.queues.refresh,
             on_members_change=self._members_changed,
             on_unreadable_format=self._format_unreadable,
+            on_rate_shares=self.rate_limits.set_shares,
         )
         self.owner.queue_sizes = QueueSizes(
             self.writer,
@@ -187,16 +187,13 @@ class Server:
         threading.Thread(target=self.stop, daemon=True).start()
 
     def _queue_config_changed(self, config: QueueConfig) -> None:
-        self.rate_limits.configure(config.rates(), self._live_servers)
+        self.rate_limits.set_rates(config.rates())
 
     def _members_changed(self, members: int) -> None:
         if members == 0:
             # This server is alive, so the group is between generations or has lost it.
             log.warning("the owners' group lists no live servers; this one keeps its share")
-        live = max(1, members)
-        self._live_servers = live
-        self.rate_limits.configure(self.queue_config.current.rates(), live)
-        log.info("%d live server(s) share the partitions and rate limits", live)
+        log.info("%d live server(s) share the partitions and rate limits", max(1, members))
 
     def _shards_opened(self, names: list[str]) -> None:
         for name, probe in store_probes(self.store, names).items():

@@ -55,7 +55,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from pinledger.ledger import formats
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
@@ -79,7 +79,12 @@ from pinledger.service.ownership.maintenance.timeline_retention import (
     RetentionThread,
     TimelineRetention,
 )
-from pinledger.service.ownership.membership import Membership, MembersThread, member_id_of
+from pinledger.service.ownership.membership import (
+    Membership,
+    MembersThread,
+    member_id_of,
+    rate_shares,
+)
 from pinledger.service.ownership.partitions import Owned, Partitions
 from pinledger.service.ownership.queue_sizes import QueueSizes
 from pinledger.service.ownership.retirement import Retirement
@@ -103,7 +108,10 @@ class Owner:
         on_members_change: Callable[[int], None] = lambda _: None,
         clock: Clock = SYSTEM_CLOCK,
         on_unreadable_format: Callable[[str], None] = lambda _: None,
+        on_rate_shares: Callable[[Mapping[str, float]], None] = lambda _: None,
     ) -> None:
+        """`on_rate_shares`: told, when it changes, the fraction of each queue's
+        partitions this server owns (its share of the queue's rate limit)."""
         self.config = config
         self.kafka = kafka
         self.clock = clock
@@ -174,6 +182,8 @@ class Owner:
         self.dequeue_tally = DequeueTally(metrics)
         self.adaptation: Adaptation | None = None
         self.metrics = metrics
+        self.on_rate_shares = on_rate_shares
+        self._rate_shares: dict[str, float] | None = None
         self.format = ClusterFormat(
             kafka, config.topic_prefix, writer, metrics, on_unreadable_format
         )
@@ -279,11 +289,30 @@ class Owner:
         members = self.membership.refresh()
         if members is None:
             return
+        self._share_rates(members)
         self.watchdog.check(members)
         try:
             self.kafka.forget_deleted_topics()
         except LogError as exc:
             log.warning("cannot check which topics were deleted: %s", exc)
+
+    @property
+    def rate_shares(self) -> Mapping[str, float] | None:
+        """This server's share of each queue's partitions, as last told to
+        `on_rate_shares` (None before the first members tick that saw them)."""
+        return self._rate_shares
+
+    def _share_rates(self, members: Sequence[GroupMember]) -> None:
+        """Tell `on_rate_shares` this server's share of each queue's partitions when it
+        changed; a group between generations (no partition assigned) changes nothing."""
+        if not any(member.partitions for member in members):
+            return
+        shares = rate_shares(
+            members, self.member_id, self.config.topic_prefix, self.partitions.retired_from
+        )
+        if shares != self._rate_shares:
+            self._rate_shares = shares
+            self.on_rate_shares(shares)
 
     def _duty(self, what: str, check: Callable[[], object]) -> None:
         """One duty of the members tick; the tick's other duties run whatever happens.

@@ -134,6 +134,7 @@ class Node:
             shard_map = runtime.shard_map
             self.writer.placer = Placer(lambda: shard_map, store.queues)
         self.queues = QueueDirectory(store, clock=runtime.clock)
+        self.rate_limits = QueueRateLimits(runtime.clock.monotonic)
         self.owner = Owner(
             config,
             store,
@@ -142,13 +143,14 @@ class Node:
             self.metrics,
             on_catalog_change=self.queues.refresh,
             clock=runtime.clock,
+            on_rate_shares=self.rate_limits.set_shares,
         )
         self.owner.loop.poll_timeout_ms = _POLL_TIMEOUT_MS
         self.queues.on_change = self.owner.set_queues
         self.queues.on_rows = self.owner.set_rows
         self.owner.set_queues(self.queues.names())
-        # The queue config file's contents, as a test sets them.
-        self.queue_config = QueueConfig()
+        # The queue config file's contents, as a test sets them (`queue_config`).
+        self._queue_config = QueueConfig()
         self.owner.adaptation = Adaptation(
             self.writer,
             store,
@@ -177,13 +179,23 @@ class Node:
             self.owner,
             self.metrics,
             self.queues,
-            QueueRateLimits(runtime.clock.monotonic),
+            self.rate_limits,
             lambda: self.queue_config,
             _LocalPeers(runtime),
             runtime.clock,
         )
         self.started = False
         self.stopped = False
+
+    @property
+    def queue_config(self) -> QueueConfig:
+        return self._queue_config
+
+    @queue_config.setter
+    def queue_config(self, config: QueueConfig) -> None:
+        """The queue config file as the server reads it: its rates apply at once."""
+        self._queue_config = config
+        self.rate_limits.set_rates(config.rates())
 
     @property
     def address(self) -> str:
@@ -240,6 +252,12 @@ class Node:
             queueName=queue, limit=limit, dryRun=dry_run, jobAckRequest=acks
         )
         jobs: dict[str, bytes] = self.handler.dequeueJobs(CALLER, request).jobs
+        return jobs
+
+    def dequeue_owned(self, queue: str, limit: int) -> dict[str, bytes]:
+        """dequeueOwned, the peers' method, called as a client could call it."""
+        request = pinlater.PinLaterDequeueRequest(queueName=queue, limit=limit)
+        jobs: dict[str, bytes] = self.handler.dequeueOwned(CALLER, request).jobs
         return jobs
 
     def ack(self, queue: str, succeeded: Sequence[str] = (), failed: Sequence[str] = ()) -> None:
