@@ -137,6 +137,7 @@ class Owner:
             catalog_stores=(
                 (lambda: tuple(store.stores.values())) if isinstance(store, ShardedStore) else None
             ),
+            clock=self.clock,
         )
         self.claims = Claims(
             config.server_id, self.clock.now_ms(), self.partitions, writer, metrics
