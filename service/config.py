@@ -50,7 +50,8 @@ a file, as container platforms mount secrets: PINLEDGER_<NAME>_FILE.
 | HISTORY_RETENTION_DAYS            | 0: keep timeline rows (job_events) forever            |
 | HISTORY_SCAN_RECORDS              | 100000 (most records read for a history from the log) |
 | READ_WAIT_S                       | 5 (how long a read waits for read-your-writes)        |
-| APPEND_TIMEOUT_S                  | 15 (longest wait for Kafka to take an append)         |
+| APPEND_TIMEOUT_S                  | 15 (longest wait for Kafka to take an append; a       |
+|                                   | forwarded dequeue is waited for twice this + 5 s)     |
 | READY_WINDOW                      | 3000 (ready jobs held in memory per owned partition)  |
 | TRACE_QUEUE                       | 10000 (traced jobs whose ended attempts wait to be    |
 |                                   | exported; beyond, their live spans are dropped)       |
