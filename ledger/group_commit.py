@@ -53,6 +53,17 @@ MAX_IN_FLIGHT = 2
 # A waiting caller re-checks this often in case a wake-up was missed (it never should).
 _RECHECK_S = 1.0
 
+
+def longest_append_s(append_timeout_s: float) -> float:
+    """The longest `GroupCommit.append` takes when every append to the log ends, taken
+    or failed, within `append_timeout_s` (the adapters' append timeout): a caller's
+    parts wait for the first of the appends in flight to their partition to end, then
+    go out in the next one. (Parts queue behind a full record's worth of others' only
+    when more than JOBS_PER_RECORD events wait for one partition; and once an append
+    times out, the adapters fail the next ones at once until a broker answers.)"""
+    return 2 * append_timeout_s
+
+
 Key = tuple[str, int]
 
 

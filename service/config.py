@@ -52,7 +52,8 @@ a file, as container platforms mount secrets: PINLEDGER_<NAME>_FILE.
 | HISTORY_RETENTION_DAYS            | 0: keep timeline rows (job_events) forever            |
 | HISTORY_SCAN_RECORDS              | 100000 (most records read for a history from the log) |
 | READ_WAIT_S                       | 5 (how long a read waits for read-your-writes)        |
-| APPEND_TIMEOUT_S                  | 15 (longest wait for Kafka to take an append)         |
+| APPEND_TIMEOUT_S                  | 15 (longest wait for Kafka to take an append; a       |
+|                                   | forwarded dequeue is waited for twice this + 5 s)     |
 | READY_WINDOW                      | 3000 (ready jobs held in memory per owned partition)  |
 | TRACE_QUEUE                       | 10000 (traced jobs whose ended attempts wait to be    |
 |                                   | exported; beyond, their live spans are dropped)       |
@@ -92,6 +93,7 @@ from pathlib import Path
 from typing import Any
 
 from pinledger.ledger import limits
+from pinledger.ledger.group_commit import longest_append_s
 from pinledger.ledger.log import (
     DEFAULT_MAX_RECORD_BYTES,
     PRODUCER_MAX_RECORD_BYTES,
@@ -106,6 +108,9 @@ DEFAULT_KAFKA = "127.0.0.1:19092"
 DEFAULT_PG_DSN = "postgresql://pinledger:pinledger@127.0.0.1:54329/pinledger"
 DEFAULT_SCHEMA = "pinledger"
 DEFAULT_TOPIC_PREFIX = "pinledger."
+# A forwarded dequeue is waited for this much longer than the peer's longest claim
+# append: the round trip, and the call's work besides the append.
+FORWARD_MARGIN_S = 5.0
 
 
 class ConfigError(ValueError):
@@ -330,6 +335,21 @@ class Config:
     def store_url(self) -> str:
         """The projection store's DSN: STORE_DSN when set, else PG_DSN."""
         return self.store_dsn or self.pg_dsn
+
+    @property
+    def claim_append_s(self) -> float:
+        """The longest a dequeue's claim append takes before it answers or fails (group
+        commit behind the appends in flight to its partition, then its own; each
+        within APPEND_TIMEOUT_S)."""
+        return longest_append_s(self.append_timeout_s)
+
+    @property
+    def forward_timeout_s(self) -> float:
+        """How long a server waits for a peer's answer to a forwarded dequeue: longer
+        than the peer's longest claim append, so that a peer never claims jobs for a
+        forward that has given up (the claims would land with no worker to run them,
+        and a one-attempt job would fail at its claim timeout without having run)."""
+        return self.claim_append_s + FORWARD_MARGIN_S
 
     @property
     def address(self) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from pinledger import otel
 from pinledger.idl import pinlater
@@ -66,7 +67,6 @@ class Server:
         self.metrics = Metrics()
         # Before the assembly: its queue-config watcher applies the config at once.
         self.rate_limits = QueueRateLimits()
-        self._live_servers = 1
         self.parts = Assembly(config, store_size=16, on_queue_config=self._queue_config_changed)
         self.store, self.kafka, self.writer = self.parts.store, self.parts.kafka, self.parts.writer
         self.queues, self.queue_config = self.parts.queues, self.parts.queue_config
@@ -83,6 +83,7 @@ class Server:
             on_catalog_change=self.queues.refresh,
             on_members_change=self._members_changed,
             on_unreadable_format=self._format_unreadable,
+            on_rate_shares=self.rate_limits.set_shares,
         )
         self.owner.queue_sizes = QueueSizes(
             self.writer,
@@ -120,11 +121,7 @@ class Server:
         self.queues.on_change = self.owner.set_queues
         self.queues.on_rows = self.owner.set_rows
         self.owner.set_queues(self.queues.names())
-        self.peers = CountingPeerPool(
-            self.metrics,
-            quiet_s=config.forward_quiet_ms / 1000,
-            tls=tls.peer_context(config),
-        )
+        self.peers = CountingPeerPool.of(config, self.metrics)
         self.handler = Handler(
             config,
             self.store,
@@ -189,16 +186,13 @@ class Server:
         threading.Thread(target=self.stop, daemon=True).start()
 
     def _queue_config_changed(self, config: QueueConfig) -> None:
-        self.rate_limits.configure(config.rates(), self._live_servers)
+        self.rate_limits.set_rates(config.rates())
 
     def _members_changed(self, members: int) -> None:
         if members == 0:
             # This server is alive, so the group is between generations or has lost it.
             log.warning("the owners' group lists no live servers; this one keeps its share")
-        live = max(1, members)
-        self._live_servers = live
-        self.rate_limits.configure(self.queue_config.current.rates(), live)
-        log.info("%d live server(s) share the partitions and rate limits", live)
+        log.info("%d live server(s) share the partitions and rate limits", max(1, members))
 
     def _shards_opened(self, names: list[str]) -> None:
         for name, probe in store_probes(self.store, names).items():
@@ -243,12 +237,27 @@ class Server:
             if self._stopping:
                 return
             self._stopping = True
+        # Stop accepting, answer the calls in flight, hand the partitions back, then
+        # close the log (PITFALLS, "A graceful stop"): no call is served after the
+        # owner left the group (its claims could repeat the next owner's) or after the
+        # log closed (answered "the log is closed").
+        thrift = [self._thrift]
         self._thrift.close()
         # close() alone does not unblock accept(): close the listening socket too.
         self._socket.close()
         if self._peer_thrift is not None and self._peer_socket is not None:
+            thrift.append(self._peer_thrift)
             self._peer_thrift.close()
             self._peer_socket.close()
+        deadline = time.monotonic() + self.config.forward_timeout_s
+        for server in thrift:
+            if not server.drain(max(0.0, deadline - time.monotonic())):
+                log.warning(
+                    "stopping with calls still unanswered after %g s; their clients see "
+                    "the connection close",
+                    self.config.forward_timeout_s,
+                )
+                break
         self.owner.stop()
         self.queues.stop()
         self.queue_config.stop()

@@ -15,6 +15,9 @@
 - With TLS (service/tls.py), each connection's handshake runs first, on its own thread; a
   client that fails it (plaintext, no or an untrusted certificate) is closed at once
   with one log line.
+- A server stopping (`close`, then `drain`) accepts no connection, answers the call each
+  connection has in flight, and then closes it: clients retry elsewhere; no call is
+  answered after the server has left the owners' group or closed its log.
 """
 
 from __future__ import annotations
@@ -112,7 +115,12 @@ class ThriftServer:
         self._refusers = threading.BoundedSemaphore(_REFUSERS)
         self._open = 0
         self._open_lock = threading.Lock()
+        # Notified when a connection ends (`drain` waits for the last one).
+        self._ended = threading.Condition(self._open_lock)
+        # The connections being served, so that `drain` can end them.
+        self._clients: set[TSocket] = set()
         self._closed = threading.Event()
+        self._draining = threading.Event()
         self._noise = RateLimitedLog(log)
 
     def serve_forever(self) -> None:
@@ -149,7 +157,20 @@ class ThriftServer:
             _close(client)
 
     def close(self) -> None:
+        """Accept no more connections (close the listening socket too: that alone
+        unblocks accept)."""
         self._closed.set()
+
+    def drain(self, timeout_s: float) -> bool:
+        """End every connection once the call it has in flight is answered (after
+        `close`): its reading side is shut, so a connection waiting for its next call
+        ends at once, and one serving a call answers it and then ends. False when some
+        were still open after `timeout_s`."""
+        with self._ended:
+            self._draining.set()
+            for client in self._clients:
+                _stop_reading(client)
+            return self._ended.wait_for(lambda: not self._clients, timeout_s)
 
     def _start(self, target: Any, client: TSocket, name: str) -> None:
         threading.Thread(target=target, args=(client,), name=name, daemon=True).start()
@@ -187,7 +208,11 @@ class ThriftServer:
             itrans = TCyFramedTransport(frames)
             iprot = _PROTOCOLS.get_protocol(itrans)
             oprot = _PROTOCOLS.get_protocol(TCyFramedTransport(client))
-            while True:
+            with self._ended:
+                self._clients.add(client)
+                if self._draining.is_set():
+                    return  # accepted as the server began to stop
+            while not self._draining.is_set():
                 frames.next()
                 itrans.clean()  # each call is read from its own frame only
                 try:
@@ -216,6 +241,9 @@ class ThriftServer:
         finally:
             _close(client)
             self._count_closed(reason)
+            with self._ended:
+                self._clients.discard(client)
+                self._ended.notify_all()
             self._opened(-1)
             self._slots.release()
 
@@ -380,6 +408,18 @@ def _peer(client: TSocket) -> str:
 def _set_timeout(client: TSocket, seconds: float | None) -> None:
     if client.sock is not None:
         client.sock.settimeout(seconds)
+
+
+def _stop_reading(client: TSocket) -> None:
+    """Shut the connection's reading side: a read waiting for the next call returns at
+    the end of the stream, while the answer to a call in flight can still be written.
+    On the plain socket even under TLS (SSLSocket.shutdown would drop the TLS layer the
+    answer is written through)."""
+    sock = client.sock
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RD)
 
 
 def _close(client: TSocket) -> None:

@@ -71,21 +71,28 @@ def dequeue_jobs(api: Api, caller: Caller | None, request: DequeueRequest) -> An
             "it reloads them by itself once that is back: retry, or dequeue elsewhere",
         )
     api.owner.note_dequeue(queue.name, jobs)
-    api.rate_limits.charge(queue.name, jobs)
+    # The jobs claimed here: a peer charged those it claimed for this call.
+    api.rate_limits.charge(queue.name, len(claimed))
     api.metrics.count("pinledger_jobs_total", jobs, queue=queue.name, action="dequeue")
     return response
 
 
 def dequeue_owned(api: Api, caller: Caller | None, request: DequeueRequest) -> Any:
-    """What a peer forwarded: this server's partitions only, no rate limit, no acks."""
+    """What a peer forwarded: this server's partitions only, no acks, under this
+    server's share of the queue's rate limit, which charges the jobs it claims (the
+    forwarding server does not): so a client calling dequeueOwned itself gets no more
+    than through dequeueJobs. Past the share, or paused, it answers no job."""
     queue = load_queue(api, request.queue)
     now = api.clock.now_ms()
     if request.dry_run:
         found = api.owner.peek(queue.name, request.limit, now, request.coverage)
+    elif not api.rate_limits.allow(queue.name):
+        found = []
     else:
         found = api.owner.dequeue(
             queue.name, request.limit, now, api.actor(caller), request.coverage
         )
+        api.rate_limits.charge(queue.name, len(found))
     return convert.dequeue_response(found, queue.name)
 
 

@@ -25,9 +25,11 @@ import time
 from typing import Any
 
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
+from pinledger.service import tls
 from pinledger.service.api.convert import dequeue_response, dequeued_count
 from pinledger.service.api.peers import PeerPool
 from pinledger.service.api.requests import Caller, DequeueRequest
+from pinledger.service.config import Config
 from pinledger.service.observability.metrics import Metrics
 
 FORWARDS = "pinledger_forwarded_dequeues_total"
@@ -39,11 +41,22 @@ DEFAULT_QUIET_S = 0.01
 
 
 class CountingPeerPool(PeerPool):
+    @classmethod
+    def of(cls, config: Config, metrics: Metrics) -> CountingPeerPool:
+        """A server's pool: a forward is waited for Config.forward_timeout_s, which
+        outlasts the peer's longest claim append."""
+        return cls(
+            metrics,
+            quiet_s=config.forward_quiet_ms / 1000,
+            timeout_ms=round(config.forward_timeout_s * 1000),
+            tls=tls.peer_context(config),
+        )
+
     def __init__(
         self,
         metrics: Metrics,
         quiet_s: float = DEFAULT_QUIET_S,
-        timeout_ms: int = 10_000,
+        timeout_ms: int | None = None,
         clock: Clock = SYSTEM_CLOCK,
         tls: ssl.SSLContext | None = None,
     ) -> None:

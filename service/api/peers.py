@@ -14,6 +14,7 @@ from thriftpy2.transport import TCyFramedTransportFactory
 from pinledger.idl import pinlater
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 from pinledger.service.api.requests import Caller, DequeueRequest
+from pinledger.service.config import Config
 
 _IDLE_PER_PEER = 8
 # A pooled connection idle longer than this is closed instead of reused: a peer closes
@@ -25,12 +26,16 @@ _MAX_IDLE_S = 60.0
 class PeerPool:
     def __init__(
         self,
-        timeout_ms: int = 10_000,
+        timeout_ms: int | None = None,
         clock: Clock = SYSTEM_CLOCK,
         tls: ssl.SSLContext | None = None,
     ) -> None:
-        """`tls`: the peers' Thrift ports speak TLS (service/tls.py peer_tls)."""
-        self.timeout_ms = timeout_ms
+        """`timeout_ms`: how long a forwarded dequeue is waited for; None: the default
+        config's (Config.forward_timeout_s, which outlasts the peer's claim append).
+        `tls`: the peers' Thrift ports speak TLS (service/tls.py peer_tls)."""
+        self.timeout_ms = (
+            round(Config().forward_timeout_s * 1000) if timeout_ms is None else timeout_ms
+        )
         self._tls = tls
         self._clock = clock
         # Per peer: (client, when it was returned), the freshest last.

@@ -1,10 +1,17 @@
 """Per-queue dequeue rate limits with PinLater's semantics.
 
-A queue's maxJobsPerSecond is for the whole cluster; each live server enforces its share,
-rate / live_servers. 0 pauses the queue: every dequeue is refused. Fractional rates work
-(0.5 = one job every 2 s). Queues without a rate are unlimited.
+A queue's maxJobsPerSecond is for the whole cluster. Each job is charged once, by the
+server that claims it (the owner of its partition), whichever server the worker called:
+a dequeue charges the jobs it claimed from this server's partitions, and a forwarded
+one (dequeueOwned) is limited and charged at the owner, so calling dequeueOwned directly
+bypasses nothing. Each server's share is the fraction of the queue's partitions it owns
+(`set_shares`, from the owners' group), so the shares add up to the rate however the
+partitions and the workers are spread; a server owning none of them claims none of its
+jobs, and its limiter only holds a paused queue's dequeues back. 0 pauses the queue:
+every dequeue is refused. Fractional rates work (0.5 = one job every 2 s). Queues
+without a rate are unlimited.
 
-A dequeue asks `allow` before it runs and `charge`s the jobs it actually handed out. Like
+A dequeue asks `allow` before it runs and `charge`s the jobs it actually claimed. Like
 Guava's RateLimiter, which PinLater used, a batch is never cut short: a big one puts the
 limiter into debt and later dequeues are refused until the debt is worked off. So over any
 span of t seconds a server hands out at most rate*t + burst jobs, plus the excess of the
@@ -76,20 +83,39 @@ class QueueRateLimits:
         self._clock = clock
         self._lock = threading.Lock()
         self._limiters: dict[str, RateLimiter] = {}
+        # maxJobsPerSecond by queue (the queue config), and this server's share of each
+        # queue's partitions (the owners' group; a queue not listed: 1, this server
+        # alone as far as it knows).
+        self._rates: dict[str, float] = {}
+        self._shares: dict[str, float] = {}
 
-    def configure(self, rates: Mapping[str, float], live_servers: int) -> None:
-        servers = max(1, live_servers)
+    def set_rates(self, rates: Mapping[str, float]) -> None:
+        """The queue config's rates, cluster-wide."""
         with self._lock:
-            limiters: dict[str, RateLimiter] = {}
-            for queue, rate in rates.items():
-                share = max(0.0, rate) / servers
-                limiter = self._limiters.get(queue)
-                if limiter is None:
-                    limiter = RateLimiter(share, self._clock)
-                elif limiter.rate != share:
-                    limiter.set_rate(share)
-                limiters[queue] = limiter
-            self._limiters = limiters
+            self._rates = dict(rates)
+            self._apply()
+
+    def set_shares(self, shares: Mapping[str, float]) -> None:
+        """The fraction of each queue's partitions this server owns (0 to 1)."""
+        with self._lock:
+            self._shares = dict(shares)
+            self._apply()
+
+    def _apply(self) -> None:
+        """Make each queue's limiter run at this server's share of its rate (lock held)."""
+        limiters: dict[str, RateLimiter] = {}
+        for queue, rate in self._rates.items():
+            # Owning none of it: no job of it is charged here, the limiter only gates
+            # (a paused queue); at the whole rate, it never refuses a running one.
+            share = self._shares.get(queue) or 1.0
+            own = max(0.0, rate) * min(share, 1.0)
+            limiter = self._limiters.get(queue)
+            if limiter is None:
+                limiter = RateLimiter(own, self._clock)
+            elif limiter.rate != own:
+                limiter.set_rate(own)
+            limiters[queue] = limiter
+        self._limiters = limiters
 
     def allow(self, queue: str) -> bool:
         with self._lock:

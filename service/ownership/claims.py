@@ -8,7 +8,9 @@ acknowledgement lost, a timeout after which it lands), so the jobs stay reserved
 the projection shows whether it landed (ready_buffer.py, `doubt`).
 
 Locking: the partitions' lock (partitions.py) is held while reading the serving
-partitions and taking from their buffers, never across the append.
+partitions and taking from their buffers, never across the append; it also guards the
+stop gate (`close`): whether dequeues may still take from the buffers, and how many
+claim appends are in flight.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import itertools
 import logging
 import math
 import random
+import threading
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -69,6 +72,12 @@ class Claims:
         self.writer = writer
         self.metrics = metrics
         self._claims = itertools.count(1)
+        # The stop gate, under the partitions' lock: once closed no dequeue takes from
+        # the buffers again; `_in_flight` counts the dequeues that took jobs and have
+        # not finished appending their claims, which `close` waits for.
+        self._closed = False
+        self._in_flight = 0
+        self._settled = threading.Condition(partitions.lock)
 
     def new_claim(self, source: str) -> str:
         """A claim descriptor unique to one dequeue call: server, its start time, the
@@ -77,7 +86,27 @@ class Claims:
 
     def _serving(self, queue: str, coverage: float) -> list[Owned]:
         """Call with the partitions' lock held."""
+        if self._closed:
+            return []
         return serving_parts(list(self.partitions.owned.values()), queue, coverage)
+
+    def close(self, timeout_s: float) -> bool:
+        """Stop serving before the server leaves the owners' group: every owned partition
+        stops serving and no dequeue takes from the buffers again; then wait (at most
+        `timeout_s`) until the claim appends in flight have ended, so that the next
+        owner, which serves once it has projected up to the log's end it read when
+        assigned, sees them. False when some were still in flight at the timeout."""
+        with self._settled:
+            self._closed = True
+            for owned in self.partitions.owned.values():
+                owned.serving = False
+            return self._settled.wait_for(lambda: self._in_flight == 0, timeout_s)
+
+    def _landed(self) -> None:
+        """A dequeue's claim append has ended (call with the partitions' lock held)."""
+        self._in_flight -= 1
+        if self._closed and self._in_flight == 0:
+            self._settled.notify_all()
 
     def peek(self, queue: str, limit: int, now: int, coverage: float = 1.0) -> list[Claimed]:
         """dryRun: the jobs a dequeue would get, untouched."""
@@ -119,6 +148,8 @@ class Claims:
             parts = self._serving(queue, coverage)
             taken = take([o.buffer for o in parts], now, limit) if limit > 0 else []
             contexts = [parts[index].traceparents.get(job.local_id) for index, job in taken]
+            if taken:
+                self._in_flight += 1
         if not taken:
             if alongside is not None:
                 self.writer.append_many(alongside[0], now, actor, alongside[1])
@@ -183,6 +214,9 @@ class Claims:
                     exc,
                 )
                 raise
+            finally:
+                with self.partitions.lock:
+                    self._landed()
         self.metrics.observe_many(
             "pinledger_dequeue_delay_seconds",
             [max(0, now - job.run_after) / 1000 for _, job in taken],

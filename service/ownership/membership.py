@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 from pinledger.ledger.clock import Clock
-from pinledger.ledger.log import GroupMember, Log, LogError
+from pinledger.ledger.log import GroupMember, Log, LogError, queue_of_topic
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.ownership.partitions import Key, Partitions
 
@@ -46,6 +47,32 @@ def peer_addresses(
         ):
             addresses.append(member.member_id.removeprefix(MEMBER_PREFIX))
     return addresses
+
+
+def rate_shares(
+    members: Sequence[GroupMember],
+    member_id: str,
+    prefix: str,
+    retired_from: Callable[[str], int | None],
+) -> dict[str, float]:
+    """For each queue the group assigns partitions of: the fraction of them (retired
+    ones left out: they hold no job) assigned to `member_id`. A job is charged to the
+    rate limit by the server that claims it, the owner of its partition, so this is the
+    server's share of the queue's rate (service/api/ratelimit.py)."""
+    total: Counter[str] = Counter()
+    mine: Counter[str] = Counter()
+    for member in members:
+        for topic, partition in member.partitions:
+            queue = queue_of_topic(prefix, topic)
+            if queue is None:
+                continue
+            first = retired_from(queue)
+            if first is not None and partition >= first:
+                continue
+            total[queue] += 1
+            if member.member_id == member_id:
+                mine[queue] += 1
+    return {queue: mine[queue] / count for queue, count in total.items()}
 
 
 def assignment_of(

@@ -55,7 +55,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from pinledger.ledger import formats
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
@@ -79,7 +79,12 @@ from pinledger.service.ownership.maintenance.timeline_retention import (
     RetentionThread,
     TimelineRetention,
 )
-from pinledger.service.ownership.membership import Membership, MembersThread, member_id_of
+from pinledger.service.ownership.membership import (
+    Membership,
+    MembersThread,
+    member_id_of,
+    rate_shares,
+)
 from pinledger.service.ownership.partitions import Owned, Partitions
 from pinledger.service.ownership.queue_sizes import QueueSizes
 from pinledger.service.ownership.retirement import Retirement
@@ -103,7 +108,10 @@ class Owner:
         on_members_change: Callable[[int], None] = lambda _: None,
         clock: Clock = SYSTEM_CLOCK,
         on_unreadable_format: Callable[[str], None] = lambda _: None,
+        on_rate_shares: Callable[[Mapping[str, float]], None] = lambda _: None,
     ) -> None:
+        """`on_rate_shares`: told, when it changes, the fraction of each queue's
+        partitions this server owns (its share of the queue's rate limit)."""
         self.config = config
         self.kafka = kafka
         self.clock = clock
@@ -129,6 +137,7 @@ class Owner:
             catalog_stores=(
                 (lambda: tuple(store.stores.values())) if isinstance(store, ShardedStore) else None
             ),
+            clock=self.clock,
         )
         self.claims = Claims(
             config.server_id, self.clock.now_ms(), self.partitions, writer, metrics
@@ -174,6 +183,8 @@ class Owner:
         self.dequeue_tally = DequeueTally(metrics)
         self.adaptation: Adaptation | None = None
         self.metrics = metrics
+        self.on_rate_shares = on_rate_shares
+        self._rate_shares: dict[str, float] | None = None
         self.format = ClusterFormat(
             kafka, config.topic_prefix, writer, metrics, on_unreadable_format
         )
@@ -207,6 +218,16 @@ class Owner:
         self._retention_thread.thread.join(timeout=5)
         self.live_traces.thread.join(timeout=5)
         self.live_traces.drain()  # the spans of the last acks this server applied
+        # Serving off, and the claims in flight in the log, before leaving: the next
+        # owner serves once it has projected up to the log's end it reads when assigned,
+        # so a claim appended after that would be a job it hands out a second time.
+        if not self.claims.close(self.config.claim_append_s):
+            log.warning(
+                "leaving the owners' group with a claim append still unanswered after %g s "
+                "(Kafka slow or unreachable): if it lands after the next owner has taken "
+                "over, its jobs may be handed out twice",
+                self.config.claim_append_s,
+            )
         if self._reader is not None:
             self._reader.close()  # leaves the group: the others take over at once
 
@@ -269,11 +290,30 @@ class Owner:
         members = self.membership.refresh()
         if members is None:
             return
+        self._share_rates(members)
         self.watchdog.check(members)
         try:
             self.kafka.forget_deleted_topics()
         except LogError as exc:
             log.warning("cannot check which topics were deleted: %s", exc)
+
+    @property
+    def rate_shares(self) -> Mapping[str, float] | None:
+        """This server's share of each queue's partitions, as last told to
+        `on_rate_shares` (None before the first members tick that saw them)."""
+        return self._rate_shares
+
+    def _share_rates(self, members: Sequence[GroupMember]) -> None:
+        """Tell `on_rate_shares` this server's share of each queue's partitions when it
+        changed; a group between generations (no partition assigned) changes nothing."""
+        if not any(member.partitions for member in members):
+            return
+        shares = rate_shares(
+            members, self.member_id, self.config.topic_prefix, self.partitions.retired_from
+        )
+        if shares != self._rate_shares:
+            self._rate_shares = shares
+            self.on_rate_shares(shares)
 
     def _duty(self, what: str, check: Callable[[], object]) -> None:
         """One duty of the members tick; the tick's other duties run whatever happens.

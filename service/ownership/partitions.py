@@ -9,7 +9,7 @@ Locking: one lock, `Partitions.lock`, guards
 
 - the ownership table (`owned`: which partitions are owned),
 - each `Owned`'s mutable state: `serving`, `target`, its `ReadyBuffer` (which does no
-  locking of its own), its `traceparents` and `timing_out`,
+  locking of its own), its `traceparents`, `sightings` and `timing_out`,
 - the rebalance news the consumer's callbacks leave for the owner thread (`_news`).
 
 Only the owner thread changes the table (adopt, drop, reload), so the owner thread may
@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pinledger import otel
+from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 from pinledger.ledger.events import Enqueued
 from pinledger.ledger.log import (
     GroupReader,
@@ -60,6 +61,7 @@ from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.live_traces import LiveTraces
 from pinledger.service.ownership.ready_buffer import DEFAULT_WINDOW, ReadyBuffer
+from pinledger.service.ownership.sightings import Sightings
 from pinledger.service.ownership.spans import rejected_spans
 
 log = logging.getLogger(__name__)
@@ -86,6 +88,8 @@ class Owned:
     # (local_id, touched_at) of the claims whose timeout was appended and is on its way
     # through the log (maintenance/claim_timeouts.py), so it is not appended twice.
     timing_out: set[tuple[int, int | None]] = field(default_factory=set)
+    # When, by this owner's clock, it saw the claims touched (sightings.py).
+    sightings: Sightings = field(default_factory=lambda: Sightings(since=0.0))
     # Retired: drained and empty after a resize closed it (retirement.py); no ready
     # window, no maintenance, no dequeues, until a resize reopens it.
     retired: bool = False
@@ -136,8 +140,13 @@ class Partitions:
         window: int = DEFAULT_WINDOW,
         live_traces: LiveTraces | None = None,
         catalog_stores: Callable[[], Sequence[ProjectorStore]] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.prefix = prefix
+        # The owner's clock, for the claims' sightings (sightings.py).
+        self.clock = clock
+        # Each assigned partition's sightings, kept across its reloads (owner thread).
+        self._sightings: dict[Key, Sightings] = {}
         # Where the catalog is projected: every store shard, as the shard map has them
         # now (decision 0031); by default the one store.
         self.catalog_stores: Callable[[], Sequence[ProjectorStore]] = catalog_stores or (
@@ -242,6 +251,8 @@ class Partitions:
         for key in list(self.owned):
             if key not in assigned:
                 self.drop(key)
+        for key in [k for k in self._sightings if k not in assigned]:
+            del self._sightings[key]
         catalog = self.catalog_key
         if catalog not in assigned:
             self.catalog = None
@@ -378,7 +389,10 @@ class Partitions:
             observer=self._observer(key, queue, partition),
             cache=_WindowCache(self.lock, buffer),
         )
-        owned = Owned(queue, topic, partition, projector, buffer, target=end, shard=shard)
+        sightings = self._sightings.setdefault(key, Sightings(since=self.clock.monotonic()))
+        owned = Owned(
+            queue, topic, partition, projector, buffer, target=end, shard=shard, sightings=sightings
+        )
         with self.lock:
             owned.retired = _retired(queue, partition, self._retired_from)
         self._refill(owned)
@@ -513,12 +527,14 @@ class Partitions:
                 if self.live_traces is not None:
                     self.live_traces.observe(queue, partition, transitions, owned.traceparents)
             traceparents = owned.traceparents
+            seen = self.clock.monotonic()
             with self.lock:  # dequeues read them under the lock
                 for t in transitions:
                     if t.after is None or t.after.state in FINISHED:
                         traceparents.pop(t.local_id, None)
                     elif t.traceparent and isinstance(t.event, Enqueued) and t.verdict.applied:
                         traceparents[t.local_id] = t.traceparent
+                owned.sightings.note(transitions, seen)
 
         return observe
 

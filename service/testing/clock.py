@@ -39,3 +39,21 @@ class FakeClock:
                 # does not notify this condition) is seen promptly.
                 self._cond.wait(0.01)
         return interrupt is not None and interrupt.is_set()
+
+
+class SkewedClock:
+    """One server's view of a FakeClock whose wall clock is off by `skew_s` (negative:
+    it lags); monotonic time and sleeps are the FakeClock's."""
+
+    def __init__(self, clock: FakeClock, skew_s: float) -> None:
+        self._clock = clock
+        self._skew_ms = round(skew_s * 1000)
+
+    def now_ms(self) -> int:
+        return self._clock.now_ms() + self._skew_ms
+
+    def monotonic(self) -> float:
+        return self._clock.monotonic()
+
+    def sleep(self, seconds: float, interrupt: threading.Event | None = None) -> bool:
+        return self._clock.sleep(seconds, interrupt)

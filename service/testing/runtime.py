@@ -8,7 +8,8 @@ directories and the group sessions all read it, and it moves when a test calls
 `clock.advance`, or while the test waits on something that waits on time:
 `call_waiting` (an RPC that sleeps on the clock until other threads have made progress:
 createQueue, a read whose barrier finds the projection behind) and `advance_until` (an
-owner loop pausing after a failed pass) move it in small steps.
+owner loop pausing after a failed pass) move it in small steps. A node may read the wall
+clock off by some seconds (`rt.node(clock_skew_s=-25)`: a server whose clock lags).
 
 The owner threads run for real; a test waits for them with bounded polling, never by
 sleeping: `settle()` returns once every record in the log is projected and each live
@@ -34,6 +35,7 @@ from typing import Any, TypeVar
 
 from pinledger.idl import pinlater
 from pinledger.ledger import formats
+from pinledger.ledger.clock import Clock
 from pinledger.ledger.events import Actor
 from pinledger.ledger.log import LogError, catalog_topic, queue_topic
 from pinledger.ledger.writer import LedgerWriter
@@ -52,7 +54,7 @@ from pinledger.service.ownership.retirement import Retirement
 from pinledger.service.placement import Placer
 from pinledger.service.queue_config import QueueConfig
 from pinledger.service.store_shards import Shard, ShardMap
-from pinledger.service.testing.clock import FakeClock
+from pinledger.service.testing.clock import FakeClock, SkewedClock
 from pinledger.service.testing.fake_log import FakeLog
 from pinledger.service.testing.fake_store import FakeStore
 
@@ -124,16 +126,20 @@ class Node:
     """One server's runtime: writer, owner, queue directory and handler, as server.py
     assembles them (without the Thrift socket and the admin port)."""
 
-    def __init__(self, runtime: Runtime, config: Config) -> None:
+    def __init__(self, runtime: Runtime, config: Config, clock: Clock | None = None) -> None:
+        """`clock`: this server's view of the runtime's clock (a SkewedClock for one whose
+        wall clock is off); the runtime's own by default."""
         self.runtime = runtime
         self.config = config
+        self.clock: Clock = runtime.clock if clock is None else clock
         self.metrics = Metrics()
         self.writer = LedgerWriter(runtime.log, config.topic_prefix, config.record_limit())
         store = runtime.ledger_store
         if runtime.shard_map is not None:
             shard_map = runtime.shard_map
             self.writer.placer = Placer(lambda: shard_map, store.queues)
-        self.queues = QueueDirectory(store, clock=runtime.clock)
+        self.queues = QueueDirectory(store, clock=self.clock)
+        self.rate_limits = QueueRateLimits(self.clock.monotonic)
         self.owner = Owner(
             config,
             store,
@@ -141,14 +147,15 @@ class Node:
             self.writer,
             self.metrics,
             on_catalog_change=self.queues.refresh,
-            clock=runtime.clock,
+            clock=self.clock,
+            on_rate_shares=self.rate_limits.set_shares,
         )
         self.owner.loop.poll_timeout_ms = _POLL_TIMEOUT_MS
         self.queues.on_change = self.owner.set_queues
         self.queues.on_rows = self.owner.set_rows
         self.owner.set_queues(self.queues.names())
-        # The queue config file's contents, as a test sets them.
-        self.queue_config = QueueConfig()
+        # The queue config file's contents, as a test sets them (`queue_config`).
+        self._queue_config = QueueConfig()
         self.owner.adaptation = Adaptation(
             self.writer,
             store,
@@ -157,7 +164,7 @@ class Node:
             lambda: self.owner.partitions.catalog is not None,
             lambda: self.queue_config,
             self.queues.rows,
-            runtime.clock,
+            self.clock,
             Actor(source="pinledger:adaptive", server=config.server_id),
             config.max_priority,
         )
@@ -166,7 +173,7 @@ class Node:
             store,
             lambda: self.owner.partitions.catalog is not None,
             self.queues.rows,
-            runtime.clock,
+            self.clock,
             Actor(source="pinledger:owner", server=config.server_id),
             config.retire_after_s,
         )
@@ -177,13 +184,23 @@ class Node:
             self.owner,
             self.metrics,
             self.queues,
-            QueueRateLimits(runtime.clock.monotonic),
+            self.rate_limits,
             lambda: self.queue_config,
             _LocalPeers(runtime),
-            runtime.clock,
+            self.clock,
         )
         self.started = False
         self.stopped = False
+
+    @property
+    def queue_config(self) -> QueueConfig:
+        return self._queue_config
+
+    @queue_config.setter
+    def queue_config(self, config: QueueConfig) -> None:
+        """The queue config file as the server reads it: its rates apply at once."""
+        self._queue_config = config
+        self.rate_limits.set_rates(config.rates())
 
     @property
     def address(self) -> str:
@@ -240,6 +257,12 @@ class Node:
             queueName=queue, limit=limit, dryRun=dry_run, jobAckRequest=acks
         )
         jobs: dict[str, bytes] = self.handler.dequeueJobs(CALLER, request).jobs
+        return jobs
+
+    def dequeue_owned(self, queue: str, limit: int) -> dict[str, bytes]:
+        """dequeueOwned, the peers' method, called as a client could call it."""
+        request = pinlater.PinLaterDequeueRequest(queueName=queue, limit=limit)
+        jobs: dict[str, bytes] = self.handler.dequeueOwned(CALLER, request).jobs
         return jobs
 
     def ack(self, queue: str, succeeded: Sequence[str] = (), failed: Sequence[str] = ()) -> None:
@@ -319,11 +342,13 @@ class Runtime:
 
     # -- nodes ---------------------------------------------------------------------
 
-    def node(self, start: bool = True) -> Node:
-        """A new server (named s1, s2, ...), started unless `start` is False."""
+    def node(self, start: bool = True, clock_skew_s: float = 0.0) -> Node:
+        """A new server (named s1, s2, ...), started unless `start` is False, whose wall
+        clock is `clock_skew_s` off the runtime's (negative: it lags)."""
         n = len(self.nodes) + 1
         config = dataclasses.replace(self.config, server_id=f"s{n}", port=9100 + n)
-        node = Node(self, config)
+        clock = SkewedClock(self.clock, clock_skew_s) if clock_skew_s else None
+        node = Node(self, config, clock)
         self.nodes.append(node)
         if start:
             node.start()

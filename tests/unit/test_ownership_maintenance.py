@@ -11,16 +11,26 @@ from typing import cast
 
 import pytest
 
-from pinledger.ledger.events import Actor, Collected, TimedOut
+from pinledger.ledger.events import (
+    Actor,
+    Checkpointed,
+    Claimed,
+    Collected,
+    JobEvent,
+    Succeeded,
+    TimedOut,
+)
 from pinledger.ledger.log import LogError
-from pinledger.ledger.state import Job, JobState
+from pinledger.ledger.state import Job, JobState, Verdict
 from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.projector import Transition
 from pinledger.projections.store import PartitionBatch
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.maintenance.claim_timeouts import ClaimTimeouts, timed_out
 from pinledger.service.ownership.maintenance.garbage_collection import Collector, gc_cutoffs
 from pinledger.service.ownership.maintenance.schedule import Every, Maintenance
 from pinledger.service.ownership.partitions import Owned
+from pinledger.service.ownership.sightings import Sightings
 from pinledger.service.testing.clock import FakeClock
 from pinledger.service.testing.fake_store import FakeStore
 from tests.unit.factories import NOW, make_job
@@ -152,6 +162,52 @@ def test_claim_timeouts_are_appended_and_retried_when_the_append_failed() -> Non
     event = writer.appended[0][2][0]
     assert isinstance(event, TimedOut) and event.local_id == 1
     assert timeouts.run(now) == 0  # not twice
+
+
+def test_a_claim_the_owner_saw_touched_within_the_timeout_is_kept_whatever_its_stamp() -> None:
+    # Both stamped 700 s ago (a lagging server's clock took the heartbeat of job 1);
+    # the owner saw job 1's heartbeat 10 s ago by its own clock, job 2's never.
+    store = FakeStore()
+    _seed(store, 0, [_claimed(1, touched_at=NOW - 700_000), _claimed(2, NOW - 700_000)])
+    owned = _owned(0, [], store=store)
+    owned.sightings = Sightings(since=1000.0, touched={1: 2000.0})
+    found = timed_out(threading.Lock(), [owned], NOW, 600_000, seen_now=2010.0)
+    assert [[h.job.local_id for h in held] for _, held in found] == [[2]]
+    # A timeout later by the owner's clock, job 1 times out too.
+    found = timed_out(threading.Lock(), [owned], NOW, 600_000, seen_now=2600.0)
+    assert [[h.job.local_id for h in held] for _, held in found] == [[1]]
+
+
+def test_a_partition_assigned_within_the_timeout_times_no_claim_out() -> None:
+    # The new owner never saw these claims touched: each gets a full timeout from the
+    # assignment (a stamp may come from a lagging clock).
+    store = FakeStore()
+    _seed(store, 0, [_claimed(1, touched_at=NOW - 700_000)])
+    owned = _owned(0, [], store=store)
+    owned.sightings = Sightings(since=1000.0)
+    assert timed_out(threading.Lock(), [owned], NOW, 600_000, seen_now=1599.0) == []
+    found = timed_out(threading.Lock(), [owned], NOW, 600_000, seen_now=1600.0)
+    assert [[h.job.local_id for h in held] for _, held in found] == [[1]]
+
+
+def test_the_owner_notes_claims_and_applied_checkpoints_and_forgets_ended_claims() -> None:
+    sightings = Sightings(since=0.0)
+    pending = make_job(JobState.PENDING, local_id=1)
+    claimed = make_job(JobState.IN_PROGRESS, local_id=1, touched_at=NOW)
+    ok, rejected = Verdict(True), Verdict(False, "checkpoint: stale claim")
+
+    def t(event: JobEvent, before: Job, after: Job, verdict: Verdict = ok) -> Transition:
+        return Transition(1, event, before, after, verdict, NOW, None)
+
+    sightings.note([t(Claimed(local_id=1, claim="c"), pending, claimed)], 5.0)
+    assert sightings.touched == {1: 5.0}
+    sightings.note([t(Checkpointed(local_id=1, claim="old"), claimed, claimed, rejected)], 6.0)
+    assert sightings.touched == {1: 5.0}  # a stale heartbeat renews nothing
+    sightings.note([t(Checkpointed(local_id=1, claim="c"), claimed, claimed)], 7.0)
+    assert sightings.touched == {1: 7.0}
+    done = make_job(JobState.SUCCEEDED, local_id=1)
+    sightings.note([t(Succeeded(local_id=1, claim="c"), claimed, done)], 8.0)
+    assert sightings.touched == {}
 
 
 def test_at_most_a_limit_of_claims_time_out_per_run_and_the_rest_next() -> None:

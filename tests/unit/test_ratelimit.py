@@ -64,7 +64,8 @@ def test_idle_time_saves_only_a_small_burst() -> None:
 def test_paused_queue_refuses_every_dequeue() -> None:
     clock = FakeClock()
     limits = QueueRateLimits(clock)
-    limits.configure({"paused": 0.0}, live_servers=3)
+    limits.set_rates({"paused": 0.0})
+    limits.set_shares({"paused": 1 / 3})
     for _ in range(5):
         assert not limits.allow("paused")
         clock.now += 3600
@@ -73,30 +74,44 @@ def test_paused_queue_refuses_every_dequeue() -> None:
 
 def test_unlisted_queue_is_unlimited() -> None:
     limits = QueueRateLimits(FakeClock())
-    limits.configure({"slow": 1.0}, live_servers=1)
+    limits.set_rates({"slow": 1.0})
     limits.charge("fast", 10**6)
     assert limits.allow("fast")
     assert limits.rate("fast") is None
 
 
-def test_rate_is_shared_across_live_servers() -> None:
+def test_a_servers_share_of_the_rate_is_its_share_of_the_partitions() -> None:
     limits = QueueRateLimits(FakeClock())
-    limits.configure({"q": 10.0}, live_servers=2)
-    assert limits.rate("q") == 5.0
-    limits.configure({"q": 10.0}, live_servers=0)  # no membership yet: act as the only one
-    assert limits.rate("q") == 10.0
+    limits.set_rates({"q": 10.0})
+    assert limits.rate("q") == 10.0  # no membership yet: act as the only one
+    limits.set_shares({"q": 0.25})
+    assert limits.rate("q") == 2.5
+
+
+def test_a_server_owning_none_of_a_queue_holds_back_only_a_paused_one() -> None:
+    # It claims none of the queue's jobs (the owners charge them): its limiter, never
+    # charged, only gates the dequeues it receives and forwards.
+    clock = FakeClock()
+    limits = QueueRateLimits(clock)
+    limits.set_shares({"q": 0.0, "paused": 0.0})
+    limits.set_rates({"q": 1.0, "paused": 0.0})
+    for _ in range(5):
+        assert limits.allow("q")
+        assert not limits.allow("paused")
+        limits.charge("q", 0)
 
 
 def test_reconfigure_keeps_debt() -> None:
     clock = FakeClock()
     limits = QueueRateLimits(clock)
-    limits.configure({"q": 1.0, "r": 1.0}, live_servers=1)
+    limits.set_rates({"q": 1.0, "r": 1.0})
     limits.charge("q", 100)
-    limits.configure({"q": 1.0, "r": 5.0}, live_servers=1)  # q unchanged
+    limits.set_rates({"q": 1.0, "r": 5.0})  # q unchanged
     assert not limits.allow("q")
-    limits.configure({"q": 2.0}, live_servers=2)  # same share
+    limits.set_rates({"q": 2.0})
+    limits.set_shares({"q": 0.5})  # same share
     assert not limits.allow("q")
-    limits.configure({"q": 4.0}, live_servers=1)  # new share: debt still owed, paid faster
+    limits.set_rates({"q": 8.0})  # new share: debt still owed, paid faster
     clock.now += 24.0
     assert not limits.allow("q")
     clock.now += 1.0
@@ -105,8 +120,8 @@ def test_reconfigure_keeps_debt() -> None:
 
 def test_queue_dropped_from_config_becomes_unlimited() -> None:
     limits = QueueRateLimits(FakeClock())
-    limits.configure({"q": 0.0}, live_servers=1)
-    limits.configure({}, live_servers=1)
+    limits.set_rates({"q": 0.0})
+    limits.set_rates({})
     assert limits.allow("q")
 
 

@@ -8,12 +8,19 @@ number per partition per run: an owner keeps no IN_PROGRESS job in memory
 predecessor left. The decision itself is pure: `ledger.commands.decide_timeouts`,
 handed `now`.
 
+A claim's `touched_at` is stamped by the clock of whichever server took the call that
+made or renewed it; the owner also goes by when it saw the claim touched, by its own
+clock (ownership/sightings.py), so that a server whose clock lags cannot make it time
+out a claim being heartbeated. The TimedOut event still carries the touched_at it was
+decided on, and the state machine still checks it, so replay is unchanged.
+
 Locking: the partitions' lock is held while reading or marking an owned partition's
 `timing_out`, never across a Postgres read or an append.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,12 +32,19 @@ from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import HeldJob, StoreUnavailableError
 from pinledger.service.observability import job_trace
+from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.partitions import Owned, Partitions
+from pinledger.service.ownership.sightings import Sightings
 from pinledger.service.ownership.spans import job_span, naming
+
+log = logging.getLogger(__name__)
 
 # At most this many claims are timed out per partition per run.
 TIMEOUT_LIMIT = 5000
+# The claims kept because this owner saw them touched lately: one line per partition
+# and run, a few a minute.
+_KEPT = RateLimitedLog(log, burst=3, window_s=60.0)
 
 
 def timed_out(
@@ -40,27 +54,39 @@ def timed_out(
     timeout_ms: int,
     limit: int = TIMEOUT_LIMIT,
     paused: Callable[[Owned, StoreUnavailableError], bool] = lambda _, __: False,
+    seen_now: float | None = None,
 ) -> list[tuple[Owned, list[HeldJob]]]:
     """The claims of serving partitions not renewed within `timeout_ms` whose timeout
     has not been appended yet, by partition (at most `limit` each), read from the
     store. Marks them as timing out (so the next run does not append them again); a
     mark goes once the store no longer shows the claim expired (its timeout projected).
     A partition whose store shard does not answer is left out when `paused` takes it
-    (Partitions.pause), else the error is the caller's."""
+    (Partitions.pause), else the error is the caller's. With `seen_now`, the owner's
+    monotonic time, a claim this owner saw made or renewed within the timeout is kept
+    whatever its touched_at says, and so is every claim of a partition assigned here
+    within it (sightings.py)."""
     batches: list[tuple[Owned, list[HeldJob]]] = []
     for owned in parts:
         if not owned.serving:
             continue
         with lock:
             pending = len(owned.timing_out)
+            recent = _recent(owned.sightings, seen_now, timeout_ms)
+        if recent is None:
+            continue  # assigned here lately: every claim has its full timeout still
         try:
             found = owned.store.expired_claims(
-                owned.queue, owned.partition, now - timeout_ms, limit + pending
+                owned.queue, owned.partition, now - timeout_ms, limit + pending + len(recent)
             )
         except StoreUnavailableError as exc:
             if paused(owned, exc):
                 continue
             raise
+        if recent:
+            kept = [h for h in found if h.job.local_id in recent]
+            if kept:
+                _kept(owned, kept, now)
+                found = [h for h in found if h.job.local_id not in recent]
         shown = {(h.job.local_id, h.job.touched_at) for h in found}
         with lock:
             fresh = [
@@ -72,6 +98,24 @@ def timed_out(
         if fresh:
             batches.append((owned, fresh))
     return batches
+
+
+def _recent(sightings: Sightings, seen_now: float | None, timeout_ms: int) -> set[int] | None:
+    return set() if seen_now is None else sightings.recent(seen_now, timeout_ms)
+
+
+def _kept(owned: Owned, kept: Sequence[HeldJob], now: int) -> None:
+    oldest = min(h.job.touched_at or now for h in kept)
+    _KEPT.warning(
+        "%s[%d]: kept %d claim(s) whose last touch is stamped up to %.0f s ago, past the "
+        "claim timeout, but which this owner saw made or renewed within it: the clock of "
+        "the server that took their heartbeats lags (check NTP on every server), or this "
+        "owner projects far behind the log",
+        owned.topic,
+        owned.partition,
+        len(kept),
+        (now - oldest) / 1000,
+    )
 
 
 class ClaimTimeouts:
@@ -101,6 +145,7 @@ class ClaimTimeouts:
             now,
             timeout_ms,
             paused=lambda owned, exc: partitions.pause((owned.topic, owned.partition), exc),
+            seen_now=partitions.clock.monotonic(),
         )
         appends: list[tuple[str, int, Sequence[Event]]] = [
             (owned.queue, owned.partition, decide_timeouts((h.job for h in held), now, timeout_ms))
