@@ -129,6 +129,7 @@ class Owner:
             catalog_stores=(
                 (lambda: tuple(store.stores.values())) if isinstance(store, ShardedStore) else None
             ),
+            monotonic=self.clock.monotonic,
         )
         self.claims = Claims(
             config.server_id, self.clock.now_ms(), self.partitions, writer, metrics
@@ -298,6 +299,13 @@ class Owner:
             return None
         exc = self.partitions.reload_error
         return "reloading its partitions" if exc is None else f"{type(exc).__name__}: {exc}"
+
+    def paused_partitions(self) -> dict[str, str]:
+        """The partitions paused at a record their store refuses or no release decodes
+        ("queue[partition]" -> the offset, why, and the command that skips it): the
+        server's other partitions serve, so /ready names them and stays ready (decision
+        0032)."""
+        return self.partitions.paused()
 
     @property
     def members_thread_alive(self) -> bool:
