@@ -13,11 +13,13 @@ import logging
 import pytest
 
 from pinledger.idl import pinlater
-from pinledger.ledger import codec
+from pinledger.ledger import codec, formats
 from pinledger.ledger.descriptor import JobDescriptor, local_id_for, parse
 from pinledger.ledger.events import Actor, Enqueued, Envelope, RecordSkipped
 from pinledger.ledger.log import Append, queue_topic
+from pinledger.projections.sharded_store import ShardedStore
 from pinledger.service.cli.skip_record import SkipRefusedError, skip
+from pinledger.service.moves import Mover
 from pinledger.service.ownership.paused import PAUSED_GAUGE, RETRY_FIRST_S
 from pinledger.service.testing.runtime import GONE, TEST_CONFIG, Node, Runtime, job, wait_until
 
@@ -82,7 +84,7 @@ def _dequeued(rt: Runtime, node: Node, queue: str, wanted: set[str]) -> dict[str
 def _skip(rt: Runtime, offset: int) -> str:
     return skip(
         rt.log,
-        rt.store,
+        rt.ledger_store,
         CONFIG.topic_prefix,
         RecordSkipped("mail", 0, offset, "poison: a test"),
         OPERATOR,
@@ -153,6 +155,36 @@ def test_a_server_taking_the_partition_over_passes_over_the_skipped_record() -> 
         rt.wait_serving("mail", 2, [third])
         _dequeued(rt, third, "mail", set(before) | set(after))
         assert third.owner.paused_partitions() == {}
+
+
+def test_on_store_shards_the_partition_pauses_alone_and_moves_past_its_skipped_record() -> None:
+    """On two store shards alike (decision 0031): the partition on shard a pauses while
+    the others serve, resumes once skipped, and a move of it to shard b replays its log
+    into b passing over the record."""
+    with Runtime(CONFIG, shards=2) as rt:
+        for shard in rt.shards.values():
+            shard.refuse_text_containing("\x00")
+        node = _start(rt)
+        before, offset, after = _poisoned(rt, NUL)
+        _paused_at(node, offset)
+        assert sorted(node.serving()) == [("mail", 1), ("other", 0), ("other", 1)]
+        _skip(rt, offset)
+        wait_until(lambda: not node.owner.paused_partitions(), "the partition to resume")
+        _dequeued(rt, node, "mail", set(before) | set(after))
+
+        assert isinstance(rt.ledger_store, ShardedStore) and rt.shard_map is not None
+        assert rt.store.queues()[0].shard_of(0) == "a"
+        rt.writer.follow_format(formats.LATEST)
+        said: list[str] = []
+        mover = Mover(rt.ledger_store, rt.log, rt.writer, rt.shard_map, GONE, said.append, 0.2)
+        mover.move("mail", 0, "b", rt.clock.now_ms)
+        assert rt.store.queues()[0].shard_of(0) == "b"
+        topic = queue_topic(CONFIG.topic_prefix, "mail")
+        end = rt.log.end_offset(topic, 0)
+        assert rt.shards["b"].offsets([(topic, 0)]) == {(topic, 0): end}
+        # Served from b from now on.
+        [late] = rt.writer.enqueue("mail", 0, [Enqueued(b"late", 1, 0, 3)], 0, GONE)
+        _dequeued(rt, node, "mail", {str(late)})
 
 
 def test_skip_record_refuses_what_it_cannot_skip() -> None:
