@@ -5,6 +5,8 @@ Postgres, MariaDB and the FakeStore alike."""
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 
 from pinledger.ledger import codec, formats
@@ -30,6 +32,7 @@ from pinledger.projections.projector import (
 from pinledger.projections.replay import replay
 from pinledger.projections.skips import REASON_CHARS, skips_of
 from pinledger.projections.store import (
+    ImportedJob,
     LedgerStore,
     PartitionBatch,
     StoreError,
@@ -208,3 +211,26 @@ def test_a_replay_of_a_log_with_a_skipped_record_is_identical_to_the_live_tables
     assert report.identical, report.diffs
     assert verify(store, log, PREFIX, Scope()).identical
     assert scratch.skipped_records("q", 0) == {bad: "garbage"}
+
+
+def test_a_value_too_large_for_an_index_is_a_refusal_where_it_is_refused(
+    store: LedgerStore, store_kind: str
+) -> None:
+    """An imported job's PinLater descriptor too long for the index over it: Postgres
+    refuses the row (SQLSTATE 54, "program limit exceeded", which psycopg calls an
+    operational error) as it would every time: a refusal, never an unavailable store
+    (one record would otherwise stall every partition of a server). MariaDB and the
+    FakeStore keep it."""
+    store.offset("t", 0)
+    job = _refused_batch(store_kind)[0].upserts[0]._replace(custom_status="")
+    descriptor = secrets.token_hex(5000)  # 10,000 characters that hardly compress
+    batch = PartitionBatch(
+        "q", "t", 0, 0, 1, upserts=[job], imported={0: ImportedJob(descriptor, 1)}
+    )
+    if store_kind != "postgres":
+        store.commit_partition_batch(batch)
+        return
+    with pytest.raises(StoreError, match="index row requires") as refused:
+        store.commit_partition_batch(batch)
+    assert not isinstance(refused.value, StoreUnavailableError)
+    assert store.offset("t", 0) == 0
