@@ -609,14 +609,15 @@ class Partitions:
 
     def _skips_projected(self, skips: Sequence[RecordSkipped]) -> None:
         """Skips the catalog projection committed: a partition paused at one of them is
-        tried again at once; an owned one that has not reached it passes over it."""
+        tried again in this pass (`retry_paused`, after the pass's records: this poll's
+        records of it begin past the offset it was paused at, and must not be applied
+        to it adopted again); an owned one that has not reached it passes over it."""
         for skip in skips:
             key = (queue_topic(self.prefix, skip.name), skip.partition)
             owned = self.owned.get(key)
             if owned is not None and owned.projector.next_offset <= skip.offset:
                 owned.projector.skips.setdefault(skip.offset, stored_reason(skip.reason))
-            if self.pauses.try_now(key) and key not in self.owned:
-                self.retry_paused()
+            self.pauses.try_now(key)
 
     def paused(self) -> dict[str, str]:
         """The partitions paused here, "queue[partition]" -> what and what to do (any
