@@ -592,8 +592,17 @@ class Partitions:
             self._adopt_placed(key, None, self.end_offsets([key]).get(key, 0))
 
     def retry_paused(self) -> None:
-        """Adopt again the paused partitions whose next try has come (owner thread, each
-        pass): each projects its paused record alone first."""
+        """Adopt again the paused partitions whose next try has come, or whose record
+        their store says was skipped (owner thread, each pass): each projects its paused
+        record alone first."""
+        for paused in self.pauses.to_check():
+            key = (queue_topic(self.prefix, paused.queue), paused.partition)
+            try:
+                skipped = self.store.skipped_records(paused.queue, paused.partition)
+            except StoreError:
+                continue  # asked again later; the backoff's tries go on meanwhile
+            if paused.offset in skipped:
+                self.pauses.try_now(key)
         due = self.pauses.due()
         if not due:
             return

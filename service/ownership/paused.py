@@ -14,8 +14,9 @@ partition; the server's other partitions go on projecting and serving in the sam
   that skips the record, exported as `pinledger_partition_paused{queue,partition}` and
   named by `/ready`. It is tried again by itself every `RETRY_FIRST_S`, doubling to
   `RETRY_MAX_S` (a refusal may not be permanent: a column widened, a constraint fixed),
-  and at once when the catalog projects a skip of one of its records; it resumes, with
-  one line, once its projection passes the offset.
+  and at once when a skip of its record is projected (seen in this server's catalog
+  projection, or in its store every `SKIP_CHECK_S` when another server owns the
+  catalog); it resumes, with one line, once its projection passes the offset.
 
 State: the owner thread's alone, except `paused`, replaced whole on each change and
 read by other threads (the admin port's /ready) without a lock.
@@ -40,6 +41,9 @@ Key = PartitionKey
 # to the most.
 RETRY_FIRST_S = 5.0
 RETRY_MAX_S = 60.0
+# How often a paused partition's store is asked whether its record was skipped: the
+# catalog's owner, which projects the skip, may be another server.
+SKIP_CHECK_S = 2.0
 # How much of the store's or the codec's words a log line and /ready hold.
 WHY_CHARS = 300
 PAUSED_GAUGE = "pinledger_partition_paused"
@@ -85,6 +89,8 @@ class Pauses:
         self.paused: Mapping[Key, Paused] = MappingProxyType({})
         # Partitions projecting one record per commit, up to (excluding) this offset.
         self._narrowing: dict[Key, int] = {}
+        # When each paused partition's store was last asked for its skips.
+        self._checked: dict[Key, float] = {}
 
     # -- narrowing -------------------------------------------------------------------
 
@@ -177,6 +183,17 @@ class Pauses:
         now = self.monotonic()
         return sorted(key for key, p in self.paused.items() if p.retry_at <= now)
 
+    def to_check(self) -> list[Paused]:
+        """The paused partitions whose store is due to be asked whether their record was
+        skipped (every SKIP_CHECK_S each)."""
+        now = self.monotonic()
+        due = []
+        for key, paused in sorted(self.paused.items()):
+            if now - self._checked.get(key, now - SKIP_CHECK_S) >= SKIP_CHECK_S:
+                self._checked[key] = now
+                due.append(paused)
+        return due
+
     def retrying(self, key: Key) -> None:
         """`key` is adopted again for a try: its paused record alone first."""
         paused = self.paused.get(key)
@@ -208,6 +225,7 @@ class Pauses:
             self._remove(key)
 
     def _remove(self, key: Key) -> None:
+        self._checked.pop(key, None)
         paused = self.paused[key]
         self.paused = MappingProxyType({k: p for k, p in self.paused.items() if k != key})
         self.metrics.set_gauge(

@@ -32,11 +32,11 @@ GARBAGE = "undecodable"
 NUL = "nul"
 
 
-def _poisoned(rt: Runtime, kind: str) -> tuple[list[str], int, list[str]]:
-    """Queue "mail" partition 0: two records of good jobs, the poison record, two more;
+def _poisoned(rt: Runtime, kind: str, queue: str = "mail") -> tuple[list[str], int, list[str]]:
+    """The queue's partition 0: two records of good jobs, the poison record, two more;
     appended at once, so an owner finds them in one batch. Returns the descriptors
     before the poison, its offset, the descriptors after."""
-    topic = queue_topic(CONFIG.topic_prefix, "mail")
+    topic = queue_topic(CONFIG.topic_prefix, queue)
 
     def enqueue(body: bytes, status: str = "") -> bytes:
         return codec.encode(Envelope(rt.clock.now_ms(), GONE, (Enqueued(body, 1, 0, 3, status),)))
@@ -45,7 +45,7 @@ def _poisoned(rt: Runtime, kind: str) -> tuple[list[str], int, list[str]]:
     values = [enqueue(b"before 1"), enqueue(b"before 2"), poison]
     values += [enqueue(b"after 1"), enqueue(b"after 2")]
     offsets = rt.log.append([Append(topic, 0, v) for v in values])
-    named = [str(JobDescriptor("mail", 0, 1, local_id_for(o, 0))) for o in offsets]
+    named = [str(JobDescriptor(queue, 0, 1, local_id_for(o, 0))) for o in offsets]
     return named[:2], offsets[2], named[3:]
 
 
@@ -59,15 +59,15 @@ def _start(rt: Runtime) -> Node:
     return node
 
 
-def _paused_at(node: Node, offset: int) -> None:
+def _paused_at(node: Node, offset: int, queue: str = "mail") -> None:
     wait_until(
-        lambda: "mail[0]" in node.owner.paused_partitions(),
-        "queue mail's partition 0 to pause",
+        lambda: f"{queue}[0]" in node.owner.paused_partitions(),
+        f"queue {queue}'s partition 0 to pause",
     )
-    said = node.owner.paused_partitions()["mail[0]"]
+    said = node.owner.paused_partitions()[f"{queue}[0]"]
     assert said.startswith(f"paused at offset {offset}: ")
-    assert f"pinledger skip-record --queue mail --partition 0 --offset {offset}" in said
-    assert node.metrics.snapshot_gauge(PAUSED_GAUGE, queue="mail", partition="0") == 1.0
+    assert f"pinledger skip-record --queue {queue} --partition 0 --offset {offset}" in said
+    assert node.metrics.snapshot_gauge(PAUSED_GAUGE, queue=queue, partition="0") == 1.0
 
 
 def _dequeued(rt: Runtime, node: Node, queue: str, wanted: set[str]) -> dict[str, bytes]:
@@ -81,12 +81,12 @@ def _dequeued(rt: Runtime, node: Node, queue: str, wanted: set[str]) -> dict[str
     return got
 
 
-def _skip(rt: Runtime, offset: int) -> str:
+def _skip(rt: Runtime, offset: int, queue: str = "mail") -> str:
     return skip(
         rt.log,
         rt.ledger_store,
         CONFIG.topic_prefix,
-        RecordSkipped("mail", 0, offset, "poison: a test"),
+        RecordSkipped(queue, 0, offset, "poison: a test"),
         OPERATOR,
         rt.clock.now_ms,
         lambda _: None,
@@ -155,6 +155,29 @@ def test_a_server_taking_the_partition_over_passes_over_the_skipped_record() -> 
         rt.wait_serving("mail", 2, [third])
         _dequeued(rt, third, "mail", set(before) | set(after))
         assert third.owner.paused_partitions() == {}
+
+
+def test_the_owner_resumes_within_seconds_when_another_server_projects_the_skip() -> None:
+    """The catalog's owner projects the skip; the paused partition's owner, another
+    server, sees it in its store within SKIP_CHECK_S, before its next try is due."""
+    with Runtime(CONFIG) as rt:
+        rt.store.refuse_text_containing("\x00")
+        first = _start(rt)
+        second = rt.node()
+        # Sticky: the first keeps the catalog and "mail", the second takes "other".
+        rt.wait_serving("other", 2, [second])
+        assert first.owner.partitions.catalog is not None
+        assert second.owner.partitions.catalog is None
+        before, offset, after = _poisoned(rt, NUL, "other")
+        _paused_at(second, offset, "other")
+        key = (queue_topic(CONFIG.topic_prefix, "other"), 0)
+        next_try = second.owner.partitions.pauses.paused[key].retry_at
+        _skip(rt, offset, "other")
+        rt.advance_until(
+            lambda: not second.owner.paused_partitions(), "the partition to resume", step_s=0.05
+        )
+        assert rt.clock.monotonic() < next_try
+        _dequeued(rt, second, "other", set(before) | set(after))
 
 
 def test_on_store_shards_the_partition_pauses_alone_and_moves_past_its_skipped_record() -> None:
