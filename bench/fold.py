@@ -49,6 +49,9 @@ class _NoStore:
     def load_jobs(self, queue: str, partition: int, ids: Iterable[int]) -> dict[int, Job]:
         return {}
 
+    def skipped_records(self, queue: str, partition: int) -> dict[int, str]:
+        return {}
+
     def commit_partition_batch(self, batch: PartitionBatch) -> None:
         pass
 

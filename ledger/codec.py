@@ -39,6 +39,7 @@ from pinledger.ledger.events import (
     QueueCreated,
     QueueDeleted,
     QueueResized,
+    RecordSkipped,
     Retried,
     Succeeded,
     TimedOut,
@@ -72,6 +73,7 @@ EVENT_TAGS: dict[type[Event], str] = {
     PartitionsRetired: "qret",
     PartitionPlaced: "qplace",
     PartitionMoved: "qmove",
+    RecordSkipped: "qskip",
     FormatRaised: "fmt",
 }
 
@@ -169,6 +171,7 @@ def _encode_event(event: Event) -> dict[str, Any]:
             | PartitionsRetired()
             | PartitionPlaced()
             | PartitionMoved()
+            | RecordSkipped()
             | FormatRaised()
         ):
             return _encode_catalog_event(event)
@@ -210,6 +213,14 @@ def _encode_catalog_event(event: CatalogEvent) -> dict[str, Any]:
                 "from": event.source,
                 "s": event.shard,
                 "o": event.offset,
+            }
+        case RecordSkipped():
+            return {
+                "t": EVENT_TAGS[RecordSkipped],
+                "q": event.name,
+                "p": event.partition,
+                "o": event.offset,
+                "why": event.reason,
             }
         case FormatRaised():
             return {"t": EVENT_TAGS[FormatRaised], "f": event.format}
@@ -301,6 +312,12 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
         source=_field(o, "from", str),
         shard=_field(o, "s", str),
         offset=_field(o, "o", int),
+    ),
+    "qskip": lambda o: RecordSkipped(
+        name=_field(o, "q", str),
+        partition=_field(o, "p", int),
+        offset=_field(o, "o", int),
+        reason=_field(o, "why", str),
     ),
     "fmt": lambda o: FormatRaised(format=_field(o, "f", int)),
 }

@@ -192,6 +192,21 @@ class PartitionMoved:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordSkipped:
+    """The record at `offset` of the queue's partition `partition` is never applied
+    (ledger format 3 and later): `pinledger skip-record` appends it for a record no store
+    commits (Postgres refuses a NUL in text) or no release decodes, which would otherwise
+    stall its partition for good. Every projection (the owners', a replay, a move, the
+    verify) passes over the record as if it held no event; the first skip of an offset
+    stands. `reason` says why, in the operator's words."""
+
+    name: str
+    partition: int
+    offset: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class FormatRaised:
     """The cluster's ledger format, raised by `pinledger upgrade-format` (or recorded when
     a catalog is created): from this record on, servers write records of this format
@@ -219,6 +234,7 @@ QueueEvent = (
     | PartitionsRetired
     | PartitionPlaced
     | PartitionMoved
+    | RecordSkipped
 )
 # Where a partition's projection is: its first placement, and its moves.
 Placement = PartitionPlaced | PartitionMoved

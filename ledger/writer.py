@@ -30,6 +30,7 @@ from pinledger.ledger.events import (
     QueueCreated,
     QueueDeleted,
     QueueResized,
+    RecordSkipped,
 )
 from pinledger.ledger.group_commit import GroupCommit, Part
 from pinledger.ledger.log import (
@@ -172,6 +173,19 @@ class LedgerWriter:
                 "every server runs this release (README, Upgrading)"
             )
         self._append_catalog(move, at, actor)
+
+    def skip_record(self, skip: RecordSkipped, at: int, actor: Actor) -> None:
+        """Record that a queue record is never applied (`pinledger skip-record`), on a
+        cluster whose ledger format has skips (format 3): a server of an older release
+        would not read the catalog record, and would stall on the skipped one."""
+        check_queue_name(skip.name)
+        if self.cluster_format < formats.SKIPS:
+            raise formats.FormatTooOldError(
+                f"skipping a record needs ledger format {formats.SKIPS}; the cluster writes "
+                f"format {self.cluster_format}: run `pinledger upgrade-format` once every "
+                "server runs this release (README, Upgrading)"
+            )
+        self._append_catalog(skip, at, actor)
 
     def delete_queue(self, name: str, at: int, actor: Actor) -> None:
         """Record the deletion first, so projections drop the queue's rows, then delete

@@ -13,6 +13,7 @@ partition (`HistoryScanLimitError` says so and how far it got).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from pinledger.ledger import codec
@@ -48,15 +49,19 @@ class LogScan:
 
 
 class _Fold:
-    """The job's rows as the projector would have written them."""
+    """The job's rows as the projector would have written them (passing over the records
+    an operator skipped, at `skipped` offsets)."""
 
-    def __init__(self, job: JobDescriptor) -> None:
+    def __init__(self, job: JobDescriptor, skipped: Collection[int] = frozenset()) -> None:
         self.job = job
+        self.skipped = skipped
         self.rows: list[EventRow] = []
         self.current: Job | None = None
         self.collected = False
 
     def record(self, record: LogRecord) -> None:
+        if record.offset in self.skipped:
+            return
         for part in codec.decode_parts(record.value, record.headers):
             if self._part(record.offset, part):
                 return
@@ -84,8 +89,11 @@ class _Fold:
         return False
 
 
-def _enqueued_here(record: LogRecord, job: JobDescriptor) -> bool:
-    """Whether the record at the descriptor's offset enqueued the job."""
+def _enqueued_here(record: LogRecord, job: JobDescriptor, skipped: Collection[int]) -> bool:
+    """Whether the record at the descriptor's offset enqueued the job (a skipped record
+    enqueued nothing)."""
+    if record.offset in skipped:
+        return False
     events = codec.record_events(record.value, record.headers)
     return job.index < len(events) and isinstance(events[job.index], Enqueued)
 
@@ -98,26 +106,39 @@ def has_enqueue(job: JobDescriptor, rows: list[EventRow]) -> bool:
 
 
 def job_rows(
-    rows: list[EventRow], log: Log, topic: str, job: JobDescriptor, max_records: int
+    rows: list[EventRow],
+    log: Log,
+    topic: str,
+    job: JobDescriptor,
+    max_records: int,
+    skipped: Callable[[], Collection[int]] = frozenset,
 ) -> list[EventRow]:
     """The job's timeline: the store's `rows` when they hold its enqueue, else the
     log's (the retention dropped the oldest rows); the store's rows again when the
-    log says the descriptor never named an enqueued job (rejected events naming it)."""
+    log says the descriptor never named an enqueued job (rejected events naming it).
+    `skipped`: the offsets of the partition's records an operator skipped (decision
+    0032), read only when the log is."""
     if has_enqueue(job, rows):
         return rows
-    scan = read_history(log, topic, job, max_records)
+    scan = read_history(log, topic, job, max_records, skipped())
     return scan.rows if scan.rows else rows
 
 
-def read_history(log: Log, topic: str, job: JobDescriptor, max_records: int) -> LogScan:
-    """The job's timeline rows from the log. Raises HistoryGoneError when the log no
-    longer starts at or before the job's enqueue, HistoryScanLimitError when
-    `max_records` records were read before the job's end, LogError when the log
-    cannot be read."""
+def read_history(
+    log: Log,
+    topic: str,
+    job: JobDescriptor,
+    max_records: int,
+    skipped: Collection[int] = frozenset(),
+) -> LogScan:
+    """The job's timeline rows from the log, passing over the records at `skipped`
+    offsets as the projection does. Raises HistoryGoneError when the log no longer
+    starts at or before the job's enqueue, HistoryScanLimitError when `max_records`
+    records were read before the job's end, LogError when the log cannot be read."""
     end = log.end_offset(topic, job.partition)
     if job.offset >= end:
         return LogScan([], 0)
-    fold = _Fold(job)
+    fold = _Fold(job, skipped)
     read = 0
     idle = 0
     reader = log.reader([Position(topic, job.partition, job.offset)])
@@ -145,7 +166,7 @@ def read_history(log: Log, topic: str, job: JobDescriptor, max_records: int) -> 
                             f"offset {record.offset}, after its enqueue at {job.offset} "
                             "(the topic's retention)"
                         )
-                    if not _enqueued_here(record, job):
+                    if not _enqueued_here(record, job, skipped):
                         return LogScan([], 1)
                 fold.record(record)
                 read += 1

@@ -29,9 +29,11 @@ from pinledger.ledger.events import (
     QueueCreated,
     QueueDeleted,
     QueueResized,
+    RecordSkipped,
 )
 from pinledger.ledger.log import Log, LogRecord, Position, Reader, catalog_topic, queue_topic
 from pinledger.ledger.state import FINISHED, Job, Stamp, Verdict, event_local_id, evolve
+from pinledger.projections.skips import Skips, catalog_skips, stored_reason
 from pinledger.projections.store import (
     ImportedJob,
     PartitionBatch,
@@ -123,7 +125,13 @@ class UnfinishedJobs:
 class PartitionProjector:
     """Projects one partition of one queue. The jobs its `cache` holds are read from
     memory; others are loaded from the projection when an event names them (by default
-    every unfinished job stays cached)."""
+    every unfinished job stays cached).
+
+    The records an operator skipped (`skips`, offset -> why: decision 0032) are passed
+    over: the offset moves past them and nothing of them is applied, not even a
+    timeline row (the record may name no job, or hold what the store refuses; the
+    catalog's `skipped_records` are its trace). By default they are read from the
+    store's catalog projection; what reads the catalog from the log passes them."""
 
     def __init__(
         self,
@@ -135,6 +143,7 @@ class PartitionProjector:
         listener: Listener | None = None,
         observer: Observer | None = None,
         cache: JobCache | None = None,
+        skips: Mapping[int, str] | None = None,
     ) -> None:
         self.store = store
         self.listener = listener
@@ -147,19 +156,22 @@ class PartitionProjector:
         self.next_offset = store.offset(topic, partition)
         self.done = False
         self.cache: JobCache = UnfinishedJobs() if cache is None else cache
+        self.skips: dict[int, str] = dict(
+            store.skipped_records(queue, partition) if skips is None else skips
+        )
 
     def apply(self, records: Sequence[LogRecord]) -> int:
         """Project records of this partition (in offset order); returns how many events
         were applied or rejected. Records below `next_offset` are redeliveries: skipped."""
-        fresh = self._fresh(records)
-        if not fresh:
+        fresh, end = self._fresh(records)
+        if end is None:
             return 0
         batch = PartitionBatch(
             queue=self.queue,
             topic=self.topic,
             partition=self.partition,
             expected_offset=self.next_offset,
-            next_offset=fresh[-1][0].offset + 1,
+            next_offset=end,
         )
         self._transitions = []  # a failed commit's transitions are not told
         before, working = self._fold(fresh, batch)
@@ -192,19 +204,38 @@ class PartitionProjector:
         self.cache.absorb(working)
         return len(batch.events)
 
-    def _fresh(self, records: Sequence[LogRecord]) -> list[tuple[LogRecord, codec.Part]]:
+    def _fresh(
+        self, records: Sequence[LogRecord]
+    ) -> tuple[list[tuple[LogRecord, codec.Part]], int | None]:
         """The envelopes of the records not yet projected, within the bound (a group
-        record's envelopes are bounded one by one: each has its own time)."""
+        record's envelopes are bounded one by one: each has its own time), and the
+        offset the batch ends before (None: nothing to commit). A skipped record is
+        not decoded: it ends the batch after it all the same."""
         fresh: list[tuple[LogRecord, codec.Part]] = []
+        end: int | None = None
         for record in records:
             if record.offset < self.next_offset or self.done:
+                continue
+            if record.offset in self.skips:
+                if self.bound.offset is not None and record.offset >= self.bound.offset:
+                    self.done = True
+                    break
+                log.info(
+                    "%s[%d]@%d passed over: an operator skipped it (%s)",
+                    self.topic,
+                    self.partition,
+                    record.offset,
+                    self.skips[record.offset] or "no reason given",
+                )
+                end = record.offset + 1
                 continue
             for part in codec.decode_parts(record.value, record.headers):
                 if self.bound.excludes(record.offset, part.envelope.at):
                     self.done = True
-                    return fresh
+                    return fresh, end
                 fresh.append((record, part))
-        return fresh
+                end = record.offset + 1
+        return fresh, end
 
     def _fold(
         self, fresh: list[tuple[LogRecord, codec.Part]], batch: PartitionBatch
@@ -281,6 +312,8 @@ class CatalogProjector:
         self.bound = bound
         self.next_offset = store.start_offset(self.topic, 0)
         self.done = False
+        # Skipped records committed and not taken yet (`take_skipped`).
+        self.skipped: list[RecordSkipped] = []
 
     def apply(self, records: Sequence[LogRecord]) -> bool:
         """Project catalog records; True when the queues changed (their set, sizes or
@@ -295,16 +328,28 @@ class CatalogProjector:
             if self.bound.excludes(record.offset, envelope.at):
                 self.done = True
                 break
-            if last is not None and pending.sizes and _sizes_queues(envelope):
+            skips = _skips_records(envelope)
+            if last is not None and (skips or (pending.sizes and _sizes_queues(envelope))):
                 # Resizes and retirements of one batch commit in the order they were
-                # appended (a retirement holds only for partitions still closed).
+                # appended (a retirement holds only for partitions still closed); so do
+                # skips (one holds for a queue's partitions as they are when it comes).
                 changed = self._commit(pending, last) or changed
                 pending = _CatalogBatch(gone=pending.gone)
             last = record.offset
             pending.add(envelope, self.prefix)
+            if skips:
+                changed = self._commit(pending, last) or changed
+                pending = _CatalogBatch(gone=pending.gone)
+                last = None
         if last is None:
             return changed
         return self._commit(pending, last) or changed
+
+    def take_skipped(self) -> list[RecordSkipped]:
+        """The skipped records committed since the last call (an owner re-adopts a
+        partition paused at one of them)."""
+        taken, self.skipped = self.skipped, []
+        return taken
 
     def _commit(self, batch: _CatalogBatch, last: int) -> bool:
         self.store.commit_catalog(
@@ -316,8 +361,10 @@ class CatalogProjector:
             batch.resized,
             batch.retired,
             batch.placed,
+            batch.skipped,
         )
         self.next_offset = last + 1
+        self.skipped.extend(batch.skipped)
         return bool(batch.created or batch.deleted or batch.sizes or batch.placed)
 
 
@@ -385,6 +432,11 @@ class CatalogProjectors:
                 self._set_aside(projector.store, exc)
         return changed
 
+    def take_skipped(self) -> list[RecordSkipped]:
+        """The skipped records any shard committed since the last call, once each."""
+        found = [skip for projector in self.projectors for skip in projector.take_skipped()]
+        return list(dict.fromkeys(found))
+
     def revive(self) -> bool:
         """Try again the shards set aside whose time has come; True when one answered
         (read the catalog again from `next_offset`: it starts behind)."""
@@ -401,6 +453,10 @@ def _sizes_queues(envelope: Envelope) -> bool:
     return any(isinstance(e, QueueResized | PartitionsRetired) for e in envelope.events)
 
 
+def _skips_records(envelope: Envelope) -> bool:
+    return any(isinstance(e, RecordSkipped) for e in envelope.events)
+
+
 @dataclass
 class _CatalogBatch:
     """Catalog changes to commit in one transaction."""
@@ -411,6 +467,8 @@ class _CatalogBatch:
     # Placements apply after the batch's creations and resizes: a record that creates or
     # grows a queue places its new partitions.
     placed: list[Placement] = field(default_factory=list)
+    # Skipped records (decision 0032), each in a batch of its own record's events.
+    skipped: list[RecordSkipped] = field(default_factory=list)
     deleted: list[tuple[str, str]] = field(default_factory=list)
     # Queues deleted in this batch and not created again since: a resize or retirement
     # of one names no queue (the fold ignores it), though the store would apply it to a
@@ -436,12 +494,15 @@ class _CatalogBatch:
                 isinstance(event, PartitionPlaced | PartitionMoved) and event.name not in self.gone
             ):
                 self.placed.append(event)
+            elif isinstance(event, RecordSkipped) and event.name not in self.gone:
+                self.skipped.append(event)
             elif isinstance(event, QueueDeleted):
                 # A deletion cancels an earlier creation or resize in the same batch.
                 self.created = [c for c in self.created if c[0].name != event.name]
                 self.resized = [r for r in self.resized if r[0].name != event.name]
                 self.retired = [r for r in self.retired if r.name != event.name]
                 self.placed = [p for p in self.placed if p.name != event.name]
+                self.skipped = [k for k in self.skipped if k.name != event.name]
                 self.deleted.append((event.name, queue_topic(prefix, event.name)))
                 self.gone.add(event.name)
 
@@ -487,12 +548,18 @@ class ProjectionRunner:
         prefix: str,
         scope: Scope | None = None,
         max_records: int = 5000,
+        skips: Skips | None = None,
     ) -> None:
         self.store = store
         self.log = log_
         self.prefix = prefix
         self.scope = scope or Scope()
         self.max_records = max_records
+        # The records an operator skipped, from the whole catalog before any partition
+        # is projected: records arrive in no order across partitions, so a partition's
+        # skipped record may come before the catalog's record that skips it (the
+        # scratch store's own catalog projection would then not have it yet).
+        self.skips: Skips = catalog_skips(log_, prefix) if skips is None else skips
         # Catalog offsets are unrelated to queue partition offsets: bound it by time only.
         self.catalog = CatalogProjector(store, prefix, Bound(at=self.scope.bound.at))
         self.partitions: dict[tuple[str, int], PartitionProjector] = {}
@@ -512,7 +579,12 @@ class ProjectionRunner:
         for (topic, partition), queue in wanted.items():
             if (topic, partition) not in self.partitions:
                 self.partitions[(topic, partition)] = PartitionProjector(
-                    self.store, queue, topic, partition, self.scope.bound_for(topic, partition)
+                    self.store,
+                    queue,
+                    topic,
+                    partition,
+                    self.scope.bound_for(topic, partition),
+                    skips=self.skips.get((queue, partition), {}),
                 )
         if self._reader is not None:
             self._reader.close()
@@ -537,7 +609,19 @@ class ProjectionRunner:
                 applied += projector.apply(sorted(batch, key=lambda r: r.offset))
         if catalog_records and self.catalog.apply(sorted(catalog_records, key=lambda r: r.offset)):
             self._sync_partitions()
+        for skip in self.catalog.take_skipped():
+            self._skipped(skip)
         return applied
+
+    def _skipped(self, skip: RecordSkipped) -> None:
+        """A skip appended while the runner runs (`pinledger project`): its partition's
+        projector passes over the record from now on (one that is past it already
+        applied it)."""
+        reason = stored_reason(skip.reason)
+        self.skips.setdefault((skip.name, skip.partition), {}).setdefault(skip.offset, reason)
+        projector = self.partitions.get((queue_topic(self.prefix, skip.name), skip.partition))
+        if projector is not None:
+            projector.skips.setdefault(skip.offset, reason)
 
     def lag(self) -> dict[tuple[str, int], int]:
         """Records not yet projected, per partition (bounded partitions that are done

@@ -24,6 +24,7 @@ _COMPARED = (
     ("jobs", "queue", "partition"),
     ("job_events", "queue", "partition"),
     ("imported_descriptors", "queue", "partition"),
+    ("skipped_records", "queue", "partition"),
 )
 
 

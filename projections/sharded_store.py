@@ -47,7 +47,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.events import PartitionsRetired, Placement
+from pinledger.ledger.events import PartitionsRetired, Placement, RecordSkipped
 from pinledger.ledger.log import queue_of_topic
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.day_partitions import DayPartition
@@ -457,6 +457,10 @@ class ShardedStore:
     def commit_partition_batch(self, batch: PartitionBatch) -> None:
         self.store_for(batch.queue, batch.partition).commit_partition_batch(batch)
 
+    def skipped_records(self, queue: str, partition: int) -> dict[int, str]:
+        # Every shard projects the catalog: the partition's own shard answers.
+        return self.store_for(queue, partition).skipped_records(queue, partition)
+
     def remove_partition(self, queue: str, topic: str, partition: int, limit: int) -> int:
         """A batch of the partition's rows left on the shards it is not placed on (where
         it moved from, or a move's target that was abandoned); never its placed shard's."""
@@ -474,13 +478,22 @@ class ShardedStore:
         resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
         retired: Sequence[PartitionsRetired] = (),
         placed: Sequence[Placement] = (),
+        skipped: Sequence[RecordSkipped] = (),
     ) -> None:
         # Every shard holds the catalog. In order, home first, one after the other: for
         # stores at the same catalog offset (a replay into new schemas); live servers run
         # one CatalogProjector per shard, each from its own offset.
         for store in self._stores.values():
             store.commit_catalog(
-                topic, expected_offset, next_offset, created, deleted, resized, retired, placed
+                topic,
+                expected_offset,
+                next_offset,
+                created,
+                deleted,
+                resized,
+                retired,
+                placed,
+                skipped,
             )
         # The queues or placements may have changed: the next call reads them again.
         self.forget_placements()

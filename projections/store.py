@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.events import PartitionsRetired, Placement
+from pinledger.ledger.events import PartitionsRetired, Placement, RecordSkipped
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.day_partitions import DayPartition
 
@@ -427,14 +427,23 @@ class ProjectorStore(Protocol):
         resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
         retired: Sequence[PartitionsRetired] = (),
         placed: Sequence[Placement] = (),
+        skipped: Sequence[RecordSkipped] = (),
     ) -> None:
         """Apply queue creations (row, partition topics to start at offset 0),
-        deletions (queue name, its topic: its jobs, timeline, offsets and placements go
-        too) and resizes (row with the new partition count, after deletions and
-        creations: a queue only grows here, its new partitions start at offset 0), then
-        retirements (of partitions still closed) and placements (of partitions the queue
-        has and that were not placed yet: `QueueRow.shards`; a move, of a partition still
-        on the shard it names) with the catalog offset, by the same compare-and-set."""
+        deletions (queue name, its topic: its jobs, timeline, offsets, placements and
+        skipped records go too) and resizes (row with the new partition count, after
+        deletions and creations: a queue only grows here, its new partitions start at
+        offset 0), then retirements (of partitions still closed), placements (of
+        partitions the queue has and that were not placed yet: `QueueRow.shards`; a
+        move, of a partition still on the shard it names) and skipped records (of
+        partitions the queue has; the first skip of an offset stands; the reason as
+        projections/skips.py `stored_reason` keeps it) with the catalog offset, by the
+        same compare-and-set."""
+        ...
+
+    def skipped_records(self, queue: str, partition: int) -> dict[int, str]:
+        """The partition's records an operator skipped (`RecordSkipped` projected from
+        the catalog, decision 0032): offset -> reason. A projector passes over them."""
         ...
 
     def remove_partition(self, queue: str, topic: str, partition: int, limit: int) -> int:

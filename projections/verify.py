@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from pinledger.ledger import codec
 from pinledger.ledger.log import Log, LogRecord, Position, catalog_topic, queue_topic
@@ -27,6 +27,7 @@ from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.prefetch import Prefetched
 from pinledger.projections.projector import Scope
 from pinledger.projections.replay import ReplayReport
+from pinledger.projections.skips import catalog_skips
 from pinledger.projections.store import LedgerStore, QueueRow, ReadStore
 from pinledger.projections.verify_fold import (
     IdRange,
@@ -64,6 +65,8 @@ class PartitionTask:
     partition: int
     # The live projection's next offset: the records compared end before it.
     end: int
+    # The offsets of the records an operator skipped (decision 0032): passed over.
+    skipped: frozenset[int] = frozenset()
 
 
 @dataclass(slots=True)
@@ -122,7 +125,7 @@ def verify_partition(
     id_range = IdRange()
     while True:
         result.passes += 1
-        fold = PartitionFold(id_range, max_jobs)
+        fold = PartitionFold(id_range, max_jobs, task.skipped)
         events_diff = TableDiff("job_events")
         # Both sides of both tables are read ahead, each in a thread: the log's fetches and
         # Postgres's sorts overlap the fold.
@@ -167,7 +170,7 @@ def verify_settled(
         now = store.offsets([key]).get(key, 0)
         if now == task.end:
             break
-        task = PartitionTask(task.queue, task.topic, task.partition, now)
+        task = replace(task, end=now)
     return result
 
 
@@ -241,7 +244,14 @@ def verify(
     With `workers` > 1 and `open_ports` (a picklable function opening a store and a
     log in a worker process), partitions are verified in that many processes."""
     started = time.monotonic()
-    tasks = sorted(partition_tasks(live, prefix, scope), key=lambda t: -t.end)
+    skips = catalog_skips(log, prefix)
+    tasks = sorted(
+        (
+            replace(t, skipped=frozenset(skips.get((t.queue, t.partition), {})))
+            for t in partition_tasks(live, prefix, scope)
+        ),
+        key=lambda t: -t.end,
+    )
     total = sum(t.end for t in tasks)
     jobs, job_events = TableDiff("jobs"), TableDiff("job_events")
     events = 0

@@ -13,7 +13,7 @@ of enqueue offsets: a pass starts reading at its range's first offset.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -154,11 +154,16 @@ def _events(record: LogRecord) -> Iterator[tuple[int, Event, Envelope, Stamp, st
 class PartitionFold:
     """Folds one partition's records for one `IdRange`: `events()` yields the timeline
     rows the range owns, in log order, and leaves the jobs of the range in `jobs` (with
-    the enqueue trace contexts in `traceparents`) when it ends."""
+    the enqueue trace contexts in `traceparents`) when it ends. The records at `skipped`
+    offsets (an operator skipped them: decision 0032) are passed over, not decoded, as
+    the projector passes over them."""
 
-    def __init__(self, id_range: IdRange, max_jobs: int | None) -> None:
+    def __init__(
+        self, id_range: IdRange, max_jobs: int | None, skipped: Collection[int] = frozenset()
+    ) -> None:
         self.range = id_range
         self.max_jobs = max_jobs
+        self.skipped = skipped
         self.jobs: dict[int, Job] = {}
         self.traceparents: dict[int, str] = {}
         # Timeline rows yielded: one per job event this range owns.
@@ -169,8 +174,11 @@ class PartitionFold:
         whole = self.range == IdRange()
         holds, owns = self.range.holds, self.range.owns
         jobs, traceparents = self.jobs, self.traceparents
+        skipped = self.skipped
         for record in records:
             offset = record.offset
+            if offset in skipped:
+                continue
             for idx, event, envelope, stamp, traceparent in _events(record):
                 if isinstance(event, CatalogEvent):
                     continue  # the projector ignores them here too

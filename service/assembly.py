@@ -138,9 +138,10 @@ class Assembly:
         health: Health,
         ready: Health | None = None,
         progress: Progress = dict,
+        paused: Health = dict,
     ) -> tuple[Dashboard, AdminHttpServer]:
         """The dashboard, acting through `api`, and the admin HTTP port serving it next
-        to /metrics and /health."""
+        to /metrics and /health (`paused`: the partitions /ready names)."""
         config = self.config
         group = owners_group(config.topic_prefix)
         dashboard = Dashboard(
@@ -163,6 +164,7 @@ class Assembly:
             pages=dashboard,
             metrics_token=config.metrics_token,
             tls=tls.admin_context(config),
+            paused=paused,
         )
         return dashboard, admin
 

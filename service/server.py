@@ -158,6 +158,7 @@ class Server:
             self.health.liveness,
             self.health.readiness,
             self.health.progress,
+            self.owner.paused_partitions,
         )
         limits = ConnectionLimits(
             max_connections=config.max_connections,

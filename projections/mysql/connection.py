@@ -42,6 +42,10 @@ CONNECT_TIMEOUT_S = 5
 # Driver error codes meaning "the server is not there (now)": client-side connection
 # errors (CR_*) and the server going away or refusing connections.
 _UNREACHABLE = {1040, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2055}
+# Driver error codes meaning "not now": a lock wait timed out, a deadlock victim. The same
+# call may work later (Postgres's are operational errors too), so they are no refusal,
+# which would pause the partition being committed (decision 0032).
+_NOT_NOW = {1205, 1213}
 ER_REGEXP_ERROR = 1139
 ER_NO_PARTITION_FOR_GIVEN_VALUE = 1526
 
@@ -105,6 +109,10 @@ def store_error(exc: Exception, what: str, schema: str, tls: MyTls | None = None
     if isinstance(exc, _PoolUnavailableError) or code in _UNREACHABLE:
         return StoreUnavailableError(
             f"MySQL is unreachable ({what}, database {schema}): {exc}. {_START_IT}"
+        )
+    if code in _NOT_NOW:
+        return StoreUnavailableError(
+            f"MySQL could not finish {what} now (database {schema}): {exc}; it is tried again"
         )
     return StoreError(f"MySQL refused {what} (database {schema}): {type(exc).__name__}: {exc}")
 

@@ -182,6 +182,19 @@ WHERE name = %(name)s AND partitions > %(partition)s
                 WHERE p.queue = %(name)s AND p.`partition` = %(partition)s), '') = %(source)s
 ON DUPLICATE KEY UPDATE shard = VALUES(shard);
 
+-- name: skip_record
+-- A queue record an operator skipped (decision 0032), as Postgres's skip_record.
+INSERT IGNORE INTO skipped_records (queue, `partition`, record_offset, reason)
+SELECT name, %(partition)s, %(offset)s, %(reason)s FROM queues
+WHERE name = %(name)s AND partitions > %(partition)s
+  AND %(partition)s >= 0 AND %(offset)s >= 0;
+
+-- name: skipped_records
+-- The records of one partition its projectors pass over.
+SELECT record_offset, reason FROM skipped_records
+WHERE queue = %(queue)s AND `partition` = %(partition)s
+ORDER BY record_offset;
+
 -- name: list_placements
 SELECT queue, `partition`, shard FROM partition_placements ORDER BY queue, `partition`;
 

@@ -30,6 +30,17 @@ CREATE TABLE partition_placements (
     PRIMARY KEY (queue, `partition`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
+-- Queue records an operator skipped (`pinledger skip-record`, decision 0032): every
+-- projector of the partition passes over the record at `record_offset`
+-- (migrations/mysql/0008).
+CREATE TABLE skipped_records (
+    queue          VARCHAR(255) NOT NULL,
+    `partition`    INT          NOT NULL CHECK (`partition` >= 0),
+    record_offset  BIGINT       NOT NULL CHECK (record_offset >= 0),
+    reason         TEXT         NOT NULL,
+    PRIMARY KEY (queue, `partition`, record_offset)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
 -- Current state of every job that has not been deleted or garbage collected.
 CREATE TABLE jobs (
     queue               VARCHAR(255) NOT NULL,

@@ -57,6 +57,12 @@ IDLE_IN_TRANSACTION_TIMEOUT_MS = 5000
 
 log = logging.getLogger(__name__)
 
+# SQLSTATE class 54, "program limit exceeded": an index row or a jsonb value too large,
+# too many parameters. psycopg makes it an OperationalError, but the same statement fails
+# again the same way: a refusal (a plain StoreError), not an unreachable Postgres, so a
+# record holding such a value pauses its partition alone (decision 0032).
+_LIMIT_EXCEEDED = "54"
+
 
 def store_error(
     exc: psycopg.Error, what: str, schema: str, connect_failure: psycopg.Error | None = None
@@ -69,7 +75,8 @@ def store_error(
             f"invalid body regex (Postgres regular expression syntax) while {what}: "
             f"{exc.diag.message_primary or exc}"
         )
-    if isinstance(exc, psycopg.OperationalError):  # PoolTimeout and PoolClosed too
+    limit = (exc.sqlstate or "").startswith(_LIMIT_EXCEEDED)
+    if isinstance(exc, psycopg.OperationalError) and not limit:  # PoolTimeout, PoolClosed
         pool_failed = isinstance(exc, PoolTimeout) and connect_failure is not None
         refused = refusal(str(connect_failure if pool_failed else exc))
         if refused is not None:

@@ -179,6 +179,21 @@ WHERE name = %(name)s AND partitions > %(partition)s
                 WHERE queue = %(name)s AND partition = %(partition)s), '') = %(source)s
 ON CONFLICT (queue, partition) DO UPDATE SET shard = EXCLUDED.shard;
 
+-- name: skip_record
+-- A queue record an operator skipped (decision 0032): only for a partition the queue has,
+-- and only the first skip of an offset stands (projections/skips.py folds the same).
+INSERT INTO skipped_records (queue, partition, record_offset, reason)
+SELECT name, %(partition)s, %(offset)s, %(reason)s FROM queues
+WHERE name = %(name)s AND partitions > %(partition)s
+  AND %(partition)s >= 0 AND %(offset)s >= 0
+ON CONFLICT (queue, partition, record_offset) DO NOTHING;
+
+-- name: skipped_records
+-- The records of one partition its projectors pass over.
+SELECT record_offset, reason FROM skipped_records
+WHERE queue = %(queue)s AND partition = %(partition)s
+ORDER BY record_offset;
+
 -- name: list_placements
 SELECT queue, partition, shard FROM partition_placements ORDER BY queue, partition;
 

@@ -27,6 +27,17 @@ CREATE TABLE partition_placements (
     PRIMARY KEY (queue, partition)
 );
 
+-- Queue records an operator skipped (`pinledger skip-record`, decision 0032): every
+-- projector of the partition passes over the record at `record_offset`
+-- (migrations/0013).
+CREATE TABLE skipped_records (
+    queue          text    NOT NULL,
+    partition      integer NOT NULL CHECK (partition >= 0),
+    record_offset  bigint  NOT NULL CHECK (record_offset >= 0),
+    reason         text    NOT NULL,
+    PRIMARY KEY (queue, partition, record_offset)
+);
+
 -- Current state of every job that has not been deleted or garbage collected.
 CREATE TABLE jobs (
     queue               text     NOT NULL,

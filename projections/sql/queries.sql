@@ -24,6 +24,9 @@ DELETE FROM queues WHERE name = %(name)s;
 -- name: delete_queue_placements
 DELETE FROM partition_placements WHERE queue = %(name)s;
 
+-- name: delete_queue_skips
+DELETE FROM skipped_records WHERE queue = %(name)s;
+
 -- name: delete_queue_jobs
 DELETE FROM jobs WHERE queue = %(name)s;
 

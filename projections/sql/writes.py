@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pinledger.ledger.events import PartitionMoved, PartitionsRetired, Placement
+from pinledger.ledger.events import PartitionMoved, PartitionsRetired, Placement, RecordSkipped
 from pinledger.projections.row_mapping import imported_params
+from pinledger.projections.skips import stored_reason
 from pinledger.projections.sql.day_partitions import SqlDayPartitions
 from pinledger.projections.sql.dialect import Session
 from pinledger.projections.store import (
@@ -27,6 +28,7 @@ _DELETE_QUEUE = (
     "delete_topic_offsets",
     "delete_queue",
     "delete_queue_placements",
+    "delete_queue_skips",
     "delete_queue_jobs",
     "delete_queue_job_events",
     "delete_queue_imported",
@@ -56,6 +58,15 @@ class SqlWrites(SqlDayPartitions):
             found = session.fetchall("get_offset", params)
         assert found  # init_offset guarantees the row
         return int(found[0][0])
+
+    def skipped_records(self, queue: str, partition: int) -> dict[int, str]:
+        """The partition's records an operator skipped: offset -> reason."""
+        rows = self._all(
+            f"reading the skipped records of {queue}[{partition}]",
+            "skipped_records",
+            {"queue": queue, "partition": partition},
+        )
+        return {int(offset): str(reason) for offset, reason in rows}
 
     def commit_partition_batch(self, batch: PartitionBatch) -> None:
         check_forward(batch.topic, batch.partition, batch.expected_offset, batch.next_offset)
@@ -120,10 +131,11 @@ class SqlWrites(SqlDayPartitions):
         resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
         retired: Sequence[PartitionsRetired] = (),
         placed: Sequence[Placement] = (),
+        skipped: Sequence[RecordSkipped] = (),
     ) -> None:
         """Apply queue creations (row, partition topics to start at offset 0),
-        deletions (queue name, its topic), resizes, retirements and placements with the
-        catalog offset, in one transaction."""
+        deletions (queue name, its topic), resizes, retirements, placements and skipped
+        records with the catalog offset, in one transaction."""
         check_forward(topic, 0, expected_offset, next_offset)
         with self.dialect.session(f"committing catalog {topic}", transaction=True) as session:
             moved = session.execute(
@@ -157,6 +169,7 @@ class SqlWrites(SqlDayPartitions):
             for placement in placed:
                 if placement.shard:  # as the fold: a placement names a shard
                     session.execute(*_placement_statement(placement))
+            _record_skips(session, skipped)
 
 
 def _start_partitions(session: Session, row: QueueRow, topics: Sequence[str]) -> None:
@@ -180,6 +193,21 @@ def _placement_statement(placement: Placement) -> tuple[str, dict[str, object]]:
     if isinstance(placement, PartitionMoved):
         return "move_partition", {**where, "source": placement.source}
     return "place_partition", where
+
+
+def _record_skips(session: Session, skipped: Sequence[RecordSkipped]) -> None:
+    """Skipped records (decision 0032): only of partitions the queues have, the first
+    skip of an offset standing (the statement says both)."""
+    for skip in skipped:
+        session.execute(
+            "skip_record",
+            {
+                "name": skip.name,
+                "partition": skip.partition,
+                "offset": skip.offset,
+                "reason": stored_reason(skip.reason),
+            },
+        )
 
 
 def _fenced(session: Session, batch: PartitionBatch) -> None:

@@ -37,7 +37,8 @@ class ProjectionBehindError(Exception):
         super().__init__(
             f"the projection is behind the log ({where}) after {wait_s:g} s "
             "(PINLEDGER_READ_WAIT_S): the partition's owner is gone, moving or catching "
-            "up; retry in a few seconds"
+            "up, or paused at a record its store refuses (its owner's /ready names it); "
+            "retry in a few seconds"
         )
 
 

@@ -81,7 +81,14 @@ def get_job_history(api: Api, request: HistoryRequest) -> Any:
     try:
         # Rows the history retention dropped are read from the log instead.
         topic = api.writer.topic(queue.name)
-        rows = job_rows(rows, api.writer.log, topic, parsed, api.config.history_scan_records)
+        rows = job_rows(
+            rows,
+            api.writer.log,
+            topic,
+            parsed,
+            api.config.history_scan_records,
+            lambda: api.store.skipped_records(queue.name, parsed.partition),
+        )
     except (HistoryGoneError, HistoryScanLimitError) as exc:
         raise pinlater_error(ErrorCode.UNKNOWN, str(exc)) from exc
     return history_thrift.to_thrift(build_history(parsed, rows, request.at_offset))

@@ -25,6 +25,7 @@ from pinledger.service.cli import (
     import_pinlater,
     move_partition,
     queue_resize,
+    skip_record,
     upgrade_format,
 )
 from pinledger.service.cli import migrate as migrate_cli
@@ -291,6 +292,14 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
 
+    skip_record.add_arguments(
+        commands.add_parser(
+            "skip-record",
+            help="skip a queue record no store commits or no release decodes, recorded in "
+            "the ledger, so that its paused partition resumes (exit 2: refused)",
+        )
+    )
+
     hashing = commands.add_parser(
         "hash-password",
         help="print the setting that stores the admin password (deleteQueue, the dashboard)",
@@ -320,6 +329,7 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "upgrade-format": on_log(upgrade_format.run),
     "queue": on_log(queue_resize.run),
     "move-partition": on_log(move_partition.run),
+    "skip-record": on_log(skip_record.run),
     "hash-password": cmd_hash_password,
 }
 

@@ -112,7 +112,14 @@ def life(backend: Backend, text: str) -> str:
     check_job(api, queue, parsed)
     topic = api.writer.topic(queue.name)
     rows = api.store.job_events(queue.name, parsed.partition, parsed.local_id)
-    rows = job_rows(rows, api.writer.log, topic, parsed, api.config.history_scan_records)
+    rows = job_rows(
+        rows,
+        api.writer.log,
+        topic,
+        parsed,
+        api.config.history_scan_records,
+        lambda: api.store.skipped_records(queue.name, parsed.partition),
+    )
     history = build_history(parsed, rows)
     now = api.clock.now_ms()
     current = api.store.lookup(queue.name, [(parsed.partition, parsed.local_id)], True)

@@ -6,7 +6,10 @@ GET /health     liveness: {"status": "ok"|"failing", "checks": {...}, "progress"
                 200 when every check is "ok", else 503 naming what is wrong; the
                 background loops (observability/health.py)
 GET /ready      readiness, the same shape: the loops and every dependency (Kafka,
-                Postgres); 503 while one is down, so a load balancer acts on the code
+                Postgres); 503 while one is down, so a load balancer acts on the code.
+                Partitions paused at a record no store commits are named under
+                "paused" (with the command that skips the record) and leave the code
+                as it is: the server's other partitions serve (decision 0032)
 
 Any other path, GET or POST, goes to the pages when the server has them (the
 dashboard, service/dashboard; observability/web.py is the interface).
@@ -81,6 +84,7 @@ class _Server(AdminHttpBase):
         pages: Pages | None,
         metrics_token: str = "",
         tls: Tls = None,
+        paused: Health = dict,
     ) -> None:
         super().__init__(address, _Handler, tls)
         self.metrics_token = metrics_token
@@ -89,6 +93,7 @@ class _Server(AdminHttpBase):
         self.ready = ready
         self.progress = progress
         self.pages = pages
+        self.paused = paused
 
 
 class AdminHandler(BaseHTTPRequestHandler):
@@ -142,7 +147,7 @@ class _Handler(AdminHandler):
         elif path == "/health":
             self._health(server.health, server.progress)
         elif path == "/ready":
-            self._health(server.ready, server.progress)
+            self._health(server.ready, server.progress, server.paused)
         else:
             self._page(server, "GET", {})
 
@@ -191,10 +196,13 @@ class _Handler(AdminHandler):
         self.end_headers()
         self.wfile.write(answer.body)
 
-    def _health(self, health: Health, progress: Progress) -> None:
+    def _health(self, health: Health, progress: Progress, paused: Health = dict) -> None:
         body: dict[str, Any]
         try:
             checks = dict(health())
+            # Named, not failed: a load balancer keeps sending this server the calls of
+            # its other partitions (decision 0032).
+            stopped = dict(paused())
         except Exception as e:  # a check that cannot even run is a failing server
             log.warning("health check raised", exc_info=True)
             body = {"status": "failing", "checks": {}, "error": f"{type(e).__name__}: {e}"}
@@ -204,6 +212,8 @@ class _Handler(AdminHandler):
             seconds = dict(progress())
             if seconds:
                 body["progress"] = seconds
+            if stopped:
+                body["paused"] = stopped
         code = 200 if body["status"] == "ok" else 503
         self._reply(code, "application/json", json.dumps(body, sort_keys=True) + "\n")
 
@@ -223,10 +233,20 @@ class AdminHttpServer:
         pages: Pages | None = None,
         metrics_token: str = "",
         tls: Tls = None,
+        paused: Health = dict,
     ) -> None:
-        """`tls`: the port speaks https (service/tls.py admin_context)."""
+        """`tls`: the port speaks https (service/tls.py admin_context). `paused`: the
+        partitions paused at a record, named by /ready."""
         self._server = _Server(
-            (host, port), metrics, health, ready or health, progress, pages, metrics_token, tls
+            (host, port),
+            metrics,
+            health,
+            ready or health,
+            progress,
+            pages,
+            metrics_token,
+            tls,
+            paused,
         )
         self._thread: threading.Thread | None = None
 

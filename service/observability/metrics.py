@@ -13,6 +13,10 @@ The catalogue (what the server records; labels in braces):
     pinledger_owned_partitions                         gauge      partitions this server owns
     pinledger_projection_lag_records{topic,partition}  gauge      records the projection is
                                                                   behind the log
+    pinledger_partition_paused{queue,partition}        gauge      1 while an owned partition
+        is paused at a record its store refuses or no release decodes (decision 0032;
+        /ready names it with the offset and the `pinledger skip-record` command), 0 once
+        it resumes
     pinledger_dependency_up{dependency}                gauge      Kafka / Postgres answered
                                                                   the last health probe
     pinledger_loop_lag_seconds{loop}                   gauge      since a background loop

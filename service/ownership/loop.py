@@ -126,6 +126,7 @@ class OwnerLoop:
         self.partitions.rebalance()
         self.partitions.project(records)
         self.partitions.adopt_waiting(self.clock.monotonic())
+        self.partitions.retry_paused()
         self.partitions.follow_moves()
         self.partitions.promote()
         self.partitions.settle_doubts(self.clock.monotonic())

@@ -339,6 +339,13 @@ class Owner:
         exc = self.partitions.reload_error
         return "reloading its partitions" if exc is None else f"{type(exc).__name__}: {exc}"
 
+    def paused_partitions(self) -> dict[str, str]:
+        """The partitions paused at a record their store refuses or no release decodes
+        ("queue[partition]" -> the offset, why, and the command that skips it): the
+        server's other partitions serve, so /ready names them and stays ready (decision
+        0032)."""
+        return self.partitions.paused()
+
     @property
     def members_thread_alive(self) -> bool:
         return self._members_thread.thread.is_alive()

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 
 from pinledger import otel
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
-from pinledger.ledger.events import Enqueued
+from pinledger.ledger.codec import CodecError
+from pinledger.ledger.events import Enqueued, RecordSkipped
 from pinledger.ledger.log import (
     GroupReader,
     Log,
@@ -45,10 +46,12 @@ from pinledger.ledger.log import (
     PartitionKey,
     catalog_topic,
     queue_of_topic,
+    queue_topic,
 )
 from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.projections.projector import CatalogProjectors, PartitionProjector, Transition
 from pinledger.projections.sharded_store import PlacementUnknownError, ShardedStore
+from pinledger.projections.skips import stored_reason
 from pinledger.projections.store import (
     FencedError,
     LedgerStore,
@@ -60,6 +63,7 @@ from pinledger.projections.store import (
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.live_traces import LiveTraces
+from pinledger.service.ownership.paused import Pauses
 from pinledger.service.ownership.ready_buffer import DEFAULT_WINDOW, ReadyBuffer
 from pinledger.service.ownership.sightings import Sightings
 from pinledger.service.ownership.spans import rejected_spans
@@ -186,6 +190,9 @@ class Partitions:
         # When reading the end offsets for reservations in doubt last failed (None: it
         # did not), so that a log that is down is not asked on every pass.
         self._doubts_failed_at: float | None = None
+        # Partitions paused at a record their store refuses or no release decodes, and
+        # those narrowing a refused batch down to that record (paused.py).
+        self.pauses = Pauses(metrics, clock.monotonic)
 
     @property
     def isolated(self) -> bool:
@@ -253,6 +260,7 @@ class Partitions:
                 self.drop(key)
         for key in [k for k in self._sightings if k not in assigned]:
             del self._sightings[key]
+        self.pauses.keep_only(assigned)
         catalog = self.catalog_key
         if catalog not in assigned:
             self.catalog = None
@@ -269,6 +277,9 @@ class Partitions:
             stored = {}  # each partition is read from its shard when adopted
         ends = self.end_offsets(keys)
         for key in keys:
+            if key in self.pauses.paused:
+                self.drop(key)  # tried again when its time comes (`retry_paused`)
+                continue
             self._adopt_placed(key, stored.get(key), ends.get(key, 0))
         self.metrics.set_gauge("pinledger_owned_partitions", float(len(self.owned)))
 
@@ -547,12 +558,11 @@ class Partitions:
             batch.sort(key=lambda r: r.offset)
             try:
                 if key == catalog_key:
-                    if self.catalog is not None and self.catalog.apply(batch):
-                        self._catalog_changed()
+                    self._project_catalog(batch)
                     continue
                 owned = self.owned.get(key)
                 if owned is not None:
-                    owned.projector.apply(batch)
+                    self._project_owned(key, owned, batch)
             except StoreUnavailableError as exc:
                 if key == catalog_key or not self.pause(key, exc):
                     raise
@@ -562,6 +572,7 @@ class Partitions:
                 # offset again once its creation is projected.
                 log.info("%s; no longer owning it", exc)
                 self.drop(key)
+                self.pauses.forget(key)
                 if isinstance(self.store, ShardedStore):
                     # Or it moved to another shard, and the old one's rows went before
                     # this owner saw the move: adopted again from where it is placed.
@@ -575,6 +586,105 @@ class Partitions:
                 self.drop(key)
                 if self._still_assigned(key):
                     self._adopt_placed(key, None, self.end_offsets([key]).get(key, 0))
+
+    # -- records no store commits (paused.py; decision 0032) ------------------------------
+
+    def _project_owned(self, key: Key, owned: Owned, batch: list[LogRecord]) -> None:
+        """Project an owned partition's records. A refusal (a store's plain StoreError,
+        or a record no release decodes) stops only this partition: a batch of several
+        records is narrowed down to the refused one (projected one record per commit),
+        and the partition pauses before it. Every other error is the caller's."""
+        projector = owned.projector
+        until = self.pauses.narrowing(key)
+        fresh = [r for r in batch if r.offset >= projector.next_offset]
+        alone = [r for r in fresh if until is not None and r.offset < until]
+        together = fresh[len(alone) :]
+        for record in alone:
+            if not self._applied_or_paused(key, owned, record):
+                return
+            self.pauses.projected(key, projector.next_offset, projector.skips)
+        if len(together) == 1:
+            if not self._applied_or_paused(key, owned, together[0]):
+                return
+        elif together:
+            try:
+                projector.apply(together)
+            except (StoreError, CodecError) as exc:
+                if isinstance(exc, StoreUnavailableError | FencedError):
+                    raise
+                self.pauses.narrow(key, together[0].offset, together[-1].offset + 1, exc)
+                self._adopt_again(key)
+                return
+        self.pauses.projected(key, projector.next_offset, projector.skips)
+
+    def _applied_or_paused(self, key: Key, owned: Owned, record: LogRecord) -> bool:
+        """Project one record; False when it was refused and the partition paused."""
+        try:
+            owned.projector.apply([record])
+        except (StoreError, CodecError) as exc:
+            if isinstance(exc, StoreUnavailableError | FencedError):
+                raise
+            # Dropped: its ready buffer was told the record before the commit.
+            self.drop(key)
+            self.pauses.pause(key, owned.queue, record.offset, exc)
+            return False
+        return True
+
+    def _adopt_again(self, key: Key) -> None:
+        """Drop the partition and adopt it again from the store: what a failed commit told
+        its ready buffer goes (the listener is told before the commit, decision 0020)."""
+        self.drop(key)
+        if self._still_assigned(key):
+            self._adopt_placed(key, None, self.end_offsets([key]).get(key, 0))
+
+    def retry_paused(self) -> None:
+        """Adopt again the paused partitions whose next try has come, or whose record
+        their store says was skipped (owner thread, each pass): each projects its paused
+        record alone first."""
+        for paused in self.pauses.to_check():
+            key = (queue_topic(self.prefix, paused.queue), paused.partition)
+            try:
+                skipped = self.store.skipped_records(paused.queue, paused.partition)
+            except StoreError:
+                continue  # asked again later; the backoff's tries go on meanwhile
+            if paused.offset in skipped:
+                self.pauses.try_now(key)
+        due = self.pauses.due()
+        if not due:
+            return
+        assigned = set(self.reader.assignment())
+        for key in due:
+            if key not in assigned:
+                self.pauses.forget(key)  # its new owner pauses it, if it must
+                continue
+            if key in self.owned:
+                continue  # a try under way
+            self.pauses.retrying(key)
+            self._adopt_again(key)
+
+    def _skips_projected(self, skips: Sequence[RecordSkipped]) -> None:
+        """Skips the catalog projection committed: a partition paused at one of them is
+        tried again in this pass (`retry_paused`, after the pass's records: this poll's
+        records of it begin past the offset it was paused at, and must not be applied
+        to it adopted again); an owned one that has not reached it passes over it."""
+        for skip in skips:
+            key = (queue_topic(self.prefix, skip.name), skip.partition)
+            owned = self.owned.get(key)
+            if owned is not None and owned.projector.next_offset <= skip.offset:
+                owned.projector.skips.setdefault(skip.offset, stored_reason(skip.reason))
+            self.pauses.try_now(key)
+
+    def paused(self) -> dict[str, str]:
+        """The partitions paused here, "queue[partition]" -> what and what to do (any
+        thread)."""
+        return self.pauses.described()
+
+    def _project_catalog(self, batch: list[LogRecord]) -> None:
+        if self.catalog is None:
+            return
+        if self.catalog.apply(batch):
+            self._catalog_changed()
+        self._skips_projected(self.catalog.take_skipped())
 
     def _catalog_changed(self) -> None:
         try:

@@ -11,7 +11,7 @@ import ssl
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pinledger.service.observability.admin_http import AdminHandler, AdminHttpBase, Tls
 from pinledger.service.processes.merge import (
@@ -60,6 +60,22 @@ def _summary(status: int, body: str) -> str:
     return f"HTTP {status}: " + ("; ".join(failing) or "failing")
 
 
+def _paused(answers: Mapping[int, tuple[int, str]]) -> dict[str, str]:
+    """The partitions the workers' /ready name as paused (decision 0032), together:
+    each partition has one owner, so no name is given twice."""
+    found: dict[str, str] = {}
+    for status, body in answers.values():
+        if status == 0:
+            continue
+        try:
+            paused = json.loads(body).get("paused", {})
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(paused, dict):
+            found.update({str(k): str(v) for k, v in paused.items()})
+    return found
+
+
 class _Server(AdminHttpBase):
     def __init__(
         self,
@@ -105,6 +121,9 @@ class _Handler(AdminHandler):
                 i: (status, _summary(status, body)) for i, (status, body) in answers.items()
             }
             code, body = host_health(server.workers(), summaries)
+            paused = _paused(answers) if path == "/ready" else {}
+            if paused:
+                body["paused"] = paused
             self._reply(code, "application/json", json.dumps(body, sort_keys=True) + "\n")
         elif path in ("/metrics", "/stats.txt"):
             if not self._scrape_allowed(server.metrics_token):

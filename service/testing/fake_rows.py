@@ -150,6 +150,7 @@ def table_rows(
     jobs: Mapping[JobKey, tuple[Job, str | None]],
     events: Mapping[EventKey, EventRow],
     imported: Mapping[tuple[str, str], ImportedRow],
+    skipped: Mapping[tuple[str, int], Mapping[int, str]] | None = None,
 ) -> list[dict[str, Any]]:
     """A table's rows as column -> value, as Postgres's to_jsonb writes them."""
     if table == "queues":
@@ -171,6 +172,12 @@ def table_rows(
                 "priority": priority,
             }
             for (queue, old), (partition, local_id, priority) in imported.items()
+        ]
+    if table == "skipped_records":
+        return [
+            {"queue": queue, "partition": partition, "record_offset": offset, "reason": reason}
+            for (queue, partition), offsets in (skipped or {}).items()
+            for offset, reason in offsets.items()
         ]
     raise StoreError(f"no table {table!r} in schema {schema}")
 

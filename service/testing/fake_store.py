@@ -2,7 +2,10 @@
 does (tests/contract/ runs one suite on both), thread-safe, and able to fail on demand.
 
 `fail(reason)` makes every call raise StoreError, as an unreachable Postgres does,
-until `recover()`; `close()` does the same for good, as a closed pool does. Several
+until `recover()`; `close()` does the same for good, as a closed pool does.
+`refuse_text_containing(fragment)` makes a commit whose text holds `fragment` fail
+with a plain StoreError, as Postgres refuses a NUL in text and jsonb: a refusal that
+fails again the same way. Several
 fakes made with one `FakeDatabase` are schemas of one database, so a replay can diff
 them.
 """
@@ -16,13 +19,14 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.events import PartitionsRetired, Placement, QueueResized
+from pinledger.ledger.events import PartitionsRetired, Placement, QueueResized, RecordSkipped
 from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.day_partitions import DayPartition
 from pinledger.projections.migration_plan import Plan, Progress, plan
 from pinledger.projections.pg.sql import migrations
 from pinledger.projections.row_text import event_line, job_line
+from pinledger.projections.skips import holds, stored_reason
 from pinledger.projections.store import (
     DueJob,
     EventBucket,
@@ -93,6 +97,10 @@ class FakeStore:
         self._day_partitions = FakeDayPartitions()
         # Ended dashboard sessions: digest -> until when.
         self._ended_sessions: dict[str, int] = {}
+        # Skipped records: (queue, partition) -> offset -> reason.
+        self._skips: dict[tuple[str, int], dict[int, str]] = {}
+        # Text a commit may not hold (`refuse_text_containing`).
+        self._refused_text: str | None = None
         # Replaced whole by `hide`, read without the lock.
         self._away: Mapping[str, frozenset[int]] = MappingProxyType({})
 
@@ -105,6 +113,14 @@ class FakeStore:
     def recover(self) -> None:
         with self._lock:
             self._failure = None
+
+    def refuse_text_containing(self, fragment: str | None) -> None:
+        """Refuse, from now on, to commit a partition batch holding `fragment` in any text
+        value (a job's custom status, claim, a timeline row's fields and detail), as
+        Postgres refuses "\x00": a plain StoreError, not an unavailable store. None
+        accepts everything again."""
+        with self._lock:
+            self._refused_text = fragment
 
     def _run(self, what: str, action: Callable[[], T]) -> T:
         with self._lock:
@@ -147,6 +163,7 @@ class FakeStore:
             self._jobs.clear()
             self._events.clear()
             self._offsets.clear()
+            self._skips.clear()
             self._day_partitions = FakeDayPartitions()
 
     # -- the projector's side ------------------------------------------------------------
@@ -247,6 +264,12 @@ class FakeStore:
     def commit_partition_batch(self, batch: PartitionBatch) -> None:
         self._run(f"committing {batch.topic}[{batch.partition}]", lambda: self._commit(batch))
 
+    def skipped_records(self, queue: str, partition: int) -> dict[int, str]:
+        return self._run(
+            f"reading the skipped records of {queue}[{partition}]",
+            lambda: dict(sorted(self._skips.get((queue, partition), {}).items())),
+        )
+
     def remove_partition(self, queue: str, topic: str, partition: int, limit: int) -> int:
         def batch(table: dict[Any, Any], of_partition: Callable[[Any, Any], bool]) -> int:
             keys = sorted(k for k, v in table.items() if of_partition(k, v))[:limit]
@@ -271,6 +294,8 @@ class FakeStore:
         if found != batch.expected_offset:
             raise fenced(batch, found)
         # Every check before the first change: the batch applies whole or not at all.
+        if self._refused_text is not None:
+            _refuse_text(batch, self._refused_text)
         events: dict[EventKey, EventRow] = {}
         for row in batch.events:
             check_event(row, batch.queue)
@@ -316,6 +341,7 @@ class FakeStore:
         resized: Sequence[tuple[QueueRow, Sequence[str]]] = (),
         retired: Sequence[PartitionsRetired] = (),
         placed: Sequence[Placement] = (),
+        skipped: Sequence[RecordSkipped] = (),
     ) -> None:
         def run() -> None:
             check_forward(topic, 0, expected_offset, next_offset)
@@ -338,6 +364,10 @@ class FakeStore:
                 fold_queue_event(self._queues, retirement, 0)
             for placement in placed:
                 fold_queue_event(self._queues, placement, 0)
+            for skip in skipped:
+                if holds(self._queues, skip):  # as the insert: a partition the queue has
+                    offsets = self._skips.setdefault((skip.name, skip.partition), {})
+                    offsets.setdefault(skip.offset, stored_reason(skip.reason))
 
         self._run(f"committing catalog {topic}", run)
 
@@ -347,6 +377,7 @@ class FakeStore:
         self._jobs = {k: v for k, v in self._jobs.items() if k[0] != name}
         self._events = {k: v for k, v in self._events.items() if k[0] != name}
         self._imported = {k: v for k, v in self._imported.items() if k[0] != name}
+        self._skips = {k: v for k, v in self._skips.items() if k[0] != name}
 
     def _start_partitions(self, row: QueueRow, topics: Sequence[str]) -> None:
         if row.name not in self._queues:
@@ -688,7 +719,13 @@ class FakeStore:
 
     def _table(self, table: str) -> list[dict[str, Any]]:
         return table_rows(
-            table, self.schema, self._queues, self._jobs, self._events, self._imported
+            table,
+            self.schema,
+            self._queues,
+            self._jobs,
+            self._events,
+            self._imported,
+            self._skips,
         )
 
     def diff(
@@ -717,3 +754,28 @@ class FakeStore:
             )
 
         return self._run(f"comparing {table} with schema {other_schema}", run)
+
+
+def _refuse_text(batch: PartitionBatch, fragment: str) -> None:
+    """Raise as Postgres refuses a batch with `fragment` (a NUL) in a text value."""
+
+    def holds_it(value: object) -> bool:
+        if isinstance(value, str):
+            return fragment in value
+        if isinstance(value, dict):
+            return any(holds_it(k) or holds_it(v) for k, v in value.items())
+        if isinstance(value, list | tuple):
+            return any(holds_it(v) for v in value)
+        return False
+
+    texts: list[object] = [list(batch.traceparents.values())]
+    texts += [(job.custom_status, job.claim, job.claim_source) for job in batch.upserts]
+    texts += [
+        (row.source, row.request_id, row.server, row.claim, row.verdict, row.detail)
+        for row in batch.events
+    ]
+    if holds_it(texts):
+        raise StoreError(
+            f"Postgres refused committing {batch.topic}[{batch.partition}] (fake): "
+            f"DataError: a text value holds {fragment!r}, which the store refuses"
+        )

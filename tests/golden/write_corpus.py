@@ -19,7 +19,8 @@ the catalog's record of the cluster's ledger format (`"fmt"`, ledger format 2, d
 partitions retired (`"qret"`, ledger format 2, decision 0030); partitions placed on store
 shards (`"qplace"`, ledger format 2, decision 0031); a partition moved to another shard
 (`"qmove"`, ledger format 2, decision 0031); a delete guarded by the state its job was
-selected in (`"del"` with `"s"`, ledger format 3, decision 0032).
+selected in (`"del"` with `"s"`, ledger format 3, decision 0032); a queue record skipped by
+an operator (`"qskip"`, ledger format 3, decision 0032).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from pinledger.ledger.events import (
     QueueCreated,
     QueueDeleted,
     QueueResized,
+    RecordSkipped,
     Retried,
     Succeeded,
     TimedOut,
@@ -58,6 +60,7 @@ from pinledger.ledger.events import (
 from pinledger.ledger.log import LogRecord
 from pinledger.ledger.state import Job
 from pinledger.projections.row_text import EVENT_COLUMNS, columns, leading_ints
+from pinledger.projections.skips import Skips, skips_of
 from pinledger.projections.verify_fold import IdRange, PartitionFold
 
 HERE = Path(__file__).parent
@@ -322,6 +325,32 @@ def guarded_deletes() -> Story:
     return s
 
 
+def record_skipped() -> Story:
+    s = Story(
+        "v1-catalog-record-skipped",
+        "Catalog records of ledger format 3: records of a queue's partitions skipped by "
+        "`pinledger skip-record` (decision 0032): one no store commits, one no release "
+        "decodes, a second skip of the first (the first stands), one of a partition the "
+        "queue lacks and one of a queue that does not exist (neither holds), and a queue "
+        "deleted and created again (its skips go with it: its new topic starts at 0).",
+        topic="catalog",
+    )
+    s.plain(T0, OWNER, FormatRaised(3))
+    s.plain(T0 + 1, OPERATOR, QueueCreated("mail", 2), QueueCreated("old", 1))
+    s.plain(
+        T0 + 2,
+        OPERATOR,
+        RecordSkipped("mail", 1, 42, "its custom status holds a NUL, which Postgres refuses"),
+    )
+    s.plain(T0 + 3, OPERATOR, RecordSkipped("mail", 0, 7, ""))
+    s.plain(T0 + 4, OPERATOR, RecordSkipped("mail", 1, 42, "again"))
+    s.plain(T0 + 5, OPERATOR, RecordSkipped("mail", 2, 1, "no such partition"))
+    s.plain(T0 + 6, OPERATOR, RecordSkipped("gone", 0, 3, "no such queue"))
+    s.plain(T0 + 7, OPERATOR, RecordSkipped("old", 0, 3, "written by a newer release"))
+    s.plain(T0 + 8, OPERATOR, QueueDeleted("old"), QueueCreated("old", 1))
+    return s
+
+
 def _job(job: Job) -> dict[str, Any]:
     values = job._asdict()
     values["state"] = job.state.name
@@ -350,20 +379,34 @@ def folded(records: Sequence[LogRecord]) -> dict[str, Any]:
 def expected(story: Story) -> dict[str, Any]:
     """What the records decode and fold to, by the code of this release."""
     if story.topic == "catalog":
-        events = [e for value, _ in story.records for e in codec.decode(value).events]
-        return {
+        envelopes = [codec.decode(value) for value, _ in story.records]
+        events = [e for envelope in envelopes for e in envelope.events]
+        found: dict[str, Any] = {
             "catalog": [
                 [codec.tag_of(e), *(getattr(e, f) for f in CATALOG_FIELDS if hasattr(e, f))]
                 for e in events
             ],
             "ledger_format": formats.folded(formats.PLAIN, events),
         }
+        if any(isinstance(e, RecordSkipped) for e in events):
+            # Files written before skips existed hold no "skipped".
+            found["skipped"] = skipped_json(skips_of(envelopes))
+        return found
     return folded(
         [
             LogRecord("q", 0, offset, value, headers)
             for offset, (value, headers) in enumerate(story.records)
         ]
     )
+
+
+def skipped_json(skips: Skips) -> dict[str, dict[str, str]]:
+    """The records the catalog skips, as a corpus file lists them: "queue[partition]" ->
+    offset -> reason."""
+    return {
+        f"{queue}[{partition}]": {str(offset): reason for offset, reason in sorted(offsets.items())}
+        for (queue, partition), offsets in sorted(skips.items())
+    }
 
 
 def document(story: Story) -> dict[str, Any]:
@@ -405,6 +448,7 @@ STORIES = (
     partitions_placed,
     partition_moved,
     guarded_deletes,
+    record_skipped,
 )
 
 

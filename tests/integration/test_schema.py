@@ -47,6 +47,7 @@ def test_migrations_produce_the_canonical_schema(
     assert {c[0] for c in expected.columns} == {
         "queues",
         "partition_placements",
+        "skipped_records",
         "jobs",
         "job_events",
         "imported_descriptors",

@@ -31,6 +31,7 @@ from pinledger.ledger.events import (
     QueueCreated,
     QueueDeleted,
     QueueResized,
+    RecordSkipped,
     Retried,
     Succeeded,
     TimedOut,
@@ -95,6 +96,9 @@ partition_moved = st.builds(
     shard=st.text(),
     offset=i64,
 )
+record_skipped = st.builds(
+    RecordSkipped, name=st.text(), partition=i64, offset=i64, reason=st.text()
+)
 format_raised = st.builds(FormatRaised, format=i64)
 
 EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
@@ -113,6 +117,7 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     PartitionsRetired: partitions_retired,
     PartitionPlaced: partition_placed,
     PartitionMoved: partition_moved,
+    RecordSkipped: record_skipped,
     FormatRaised: format_raised,
 }
 

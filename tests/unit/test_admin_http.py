@@ -116,3 +116,24 @@ def test_stop_without_start_does_not_hang() -> None:
     server = AdminHttpServer("127.0.0.1", 0, Metrics(), dict)
     assert server.port > 0
     server.stop()
+
+
+def test_ready_names_paused_partitions_and_stays_ready() -> None:
+    """A partition paused at a record its store refuses is named with what to do, and
+    the server stays ready: its other partitions serve, and another server would stall
+    on the same record (decision 0032)."""
+    paused = {"mail[0]": "paused at offset 7: ...; skip the record: pinledger skip-record"}
+    server = AdminHttpServer(
+        "127.0.0.1", 0, Metrics(), lambda: {"loop:owner": "ok"}, paused=lambda: paused
+    )
+    server.start()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/ready", timeout=5) as r:
+            assert r.status == 200
+            body = json.loads(r.read())
+        assert body["status"] == "ok"
+        assert body["paused"] == paused
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/health", timeout=5) as r:
+            assert "paused" not in json.loads(r.read())
+    finally:
+        server.stop()

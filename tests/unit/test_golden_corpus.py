@@ -16,8 +16,9 @@ from pinledger.ledger import codec, formats
 from pinledger.ledger.events import CatalogEvent
 from pinledger.ledger.log import LogRecord
 from pinledger.projections.projector import PartitionProjector
+from pinledger.projections.skips import skips_of
 from pinledger.service.testing.fake_store import FakeStore
-from tests.golden.write_corpus import CATALOG_FIELDS, folded
+from tests.golden.write_corpus import CATALOG_FIELDS, folded, skipped_json
 
 CORPUS = Path(__file__).parent.parent / "golden"
 FILES = sorted(CORPUS.glob("*.json"))
@@ -130,3 +131,6 @@ def test_catalog_records_decode_as_written(path: Path) -> None:
     # Files written before ledger formats existed hold none: format 1.
     want = document["expected"].get("ledger_format", formats.PLAIN)
     assert formats.folded(formats.PLAIN, events) == want
+    # Files written before skipped records existed hold none.
+    envelopes = [codec.decode(record.value) for record in _records(document)]
+    assert skipped_json(skips_of(envelopes)) == document["expected"].get("skipped", {})

@@ -23,6 +23,8 @@ class Host:
     port: int
     checks: list[dict[str, str]]
     running: list[bool] = field(default_factory=lambda: [True, True])
+    # What each worker's /ready names as paused (decision 0032).
+    paused: list[dict[str, str]] = field(default_factory=lambda: [{}, {}])
 
     def get(self, path: str) -> tuple[int, str]:
         try:
@@ -42,6 +44,7 @@ def _page(index: int) -> object:
 @pytest.fixture
 def host() -> Iterator[Host]:
     checks = [{"owner": "ok"}, {"owner": "ok"}]
+    paused: list[dict[str, str]] = [{}, {}]
     workers = []
     for index in range(2):
         metrics = Metrics()
@@ -53,6 +56,7 @@ def host() -> Iterator[Host]:
             metrics,
             lambda i=index: checks[i],  # type: ignore[misc]
             pages=_page(index),  # type: ignore[arg-type]
+            paused=lambda i=index: paused[i],  # type: ignore[misc]
         )
         worker.start()
         workers.append(worker)
@@ -66,7 +70,7 @@ def host() -> Iterator[Host]:
 
     admin = HostAdminServer("127.0.0.1", 0, views, "127.0.0.1")
     admin.start()
-    box.append(Host(admin.port, checks))
+    box.append(Host(admin.port, checks, paused=paused))
     yield box[0]
     admin.stop()
     for worker in workers:
@@ -106,3 +110,13 @@ def test_a_process_being_restarted_fails_the_health_and_its_page_moves(host: Hos
     assert status == 503
     assert json.loads(text)["checks"]["process-0"] == "not running (being restarted)"
     assert host.get("/queues") == (200, "page /queues from 1")
+
+
+def test_the_host_ready_names_every_process_paused_partition_and_stays_ready(host: Host) -> None:
+    host.paused[1]["mail[0]"] = "paused at offset 7: ...; skip the record: ..."
+    status, text = host.get("/ready")
+    assert status == 200
+    assert json.loads(text)["paused"] == {
+        "mail[0]": "paused at offset 7: ...; skip the record: ..."
+    }
+    assert "paused" not in json.loads(host.get("/health")[1])

@@ -32,6 +32,17 @@ def test_driver_errors_become_store_errors_by_kind() -> None:
     assert type(refused) is StoreError and "Duplicate entry" in str(refused)
 
 
+def test_a_value_the_database_refuses_is_a_refusal_and_a_lock_wait_is_not() -> None:
+    """A refusal fails again the same way: its record pauses its partition alone; a lock
+    wait or a deadlock may work the next time (decision 0032)."""
+    for code, said in ((1406, "Data too long"), (1366, "Incorrect string value"), (3140, "JSON")):
+        refused = store_error(pymysql.err.DataError(code, said), "committing", "s")
+        assert type(refused) is StoreError and said in str(refused)
+    for code in (1205, 1213):
+        later = store_error(pymysql.err.OperationalError(code, "Deadlock"), "committing", "s")
+        assert isinstance(later, StoreUnavailableError) and "tried again" in str(later)
+
+
 def test_database_names_are_checked() -> None:
     assert check_schema_name("pinledger_2") == "pinledger_2"
     for bad in ("Upper", "1st", "with-dash", "x" * 64, "a`b"):

@@ -250,3 +250,21 @@ def test_an_unreadable_log_is_a_log_error() -> None:
     ledger.log.fail("broker down")
     with pytest.raises(LogError):
         job_rows([], ledger.log, TOPIC, job, max_records=100)
+
+
+def test_the_history_read_from_the_log_passes_over_a_skipped_record() -> None:
+    """A record an operator skipped (decision 0032), which the projection passed over:
+    the job's history read from the log passes over it too, even one no release can
+    decode, and says what the projection applied."""
+    ledger = _Ledger()
+    offset = ledger.append(DAY0, W, _enqueue())
+    job = JobDescriptor("mail", 0, 1, local_id_for(offset, 0))
+    [bad] = ledger.log.append([Append(TOPIC, 0, b"\x00not a record")])
+    ledger.append(DAY0 + 1, W, Claimed(job.local_id, "c1"))
+    ledger.projector.skips[bad] = "garbage"
+    ledger.project()
+    rows = ledger.store.job_events("mail", 0, job.local_id)
+    assert read_history(ledger.log, TOPIC, job, 100, skipped={bad}).rows == rows
+    assert job_rows([], ledger.log, TOPIC, job, 100, lambda: {bad: "garbage"}) == rows
+    with pytest.raises(codec.CodecError):
+        read_history(ledger.log, TOPIC, job, 100)
