@@ -178,7 +178,7 @@ def test_a_row_the_store_cannot_hold_is_a_refusal_not_an_unavailable_store(
     which an owner would retry for the whole server (decision 0032)."""
     if isinstance(store, FakeStore):
         store.refuse_text_containing("\x00")  # as Postgres
-    store.offset("t", 0)
+    store.start_offset("t", 0)
     batch, _ = _refused_batch(store_kind)
     with pytest.raises(StoreError) as refused:
         store.commit_partition_batch(batch)
@@ -221,7 +221,7 @@ def test_a_value_too_large_for_an_index_is_a_refusal_where_it_is_refused(
     operational error) as it would every time: a refusal, never an unavailable store
     (one record would otherwise stall every partition of a server). MariaDB and the
     FakeStore keep it."""
-    store.offset("t", 0)
+    store.start_offset("t", 0)
     job = _refused_batch(store_kind)[0].upserts[0]._replace(custom_status="")
     descriptor = secrets.token_hex(5000)  # 10,000 characters that hardly compress
     batch = PartitionBatch(

@@ -539,7 +539,7 @@ def test_text_a_store_cannot_hold_is_refused_for_good_and_applies_nothing(
     store: LedgerStore, changes: dict[str, Any], refused_by: str
 ) -> None:
     kind = "fake" if isinstance(store, FakeStore) else store.kind
-    store.offset("t", 0)
+    store.start_offset("t", 0)
     batch = PartitionBatch("q", "t", 0, 0, 1, **changes)
     if kind != "fake" and refused_by not in (kind, "both"):
         store.commit_partition_batch(batch)  # this store keeps it, as written
