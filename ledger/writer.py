@@ -140,12 +140,7 @@ class LedgerWriter:
         check_queue_name(name)
         if partitions < 1:
             raise ValueError(f"a queue needs at least one partition, got {partitions}")
-        if self.cluster_format < formats.RESIZES:
-            raise formats.FormatTooOldError(
-                f"resizing a queue needs ledger format {formats.RESIZES}; the cluster writes "
-                f"format {self.cluster_format}: run `pinledger upgrade-format` once every "
-                "server runs this release (README, Upgrading)"
-            )
+        self._require(formats.RESIZES, "resizing a queue")
         placed = self._placements(name, partitions, new=False)
         self.log.add_partitions(self.topic(name), partitions)
         self._append_catalog(QueueResized(name, partitions, reason), at, actor, placed)
@@ -155,23 +150,14 @@ class LedgerWriter:
         empty; `first` equal to the partition count: none are). Written only after a
         resize, so only on a cluster at ledger format 2 or later; checked all the same."""
         check_queue_name(name)
-        if self.cluster_format < formats.RESIZES:
-            raise formats.FormatTooOldError(
-                f"retiring partitions needs ledger format {formats.RESIZES}; the cluster "
-                f"writes format {self.cluster_format}"
-            )
+        self._require(formats.RESIZES, "retiring partitions")
         self._append_catalog(PartitionsRetired(name, first, reason), at, actor)
 
     def move_partition(self, move: PartitionMoved, at: int, actor: Actor) -> None:
         """Record that a partition's projection moves to another store shard (decision
         0031), on a cluster whose ledger format has moves (format 2)."""
         check_queue_name(move.name)
-        if self.cluster_format < formats.MOVES:
-            raise formats.FormatTooOldError(
-                f"moving a partition needs ledger format {formats.MOVES}; the cluster "
-                f"writes format {self.cluster_format}: run `pinledger upgrade-format` once "
-                "every server runs this release (README, Upgrading)"
-            )
+        self._require(formats.MOVES, "moving a partition")
         self._append_catalog(move, at, actor)
 
     def skip_record(self, skip: RecordSkipped, at: int, actor: Actor) -> None:
@@ -179,13 +165,17 @@ class LedgerWriter:
         cluster whose ledger format has skips (format 3): a server of an older release
         would not read the catalog record, and would stall on the skipped one."""
         check_queue_name(skip.name)
-        if self.cluster_format < formats.SKIPS:
-            raise formats.FormatTooOldError(
-                f"skipping a record needs ledger format {formats.SKIPS}; the cluster writes "
-                f"format {self.cluster_format}: run `pinledger upgrade-format` once every "
-                "server runs this release (README, Upgrading)"
-            )
+        self._require(formats.SKIPS, "skipping a record")
         self._append_catalog(skip, at, actor)
+
+    def _require(self, needed: int, what: str) -> None:
+        """Refuse what a server of the cluster's ledger format could not read."""
+        if self.cluster_format < needed:
+            raise formats.FormatTooOldError(
+                f"{what} needs ledger format {needed}; the cluster writes format "
+                f"{self.cluster_format}: run `pinledger upgrade-format` once every server "
+                "runs this release (README, Upgrading)"
+            )
 
     def delete_queue(self, name: str, at: int, actor: Actor) -> None:
         """Record the deletion first, so projections drop the queue's rows, then delete

@@ -10,8 +10,8 @@ from pinledger.ledger import codec
 from pinledger.ledger.events import Envelope, PartitionsRetired, QueueDeleted, QueueResized
 from pinledger.ledger.log import Log, catalog_topic
 from pinledger.projections.catalog import fold_queue_event
+from pinledger.projections.partition_log import read_partition
 from pinledger.projections.store import QueueRow
-from pinledger.projections.verify import read_partition
 
 
 def catalog_envelopes(log: Log, prefix: str) -> list[Envelope]:

@@ -20,8 +20,9 @@ from collections.abc import Iterable, Mapping
 
 from pinledger.ledger import codec
 from pinledger.ledger.events import Envelope, Event, QueueDeleted, RecordSkipped
-from pinledger.ledger.log import Log, LogError, Position, catalog_topic
+from pinledger.ledger.log import Log, LogError, catalog_topic
 from pinledger.projections.catalog import fold_queue_event
+from pinledger.projections.partition_log import read_partition
 from pinledger.projections.store import QueueRow
 
 # (queue, partition) -> the partition's skipped offsets -> why.
@@ -29,10 +30,6 @@ Skips = dict[tuple[str, int], dict[int, str]]
 
 # How much of an operator's reason a store keeps (the fold keeps the same).
 REASON_CHARS = 500
-
-# Reading the catalog: records per poll, and empty polls (200 ms each) before giving up.
-_POLL_RECORDS = 1000
-_IDLE_POLLS = 150
 
 
 def stored_reason(reason: str) -> str:
@@ -76,25 +73,7 @@ def catalog_skips(log: Log, prefix: str) -> Skips:
     record skipped later could not have been projected at any moment either."""
     topic = catalog_topic(prefix)
     end = log.end_offsets([(topic, 0)]).get((topic, 0), 0)  # no catalog yet: nothing
-    if end <= 0:
-        return {}
-    envelopes: list[Envelope] = []
-    reader = log.reader([Position(topic, 0, 0)])
     try:
-        idle = 0
-        offset = -1
-        while offset < end - 1:
-            records = reader.poll(_POLL_RECORDS, 200)
-            if not records:
-                idle += 1
-                if idle >= _IDLE_POLLS:
-                    raise LogError(f"catalog {topic}: no records before offset {end}")
-                continue
-            idle = 0
-            for record in records:
-                if record.offset < end:
-                    envelopes.append(codec.decode(record.value))
-                offset = max(offset, record.offset)
-    finally:
-        reader.close()
-    return skips_of(envelopes)
+        return skips_of(codec.decode(r.value) for r in read_partition(log, topic, 0, 0, end))
+    except TimeoutError as exc:
+        raise LogError(f"catalog {topic}: {exc}") from exc

@@ -16,14 +16,15 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 
 from pinledger.ledger import codec
-from pinledger.ledger.log import Log, LogRecord, Position, catalog_topic, queue_topic
+from pinledger.ledger.log import Log, catalog_topic, queue_topic
 from pinledger.projections.catalog import fold_queue_event
+from pinledger.projections.partition_log import read_partition
 from pinledger.projections.prefetch import Prefetched
 from pinledger.projections.projector import Scope
 from pinledger.projections.replay import ReplayReport
@@ -45,10 +46,6 @@ from pinledger.projections.verify_fold import (
 # Jobs a partition's fold holds at once before it is folded in ranges of local ids
 # (one more pass over the log per range); a job costs ~0.5 KB plus its body.
 MAX_JOBS = 500_000
-# Records per poll of the log.
-POLL_RECORDS = 5000
-# Polls that bring nothing before a partition is declared stuck (200 ms each).
-IDLE_POLLS = 150
 # A live projection that moved while one of its partitions was compared is compared
 # again from the new offset, at most this many times.
 ATTEMPTS = 3
@@ -86,34 +83,6 @@ def _closing(*streams: object) -> ExitStack:
         if close is not None:
             stack.callback(close)
     return stack
-
-
-def read_partition(
-    log: Log, topic: str, partition: int, start: int, end: int
-) -> Iterator[LogRecord]:
-    """The records of one partition in [start, end), in offset order."""
-    if start >= end:
-        return
-    reader = log.reader([Position(topic, partition, start)])
-    try:
-        idle = 0
-        while True:
-            records = reader.poll(POLL_RECORDS, 200)
-            if not records:
-                idle += 1
-                if idle >= IDLE_POLLS:
-                    raise TimeoutError(f"{topic}[{partition}]: no records before offset {end}")
-                continue
-            idle = 0
-            for record in records:
-                if record.offset >= end:
-                    return
-                if record.offset >= start:
-                    yield record
-            if records[-1].offset >= end - 1:
-                return
-    finally:
-        reader.close()
 
 
 def verify_partition(

@@ -11,7 +11,7 @@ from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import JobState
 from pinledger.projections.history import build_history
 from pinledger.projections.log_history import HistoryGoneError, HistoryScanLimitError, job_rows
-from pinledger.projections.store import JobFilter, QueueRow, ScanKey
+from pinledger.projections.store import EventRow, JobFilter, QueueRow, ScanKey
 from pinledger.service.api import convert
 from pinledger.service.api import history as history_thrift
 from pinledger.service.api.barrier import Partition, settle, wait_projected
@@ -72,23 +72,26 @@ def lookup_jobs(api: Api, request: LookupRequest) -> dict[str, Any]:
     return found
 
 
+def history_rows(api: Api, queue: str, parsed: JobDescriptor) -> list[EventRow]:
+    """A job's timeline rows: the projection's, and those the history retention dropped
+    read from the log instead (passing over skipped records)."""
+    return job_rows(
+        api.store.job_events(queue, parsed.partition, parsed.local_id),
+        api.writer.log,
+        api.writer.topic(queue),
+        parsed,
+        api.config.history_scan_records,
+        lambda: api.store.skipped_records(queue, parsed.partition),
+    )
+
+
 def get_job_history(api: Api, request: HistoryRequest) -> Any:
     queue = load_queue(api, request.job.queue)
     parsed = resolve(api, queue.name, [request.job])[str(request.job)]
     check_job(api, queue, parsed)
     wait_projected(api, {(api.writer.topic(queue.name), parsed.partition): parsed.offset})
-    rows = api.store.job_events(queue.name, parsed.partition, parsed.local_id)
     try:
-        # Rows the history retention dropped are read from the log instead.
-        topic = api.writer.topic(queue.name)
-        rows = job_rows(
-            rows,
-            api.writer.log,
-            topic,
-            parsed,
-            api.config.history_scan_records,
-            lambda: api.store.skipped_records(queue.name, parsed.partition),
-        )
+        rows = history_rows(api, queue.name, parsed)
     except (HistoryGoneError, HistoryScanLimitError) as exc:
         raise pinlater_error(ErrorCode.UNKNOWN, str(exc)) from exc
     return history_thrift.to_thrift(build_history(parsed, rows, request.at_offset))

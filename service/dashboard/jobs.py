@@ -7,10 +7,10 @@ from __future__ import annotations
 from pinledger.ledger import descriptor, limits
 from pinledger.ledger.state import JobState
 from pinledger.projections.history import JobHistory, build_history
-from pinledger.projections.log_history import job_rows
 from pinledger.projections.store import JobSearch
 from pinledger.service.api.barrier import settle
 from pinledger.service.api.core import check_job, load_queue
+from pinledger.service.api.reads import history_rows
 from pinledger.service.dashboard import paging, svg, timeline
 from pinledger.service.dashboard.backend import Backend
 from pinledger.service.dashboard.render import body_text, duration, esc, table, url, when
@@ -110,17 +110,7 @@ def life(backend: Backend, text: str) -> str:
     parsed = descriptor.parse(text)
     queue = load_queue(api, parsed.queue)
     check_job(api, queue, parsed)
-    topic = api.writer.topic(queue.name)
-    rows = api.store.job_events(queue.name, parsed.partition, parsed.local_id)
-    rows = job_rows(
-        rows,
-        api.writer.log,
-        topic,
-        parsed,
-        api.config.history_scan_records,
-        lambda: api.store.skipped_records(queue.name, parsed.partition),
-    )
-    history = build_history(parsed, rows)
+    history = build_history(parsed, history_rows(api, queue.name, parsed))
     now = api.clock.now_ms()
     current = api.store.lookup(queue.name, [(parsed.partition, parsed.local_id)], True)
     parts = [_facts(backend, history, current[0].job.body if current else None)]

@@ -14,7 +14,7 @@ from pinledger.ledger import codec, formats
 from pinledger.ledger.codec import CodecError
 from pinledger.ledger.log import Log, LogError, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.verify import read_partition
+from pinledger.projections.partition_log import read_partition
 from pinledger.service.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -23,10 +23,10 @@ from pinledger.ledger.events import Actor
 from pinledger.ledger.kafka import KafkaLog
 from pinledger.ledger.log import catalog_topic
 from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.partition_log import read_partition
 from pinledger.projections.pg.store import Store
 from pinledger.projections.projector import Scope
 from pinledger.projections.replay import replay
-from pinledger.projections.verify import read_partition
 from pinledger.service.config import Config
 from pinledger.service.server import EXIT_UNREADABLE_FORMAT
 from pinledger.service.testing.servers import ServerProcess, context, run_pinledger, wait_for
