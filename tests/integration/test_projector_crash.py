@@ -38,7 +38,8 @@ def _projector(config: Config, store: Store, prefix: str) -> subprocess.Popen[by
 
 
 def _projected(store: Store, writer: LedgerWriter, partitions: int) -> int:
-    return sum(store.offset(writer.topic("q"), p) for p in range(partitions))
+    # A partition has no offset until the projector has projected the queue's creation.
+    return sum(store.offsets([(writer.topic("q"), p) for p in range(partitions)]).values())
 
 
 def _wait_progress(
