@@ -15,6 +15,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,6 +111,23 @@ def _each_shard_holds_its_partitions(
             store.close()
 
 
+def _all_succeeded(client: PinLaterClient, enqueued: set[str]) -> dict[str, Any]:
+    """Every job's info once each is SUCCEEDED. A lookup waits for what its own server
+    appended; an ack through the other server is projected a moment later."""
+    infos: dict[str, Any] = {}
+
+    def done() -> bool:
+        infos.update(client.lookup(enqueued))
+        return {d for d, i in infos.items() if i.state == JobState.SUCCEEDED} == enqueued
+
+    try:
+        wait_for(done, timeout=15)
+    except AssertionError:
+        left = {d: i.state.name for d, i in infos.items() if i.state != JobState.SUCCEEDED}
+        raise AssertionError(f"acked but not SUCCEEDED: {left}") from None
+    return infos
+
+
 def test_a_queue_over_two_shards_serves_counts_scans_and_replays(
     names: tuple[str, str],
     shard_map: str,
@@ -140,8 +158,7 @@ def test_a_queue_over_two_shards_serves_counts_scans_and_replays(
         assert {parse(d).partition for d in enqueued} == {0, 1, 2, 3}
 
         with PinLaterClient(address) as client:
-            infos = client.lookup(enqueued)
-            assert {d for d, i in infos.items() if i.state == JobState.SUCCEEDED} == enqueued
+            infos = _all_succeeded(client, enqueued)
             assert client.count(queue, JobState.SUCCEEDED) == len(enqueued)
             seen = _scanned(client, queue, JobState.SUCCEEDED, page=37)
             assert len(seen) == len(set(seen)) == len(enqueued), "each job once, across shards"
