@@ -204,7 +204,8 @@ def while_its_server_is_killed(stage: Stage, admin: Any, rounds: Rounds) -> Call
     log = stage.log()
     try:
         at = int(time.time() * 1000)
-        record = Envelope(at, Actor(ADMIN, "", "killed"), (QueueDeleted(INCARNATED),))
+        actor = Actor(ADMIN, "", f"test-{stage.servers[killed].port}")  # its server id
+        record = Envelope(at, actor, (QueueDeleted(INCARNATED),))
         log.append([Append(catalog_topic(stage.prefix), 0, codec.encode(record))])
     finally:
         log.close()
