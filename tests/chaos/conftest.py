@@ -10,11 +10,13 @@ too, so they need the stack's servers, not ones named by PINLEDGER_PG_DSN.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.chaos.report import ROWS, table
+from tests.chaos.stage import Stage, staged
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = ROOT / "stack" / "stack.sh"
@@ -47,6 +49,21 @@ def cluster() -> str:
     lines = [line for line in out.splitlines() if line.startswith(head)]
     assert lines, f"`stack.sh cluster up` printed no {head} line:\n{out}"
     return lines[-1][len(head) :]
+
+
+@pytest.fixture
+def stage(cluster: str, tmp_path: Path) -> Iterator[Stage]:
+    """Two servers on the cluster and the queue QUEUE (tests/chaos/stage.py)."""
+    with staged(cluster, tmp_path) as made:
+        yield made
+
+
+@pytest.fixture
+def sharded_stage(cluster: str, tmp_path: Path) -> Iterator[Stage]:
+    """The stage on two store shards: Postgres (home, "a") and MariaDB ("b"); the
+    queue's four partitions are placed a, b, a, b."""
+    with staged(cluster, tmp_path, sharded=True) as made:
+        yield made
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

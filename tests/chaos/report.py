@@ -13,11 +13,15 @@ class Row:
     lost: int  # acknowledged enqueues not SUCCEEDED after the drain
     duplicate_runs: int  # runs beyond the first (at-least-once)
     recovered_s: float  # seconds until every partition was served again
-    measured_from: str  # "repair" (the dependency answers again) or "fault"
+    # "repair" (the dependency answers again), "fault", or what else the case names
+    # (a skip of a poison record, a queue's deletion)
+    measured_from: str
     failed_calls: int
     longest_failed_call_s: float
     # What the failed calls answered: first 110 characters, with their counts.
     answers: Counter[str] = field(default_factory=Counter)
+    # What else the case measured or counted, a line each.
+    details: list[str] = field(default_factory=list)
 
 
 ROWS: list[Row] = []
@@ -43,4 +47,5 @@ def table(rows: list[Row]) -> list[str]:
             lines.append(f"    {count:>5} x {answer}")
         if not r.answers:
             lines.append("    (no call failed)")
+        lines += [f"    - {detail}" for detail in r.details]
     return lines
