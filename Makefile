@@ -3,7 +3,7 @@ PYTHON ?= python3
 PYTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install stack-up stack-down stack-status run demo test test-unit test-contract test-integration lint types check bench wheel clean
+.PHONY: help install system-packages stack-up stack-down stack-status run demo test test-unit test-contract test-integration lint types check bench wheel clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -14,6 +14,9 @@ help: ## list the targets
 # (tests/unit/test_import_names.py says so).
 install: ## install pinledger and its dev tools into the current Python
 	$(PYTHON) -m pip install -q -e '.[dev]' --config-settings editable_mode=strict
+
+system-packages: ## the Debian packages every test needs (stack/install.sh: only what is missing)
+	bash stack/install.sh
 
 stack-up: ## start the local Kafka, Postgres and MariaDB (idempotent)
 	bash stack/stack.sh up
@@ -29,7 +32,7 @@ run: install stack-up demo ## set everything up and run the demo
 demo: ## run the demo against the running stack
 	$(PYTHON) -m pinledger demo
 
-test: install stack-up ## run every test against the real Kafka and Postgres
+test: install system-packages stack-up ## run every test against the real Kafka and Postgres
 	$(PYTHON) -m pytest --cov=ledger --cov=projections --cov=service --cov=client --cov-report=term $(PYTEST_FLAGS)
 
 test-unit: ## the pure tests only (no servers needed)
