@@ -7,6 +7,7 @@ stay in force; an edit that parses to what is in force already changes nothing.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -42,9 +43,9 @@ class WatchedFile(Generic[T]):
         self._thread: threading.Thread | None = None
         self._current = default
         self._content: bytes | None = None
-        # The file's (mtime_ns, size) when last read, good or bad, so an unchanged broken
-        # file is not re-parsed and re-logged every interval.
-        self._seen: tuple[int, int] | None = None
+        # The file's identity when last read, good or bad, so an unchanged broken file is
+        # not re-parsed and re-logged every interval (_identity).
+        self._seen: tuple[int, int, int, int] | None = None
         self._missing = False
         if path is not None:
             try:
@@ -53,7 +54,7 @@ class WatchedFile(Generic[T]):
             except OSError as e:
                 raise error(f"cannot read {what} {path}: {e}") from e
             self._current = parse(content)
-            self._content, self._seen = content, (stat.st_mtime_ns, stat.st_size)
+            self._content, self._seen = content, _identity(stat)
         on_change(self._current)
 
     @property
@@ -65,8 +66,7 @@ class WatchedFile(Generic[T]):
         if self._path is None:
             return False
         try:
-            stat = self._path.stat()
-            seen = (stat.st_mtime_ns, stat.st_size)
+            seen = _identity(self._path.stat())
             if seen == self._seen:
                 return False
             content = self._path.read_bytes()
@@ -119,3 +119,11 @@ class WatchedFile(Generic[T]):
                 self.check()
             except Exception:  # an on_change failure must not end reloading for good
                 self._log.exception("applying the %s %s failed", self._what, self._path)
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:
+    """What tells a new version of the file from the one last read. The inode too, not
+    only mtime and size: a file replaced by a rename (an editor's save, the kubelet
+    swapping a mounted ConfigMap's `..data` link to a new folder: `path.stat()`
+    follows the links) is a new inode even when its size and mtime are the old ones'."""
+    return (stat.st_dev, stat.st_ino, stat.st_mtime_ns, stat.st_size)

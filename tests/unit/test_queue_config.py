@@ -104,6 +104,44 @@ def test_reload_picks_up_an_edit(tmp_path: Path) -> None:
     assert len(seen.applied) == 2
 
 
+def mounted_configmap(folder: Path, text: str, version: int, mtime_ns: int) -> Path:
+    """Lay out or update `folder` as the kubelet mounts a ConfigMap as a directory:
+    the file is a link to ..data/queues.json, ..data a link to a folder of this version,
+    swapped by renaming a new link over it; the old version's folder is removed."""
+    folder.mkdir(exist_ok=True)
+    version_dir = folder / f"..2026_11_27_10_00_0{version}.{version}"
+    version_dir.mkdir()
+    (version_dir / "queues.json").write_text(text)
+    os.utime(version_dir / "queues.json", ns=(mtime_ns, mtime_ns))
+    data = folder / "..data"
+    old = os.readlink(data) if data.is_symlink() else None
+    (folder / "..data_tmp").symlink_to(version_dir.name)
+    os.replace(folder / "..data_tmp", data)
+    if old is not None:
+        (folder / old / "queues.json").unlink()
+        (folder / old).rmdir()
+    link = folder / "queues.json"
+    if not link.is_symlink():
+        link.symlink_to("..data/queues.json")
+    return link
+
+
+def test_a_configmap_update_is_picked_up(tmp_path: Path) -> None:
+    """Mounted as a directory (not with subPath, which never updates), a ConfigMap is
+    updated by swapping a link to a new folder. The edit here keeps the file's size,
+    and its mtime is the old one's (a tool that copies files with their times, or two
+    edits within one tick of a coarse clock): the new file is told apart all the same."""
+    mtime = 1_700_000_000 * 10**9
+    path = mounted_configmap(tmp_path / "queues", doc(maxJobsPerSecond=50), 1, mtime)
+    seen = Recorder()
+    watcher = QueueConfigWatcher(path, seen)
+    assert watcher.current.rates() == {"q": 50.0}
+    mounted_configmap(tmp_path / "queues", doc(maxJobsPerSecond=60), 2, mtime)
+    assert watcher.check()
+    assert watcher.current.rates() == {"q": 60.0}
+    assert seen.applied[-1] is watcher.current
+
+
 def test_broken_edit_keeps_the_old_config(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "queues.json"
     write(path, doc(maxJobsPerSecond=1))
