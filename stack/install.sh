@@ -29,6 +29,9 @@ STACK_PACKAGES=(
     chromedriver:chromium-driver
     shellcheck:shellcheck         # make lint
     openssl:openssl               # the secure stack's CA and certificates (secure.sh)
+    # tests/deploy check the systemd units with `systemd-analyze verify` (installed
+    # everywhere systemd is the init; in a container it only brings the command).
+    systemd-analyze:systemd
 )
 # Not in the full install: `up` wants the client alone only to check a MySQL server
 # named by PINLEDGER_MYSQL_DSN (mariadb-server brings it too).
