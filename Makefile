@@ -3,7 +3,7 @@ PYTHON ?= python3
 PYTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-packages stack-up stack-down stack-status run demo test test-unit test-contract test-integration lint types check bench wheel clean
+.PHONY: help install system-packages stack-up stack-down stack-status run demo test test-unit test-contract test-integration test-deploy lint types check bench wheel clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -43,6 +43,9 @@ test-contract: ## the port contract suites, on the real adapters and on the fake
 
 test-integration: ## the tests against the real servers
 	$(PYTHON) -m pytest tests/integration $(PYTEST_FLAGS)
+
+test-deploy: ## the Helm chart (helm lint/template; Helm built with Go once) and the systemd units
+	$(PYTHON) -m pytest tests/deploy $(PYTEST_FLAGS)
 
 # The shell scripts: the stack's, CI's, and any other *.sh in the repository.
 SHELL_SCRIPTS = $(sort $(wildcard stack/*.sh) .ci/run $(shell git ls-files '*.sh' 2>/dev/null))
