@@ -71,7 +71,7 @@ wheel: ## build the wheel into dist/ (installable anywhere; see tests/integratio
 	rm -rf build/lib build/bdist.*
 	$(PYTHON) -m pip wheel --no-deps -q -w dist .
 
-image: ## build the container image pinledger:<version> and :latest (podman, or docker where it works; docs/deployment/container.md)
+image: ## build the container image pinledger:<version> and :latest (podman, or docker where it works; docs/container.md)
 	PYTHON=$(PYTHON) bash deploy/image/build.sh
 
 # build/__editable__.* stays: it is the editable install (make install).
