@@ -3,7 +3,7 @@ PYTHON ?= python3
 PYTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-packages stack-up stack-down stack-status run demo test test-unit test-contract test-integration test-deploy lint types check bench wheel clean
+.PHONY: help install system-packages stack-up stack-down stack-status run demo test test-unit test-contract test-integration test-deploy lint types check bench wheel image clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -73,6 +73,9 @@ wheel: ## build the wheel into dist/ (installable anywhere; see tests/integratio
 	# setuptools reuses build/lib: a module deleted since the last build would ship.
 	rm -rf build/lib build/bdist.*
 	$(PYTHON) -m pip wheel --no-deps -q -w dist .
+
+image: ## build the container image pinledger:<version> and :latest (podman, or docker where it works; docs/container.md)
+	PYTHON=$(PYTHON) bash deploy/image/build.sh
 
 # build/__editable__.* stays: it is the editable install (make install).
 clean: ## remove caches and build output

@@ -32,6 +32,12 @@ STACK_PACKAGES=(
     # tests/deploy check the systemd units with `systemd-analyze verify` (installed
     # everywhere systemd is the init; in a container it only brings the command).
     systemd-analyze:systemd
+    # The container image (make image, tests/integration/test_image.py): podman runs
+    # here only with runc (crun fails on this kernel's cgroups); mmdebstrap makes the
+    # base from Debian's packages, as no image registry is reachable.
+    podman:podman
+    runc:runc
+    mmdebstrap:mmdebstrap
 )
 # Not in the full install: `up` wants the client alone only to check a MySQL server
 # named by PINLEDGER_MYSQL_DSN (mariadb-server brings it too).
