@@ -531,3 +531,15 @@ SELECT max(old_descriptor) FROM (
 -- primary key from the queue's first descriptor, every batch).
 DELETE d FROM imported_descriptors AS d FORCE INDEX (imported_by_partition)
 WHERE d.queue = %(queue)s AND d.`partition` = %(partition)s AND d.old_descriptor <= %(upto)s;
+
+-- name: schema_table_bytes
+-- Each table of the database with its data and index bytes (InnoDB's pages, a
+-- partitioned table's partitions summed), as the last ANALYZE TABLE left them:
+-- bench/sizing.py's bytes per job.
+SELECT table_name, coalesce(data_length, 0), coalesce(index_length, 0)
+FROM information_schema.tables
+WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE';
+
+-- name: analyze_table
+-- InnoDB's statistics (information_schema's sizes among them) brought up to date.
+ANALYZE TABLE {table};

@@ -425,6 +425,20 @@ SELECT coalesce((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tre
                 pg_total_relation_size(t))::bigint
 FROM (SELECT %(table)s::regclass AS t) AS named;
 
+-- name: schema_table_bytes
+-- Each table of the schema with its data bytes (heap, TOAST, free-space and visibility
+-- maps) and its index bytes, a partitioned table's partitions summed under its name:
+-- bench/sizing.py's bytes per job.
+SELECT coalesce(parent.relname, c.relname) AS table_name,
+       sum(pg_table_size(c.oid))::bigint AS data_bytes,
+       sum(pg_indexes_size(c.oid))::bigint AS index_bytes
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
+LEFT JOIN pg_class parent ON parent.oid = i.inhparent
+WHERE n.nspname = current_schema() AND c.relkind = 'r'
+GROUP BY 1;
+
 -- name: vacuum_table
 -- As autovacuum would have by then: the dead versions of updated rows reclaimed.
 VACUUM (ANALYZE) {table};

@@ -112,3 +112,29 @@ def test_smoke_run_prints_the_whole_table(kafka: KafkaLog, store_kind: str, tmp_
     prefix = re.search(r"topics (bench\w+\.)\*", run.stderr)
     assert prefix is not None, run.stderr[:500]
     assert not any(t.startswith(prefix.group(1)) for t in kafka.topics())
+
+
+def test_sizing_measures_kafka_and_store_bytes_per_job(kafka: KafkaLog) -> None:
+    """`python -m bench.sizing`, docs/deploying.md's source, still measures through a real
+    server and prints its two tables (tiny counts; the figures prove nothing here), and
+    removes what it created."""
+    args = ["--jobs", "200", "--bodies", "100", "--shapes", "batched", "--no-mysql", "--no-memory"]
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.sizing", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [line.split() for line in run.stdout.splitlines()]
+    kafka_row = next(r for r in rows if r[:3] == ["postgres", "batched", "100"] and len(r) > 7)
+    enqueue_bytes, whole_life = (int(v.replace(",", "")) for v in kafka_row[3:5])
+    # A job's whole life (enqueue, claim, ack) costs more log than its enqueue alone, and
+    # a 100-byte body costs at least its base64 form.
+    assert 100 * 4 // 3 <= enqueue_bytes < whole_life, kafka_row
+    states = {r[3]: r for r in rows if r[:3] == ["postgres", "batched", "100"] and len(r) == 7}
+    assert {"PENDING", "SUCCEEDED"} <= set(states), run.stdout
+    assert int(states["SUCCEEDED"][-1].replace(",", "")) > 0, run.stdout
+    assert not [t for t in kafka.topics() if t.startswith("sizing")], "sizing left topics"
