@@ -160,6 +160,12 @@ class LiveTraces:
                 "pinledger_live_traces_total", len(items) - len(kept), outcome="dropped"
             )
 
+    def wake(self) -> None:
+        """End the thread's pause at once: the server is stopping (the stop event is set)
+        and waits for the thread, which would otherwise sleep out up to a second."""
+        with self._wake:
+            self._wake.notify_all()
+
     def drain(self) -> None:
         """Export what is noted, due or not, once (the server stops: its last acks'
         spans should not wait for a successor that will not send them)."""
@@ -217,6 +223,10 @@ class LiveTraces:
             except Exception as exc:  # never end the thread: the next pass goes on
                 self._failures.warning("live traces pass failed: %s: %s", type(exc).__name__, exc)
             with self._wake:
+                # Under the lock `wake` takes: a stop set before this check is seen, one
+                # set after it wakes the wait.
+                if self._stop.is_set():
+                    break
                 nearest = min((i.due for i in self._pending), default=None)
                 wait = 1.0 if nearest is None else max(0.0, min(1.0, nearest - self._clock()))
                 self._wake.wait(wait)

@@ -213,6 +213,7 @@ class Owner:
 
     def stop(self) -> None:
         self._stop.set()
+        self.live_traces.wake()
         self.loop.thread.join(timeout=10)
         self._members_thread.thread.join(timeout=5)
         self._retention_thread.thread.join(timeout=5)

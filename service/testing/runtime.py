@@ -4,12 +4,13 @@ broker, no database, no sockets: claim timeouts, GC, rebalances and adoption run
 milliseconds. The server never imports this.
 
 Time is the FakeClock's: the owners' maintenance, their members threads, the queue
-directories and the group sessions all read it, and it moves when a test calls
-`clock.advance`, or while the test waits on something that waits on time:
-`call_waiting` (an RPC that sleeps on the clock until other threads have made progress:
-createQueue, a read whose barrier finds the projection behind) and `advance_until` (an
-owner loop pausing after a failed pass) move it in small steps. A node may read the wall
-clock off by some seconds (`rt.node(clock_skew_s=-25)`: a server whose clock lags).
+directories, the group sessions and the store shards' placement cache all read it, and
+it moves when a test calls `clock.advance`, or while the test waits on something that
+waits on time: `call_waiting` (an RPC that sleeps on the clock until other threads have
+made progress: createQueue, a read whose barrier finds the projection behind) and
+`advance_until` (an owner loop pausing after a failed pass) move it in small steps. A
+node may read the wall clock off by some seconds (`rt.node(clock_skew_s=-25)`: a server
+whose clock lags).
 
 The owner threads run for real; a test waits for them with bounded polling, never by
 sleeping: `settle()` returns once every record in the log is projected and each live
@@ -27,10 +28,11 @@ read barrier at once.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from pinledger.idl import pinlater
@@ -227,6 +229,29 @@ class Node:
         self.owner.loop.stop.set()
         self.owner.loop.thread.join(timeout=WAIT_S)
 
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """Hold this node's owner thread between two passes for the block: a busy
+        owner, whose projection lags the appends. Calls to the node answer as ever,
+        from the buffers as they were."""
+        loop = self.owner.loop
+        run_pass = loop.run_pass
+        parked, go = threading.Event(), threading.Event()
+
+        def held(reader: Any) -> None:
+            parked.set()
+            go.wait(WAIT_S)
+            run_pass(reader)
+
+        loop.run_pass = held  # type: ignore[method-assign]
+        try:
+            if loop.alive:
+                wait_until(parked.is_set, f"{self.address}'s owner to finish its pass")
+            yield
+        finally:
+            del loop.run_pass
+            go.set()
+
     @property
     def live(self) -> bool:
         return self.started and self.owner.loop.alive
@@ -318,7 +343,9 @@ class Runtime:
         self.ledger_store: LedgerStore = self.store
         self.shard_map: ShardMap | None = None
         if shards > 1:
-            self.ledger_store = ShardedStore(config.topic_prefix, self.shards)
+            self.ledger_store = ShardedStore(
+                config.topic_prefix, self.shards, clock=self.clock.monotonic
+            )
             self.shard_map = ShardMap(tuple(Shard(n, f"postgresql://fake/{n}") for n in names))
         self.ledger_store.migrate()
         # Appends of a server that is gone (or not yet started): no owner behind it.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 
@@ -152,3 +153,17 @@ def test_dequeues_running_on_a_server_while_it_stops_never_get_a_job_twice() -> 
         handed.extend(a.dequeue("mail", len(jobs)))
         assert _twice(handed) == []
         assert sorted(handed) == sorted(jobs)
+
+
+def test_a_server_stops_without_waiting_out_the_live_traces_pause() -> None:
+    """The live-traces thread pauses up to a second between its passes; a stop waited for
+    the pause to run out (a second more to every server's stop, and to every test on
+    the fakes for each server it ran)."""
+    with Runtime(CONFIG) as rt:
+        node = rt.node()
+        wait_until(node.owner.live_traces.thread.is_alive, "the thread to start")
+        time.sleep(0.05)  # in its pause
+        started = time.monotonic()
+        node.stop()
+        assert time.monotonic() - started < 0.5
+        assert not node.owner.live_traces.thread.is_alive()
