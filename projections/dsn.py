@@ -4,7 +4,7 @@ it may be shown (never with its password)."""
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 MYSQL_SCHEME = "mysql://"
 
@@ -43,3 +43,29 @@ def redacted(dsn: str) -> str:
 def _redacted_parameter(parameter: str) -> str:
     key, equals, _ = parameter.partition("=")
     return f"{key}=***" if equals and "password" in key.lower() else parameter
+
+
+def passwords(dsn: str) -> list[str]:
+    """Every password the DSN holds (in the user part, the query string or key=value
+    form), as written and as decoded: for a caller that must make sure none of them is
+    in what it prints, whatever a driver's message quotes."""
+    if "://" not in dsn:
+        found = [m.group(2) for m in _KEYWORD_PASSWORD.finditer(dsn)]
+        return [p for raw in found for p in {raw, _unquoted(raw)} if p]
+    try:
+        url = urlsplit(dsn)
+        found = [url.password or ""]
+    except ValueError:
+        return []
+    for parameter in url.query.split("&"):
+        key, _, value = parameter.partition("=")
+        if "password" in key.lower():
+            found.append(value)
+    return [p for raw in found for p in {raw, unquote(raw)} if p]
+
+
+def _unquoted(value: str) -> str:
+    """A libpq key=value string's value without its quotes and escapes."""
+    if not value.startswith("'"):
+        return value
+    return re.sub(r"\\(.)", r"\1", value[1:].removesuffix("'"))
