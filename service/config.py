@@ -475,6 +475,8 @@ class Loaded:
     sources: Mapping[str, Source]
     file: str
     problems: tuple[str, ...]
+    # The settings whose value could not be converted (kept as given in `values`).
+    invalid: frozenset[str] = frozenset()
 
     def checked(self) -> Config:
         """The Config; a ConfigError with the first problem when there is one."""
@@ -509,6 +511,7 @@ def load(env: Mapping[str, str] | None = None) -> Loaded:
             if secret is not None:
                 given[f.name], sources[f.name] = secret
     values: dict[str, Any] = {}
+    invalid: set[str] = set()
     for f in SETTINGS:
         if f.name not in given:
             values[f.name], sources[f.name] = f.default, _DEFAULT
@@ -518,7 +521,8 @@ def load(env: Mapping[str, str] | None = None) -> Loaded:
         except ConfigError as exc:
             problems.append(str(exc))
             values[f.name] = given[f.name]
-    return Loaded(values, sources, path, tuple(problems))
+            invalid.add(f.name)
+    return Loaded(values, sources, path, tuple(problems), frozenset(invalid))
 
 
 def _secret_file(env: Mapping[str, str], name: str, raw: str | None) -> tuple[str, Source] | None:
