@@ -53,14 +53,22 @@ class ConfigError(ValueError):
     """A setting has a value pinledger cannot use; the message names it."""
 
 
-def _setting(default: Any, doc: str, *, secret: bool = False, dsn: bool = False) -> Any:
+def _setting(
+    default: Any, doc: str, *, secret: bool = False, dsn: bool = False, computed: str = ""
+) -> Any:
     """A field of `Config`: its default and `doc`, what it does (the settings reference
     prints it). `secret`: never shown (nor in repr), and also read from
-    PINLEDGER_<NAME>_FILE; `dsn`: a store DSN, shown without its password."""
+    PINLEDGER_<NAME>_FILE; `dsn`: a store DSN, shown without its password; `computed`:
+    what `load` sets instead of the default, in words."""
     return dataclasses.field(
         default=default,
         repr=not secret,
-        metadata={"doc": " ".join(doc.split()), "secret": secret, "dsn": dsn},
+        metadata={
+            "doc": " ".join(doc.split()),
+            "secret": secret,
+            "dsn": dsn,
+            "computed": computed,
+        },
     )
 
 
@@ -76,14 +84,18 @@ class Config:
     )
     kafka_security_protocol: str = _setting(
         "PLAINTEXT",
-        """How clients reach Kafka: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+        """How clients reach Kafka: `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`
         (docs/security.md).""",
     )
     kafka_sasl_mechanism: str = _setting(
-        "", "With SASL_*: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty without SASL."
+        "", "With a `SASL_*` protocol: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`."
     )
-    kafka_sasl_username: str = _setting("", "With SASL_*: the user pinledger logs in as.")
-    kafka_sasl_password: str = _setting("", "With SASL_*: that user's password.", secret=True)
+    kafka_sasl_username: str = _setting(
+        "", "With a `SASL_*` protocol: the user pinledger logs in as."
+    )
+    kafka_sasl_password: str = _setting(
+        "", "With a `SASL_*` protocol: that user's password.", secret=True
+    )
     kafka_ssl_cafile: str = _setting(
         "", "The CA certificates (PEM) a broker's certificate must chain to; empty: the system's."
     )
@@ -114,8 +126,8 @@ class Config:
     )
     server_id: str = _setting(
         "",
-        """This server's name in every record it appends and every claim it makes; empty:
-        `<hostname>:<pid>`.""",
+        "This server's name in every record it appends and every claim it makes.",
+        computed="<hostname>:<pid>",
     )
     host: str = _setting("127.0.0.1", "The Thrift port's bind address.")
     port: int = _setting(9010, "The Thrift port (framed transport, binary protocol).")
@@ -173,13 +185,13 @@ class Config:
     partitions: int = _setting(4, "Partitions of a new queue (1: strict FIFO).")
     max_priority: int = _setting(3, "Priorities run from 1 (the highest) to this.")
     max_body_bytes: int = _setting(
-        512 * 1024, "The largest job body accepted; a larger one is ENQUEUE_REJECTED."
+        512 * 1024, "The largest job body accepted; a larger one is `ENQUEUE_REJECTED`."
     )
     max_record_bytes: int = _setting(
         DEFAULT_MAX_RECORD_BYTES,
         """The largest Kafka record a server writes (value, headers, framing): a call's
         events are cut into records under it, and a job too big for one record is
-        refused. At most the topics' max.message.bytes (a server lowers it to the catalog
+        refused. At most the topics' `max.message.bytes` (a server lowers it to the catalog
         topic's at start), and room for a job of `max_body_bytes` in base64.""",
     )
     claim_timeout_s: float = _setting(
@@ -196,7 +208,7 @@ class Config:
     )
     history_retention_days: float = _setting(
         0.0,
-        """Timeline rows (job_events) older than this are dropped, a whole day partition at
+        """Timeline rows (`job_events`) older than this are dropped, a whole day partition at
         a time; a history whose rows are gone is read from the log. 0: keep forever.""",
     )
     history_scan_records: int = _setting(
@@ -208,7 +220,7 @@ class Config:
     append_timeout_s: float = _setting(
         15.0,
         """The longest a call waits for Kafka to take its append; past it the call fails
-        with SHARD_CONNECTION_FAILED. A forwarded dequeue is waited for twice this plus
+        with `SHARD_CONNECTION_FAILED`. A forwarded dequeue is waited for twice this plus
         5 s.""",
     )
     ready_window: int = _setting(
@@ -262,17 +274,17 @@ class Config:
     replication_factor: int = _setting(
         0,
         """Replicas of each topic a server creates; 0: the broker's
-        default.replication.factor (docs/decisions/0011-replication-and-retention.md).""",
+        `default.replication.factor` (docs/decisions/0011-replication-and-retention.md).""",
     )
     min_insync_replicas: int = _setting(
         0,
         """Replicas an append must reach before it is acknowledged, for the topics a server
-        creates; 0: the broker's min.insync.replicas.""",
+        creates; 0: the broker's `min.insync.replicas`.""",
     )
     retention_days: float = _setting(
         0.0,
         """How long Kafka keeps the ledger, for the topics a server creates; 0: forever
-        (retention.ms=-1).""",
+        (`retention.ms=-1`).""",
     )
     max_connections: int = _setting(
         1024, "Thrift connections served at once; past it a call is refused as busy."
@@ -282,7 +294,7 @@ class Config:
     )
     max_frame_bytes: int = _setting(
         64 * 1024 * 1024,
-        "The largest Thrift call accepted; a larger enqueue is ENQUEUE_REJECTED.",
+        "The largest Thrift call accepted; a larger enqueue is `ENQUEUE_REJECTED`.",
     )
 
     @classmethod
