@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pinledger.projections.dsn import redacted
+from pinledger.projections.dsn import passwords, redacted
 
 
 @pytest.mark.parametrize(
@@ -35,3 +35,17 @@ def test_the_password_is_never_shown(dsn: str, shown: str) -> None:
 
 def test_a_url_that_cannot_be_parsed_is_hidden_whole() -> None:
     assert redacted("postgresql://pin:s3cret@[db/x") == "postgresql://*** (not a valid URL)"
+
+
+def test_every_password_a_dsn_holds_is_found_as_written_and_decoded() -> None:
+    assert sorted(passwords("postgresql://pin:p%40ss@db/x?sslpassword=k3y&sslmode=require")) == [
+        "k3y",
+        "p%40ss",
+        "p@ss",
+    ]
+    assert sorted(passwords("host=db password='s3 \\'cret' sslpassword=k3y")) == [
+        "'s3 \\'cret'",
+        "k3y",
+        "s3 'cret",
+    ]
+    assert passwords("mysql://pin@db/x") == passwords("host=db dbname=x") == []
