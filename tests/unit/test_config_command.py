@@ -290,3 +290,23 @@ def test_the_command_through_the_real_entry_point(tmp_path: Path) -> None:
     assert checked.stdout.startswith("valid: 57 settings: ")
     for secret in SECRETS:
         assert secret not in shown.stdout + shown.stderr + checked.stdout
+
+
+def test_a_certificate_that_cannot_be_used_is_one_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The Thrift port and the forwards to other servers use it both: said once.
+    (tmp_path / "server.pem").write_text("not a certificate\n")
+    (tmp_path / "server.key").write_text("not a key\n")
+    env = {
+        "PINLEDGER_TLS_CERTFILE": str(tmp_path / "server.pem"),
+        "PINLEDGER_TLS_KEYFILE": str(tmp_path / "server.key"),
+    }
+    code, _, err = _run(env, "--check", capsys=capsys)
+    assert code == 1
+    [line] = err.splitlines()
+    assert line.startswith(
+        f"pinledger config: PINLEDGER_TLS_CERTFILE={tmp_path / 'server.pem'} with "
+        f"PINLEDGER_TLS_KEYFILE={tmp_path / 'server.key'}: "
+    )
+    assert line.endswith("(PEM files, the key of that certificate)")
