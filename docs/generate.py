@@ -15,9 +15,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from pinledger.service.config_reference import settings_page
+
 DOCS = Path(__file__).resolve().parent
 
-PAGES: dict[str, Callable[[], str]] = {}
+PAGES: dict[str, Callable[[], str]] = {
+    "reference/settings.md": settings_page,
+}
 
 
 def stale() -> list[str]:

@@ -60,14 +60,19 @@ def kafka_settings(config: Config, client_id: str = "") -> KafkaSettings:
     )
 
 
-def open_log(config: Config, client_id: str = "") -> KafkaClientLog:
-    """The log through the config's Kafka client (KAFKA_CLIENT); a ConfigError names
-    the setting when it names no adapter."""
+def check_kafka_client(config: Config) -> None:
+    """A ConfigError naming the setting when KAFKA_CLIENT names no adapter."""
     if config.kafka_client not in adapters.CLIENTS:
         raise ConfigError(
             f"setting kafka_client (PINLEDGER_KAFKA_CLIENT) must be one of "
             f"{', '.join(adapters.CLIENTS)}, got {config.kafka_client!r}"
         )
+
+
+def open_log(config: Config, client_id: str = "") -> KafkaClientLog:
+    """The log through the config's Kafka client (KAFKA_CLIENT); a ConfigError names
+    the setting when it names no adapter."""
+    check_kafka_client(config)
     return adapters.open_log(kafka_settings(config, client_id), config.kafka_client)
 
 

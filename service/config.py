@@ -1,83 +1,16 @@
 """Configuration: documented defaults, then a TOML file, then environment variables
-(each later source wins). A secret (the settings in SECRETS) may instead be read from
-a file, as container platforms mount secrets: PINLEDGER_<NAME>_FILE.
+(each later source wins). A secret may instead be read from a file, as container
+platforms mount secrets: PINLEDGER_<NAME>_FILE.
 
-| variable (PINLEDGER_ + file key)  | default                                               |
-|-----------------------------------|-------------------------------------------------------|
-| PINLEDGER_CONFIG                  | none: a TOML file with the keys below, lower case     |
-| KAFKA                             | 127.0.0.1:19092                                       |
-| KAFKA_CLIENT                      | librdkafka, or kafka-python (ledger/adapters.py)      |
-| KAFKA_SECURITY_PROTOCOL           | PLAINTEXT, or SSL, SASL_PLAINTEXT, SASL_SSL           |
-| KAFKA_SASL_MECHANISM              | none; PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with SASL |
-| KAFKA_SASL_USERNAME               | none                                                  |
-| KAFKA_SASL_PASSWORD (or _FILE)    | none (a secret: never logged or shown)                |
-| KAFKA_SSL_CAFILE                  | none: the system's CAs (PEM)                          |
-| KAFKA_SSL_CERTFILE, _KEYFILE      | none: no client certificate (PEM; for mTLS)           |
-| KAFKA_SSL_CHECK_HOSTNAME          | true (a broker's certificate must name its host)      |
-| STORE_DSN                         | PG_DSN: the projection store; mysql://... for MySQL   |
-| STORE_SHARDS                      | none: STORE_DSN is the one shard; set: the shard map  |
-|                                   | file (service/store_shards.py; issue 23)              |
-| PG_DSN                            | postgresql://pinledger:pinledger@127.0.0.1:54329/pinledger |
-| SCHEMA                            | pinledger (the projection's schema; a MySQL database) |
-| TOPIC_PREFIX                      | pinledger. (every topic name starts with it)          |
-| SERVER_ID                         | <hostname>:<pid>                                      |
-| HOST                              | 127.0.0.1 (Thrift bind address)                       |
-| PORT                              | 9010 (Thrift, framed transport + binary protocol)     |
-| ADVERTISE_HOST                    | HOST, or the hostname when HOST is 0.0.0.0            |
-| TLS_CERTFILE, TLS_KEYFILE         | none: the Thrift port is plaintext; set: TLS with     |
-|                                   | this certificate and key (PEM)                        |
-| TLS_CLIENT_CAFILE                 | none; set: Thrift clients need a certificate signed   |
-|                                   | by these CAs (PEM; mTLS)                              |
-| TLS_CAFILE                        | none: the system's CAs; what a server forwarding to   |
-|                                   | another server's TLS port trusts (PEM)                |
-| TLS_CHECK_HOSTNAME                | true (a server's certificate must name the address    |
-|                                   | it advertises, for those forwards)                    |
-| ADMIN_PORT                        | 9999 (/metrics, /stats.txt, /health; 0 = any free)    |
-| PROCESSES                         | 1 (server processes sharing PORT: `serve --processes`) |
-| PEER_PORT                         | 0: PORT (the port peers forward dequeues to; with     |
-|                                   | PROCESSES > 1 the first of N, 0 = free ones)          |
-| FORWARD_QUIET_MS                  | 10 (a peer that had no jobs for a queue is not asked  |
-|                                   | again for it this long; 0 = always ask)               |
-| ENQUEUE_STICKY_MS                 | 5 (a queue's new jobs go to one partition this long,  |
-|                                   | then the next; 0 = round robin per call)              |
-| PARTITIONS                        | 4 (partitions of a new queue)                         |
-| MAX_PRIORITY                      | 3                                                     |
-| MAX_BODY_BYTES                    | 524288                                                |
-| MAX_RECORD_BYTES                  | 1000000 (the largest Kafka record written, framing    |
-|                                   | included; at most the topics' max.message.bytes)      |
-| CLAIM_TIMEOUT_S                   | 600                                                   |
-| SUCCEEDED_TTL_S                   | 86400 (24 h)                                          |
-| FAILED_TTL_S                      | 604800 (168 h)                                        |
-| GC_INTERVAL_S                     | 60                                                    |
-| HISTORY_RETENTION_DAYS            | 0: keep timeline rows (job_events) forever            |
-| HISTORY_SCAN_RECORDS              | 100000 (most records read for a history from the log) |
-| READ_WAIT_S                       | 5 (how long a read waits for read-your-writes)        |
-| APPEND_TIMEOUT_S                  | 15 (longest wait for Kafka to take an append; a       |
-|                                   | forwarded dequeue is waited for twice this + 5 s)     |
-| READY_WINDOW                      | 3000 (ready jobs held in memory per owned partition)  |
-| TRACE_QUEUE                       | 10000 (traced jobs whose ended attempts wait to be    |
-|                                   | exported; beyond, their live spans are dropped)       |
-| RETIRE_AFTER_S                    | 60 (a queue's closed partitions retire once empty     |
-|                                   | this long: decision 0030)                             |
-| QUEUE_CONFIG                      | none: no rate limits, no draining partitions          |
-| ADMIN_PASSWORD_HASH (or _FILE)    | none: the admin password's scrypt hash (`pinledger    |
-|                                   | hash-password`); deleteQueue and the dashboard's      |
-|                                   | actions need the password                             |
-| ADMIN_PASSWORD_SHA256             | none: PinLater's SHA-256 form instead (with           |
-|                                   | ADMIN_SALT); still accepted, with a warning           |
-| METRICS_TOKEN (or _FILE)          | none: /metrics and /stats.txt open; set: they need    |
-|                                   | `Authorization: Bearer <token>`                       |
-| ADMIN_SALT                        | empty                                                 |
-| SESSION_TIMEOUT_MS                | 10000 (how soon a dead server's partitions move)      |
-| REPLICATION_FACTOR                | 0: the broker's default.replication.factor            |
-| MIN_INSYNC_REPLICAS               | 0: the broker's min.insync.replicas                   |
-| RETENTION_DAYS                    | 0: keep the ledger forever (retention.ms=-1)          |
-| MAX_CONNECTIONS                   | 1024 (Thrift connections served at once)              |
-| IDLE_TIMEOUT_S                    | 600 (close a connection idle this long; 0 = never)    |
-| MAX_FRAME_BYTES                   | 67108864 (64 MiB: the largest Thrift call accepted)   |
+- The file is the one PINLEDGER_CONFIG names: TOML, each key a setting's name (lower
+  case, without the prefix), e.g. `port = 9010`. An unknown key is refused.
+- A setting's environment variable is PINLEDGER_ and its name in upper case.
 
-The last three apply to the topics a server creates (a queue's, the catalog); see
-docs/decisions/0011-replication-and-retention.md.
+Each setting is a field of `Config` declared with `_setting`: its default and what it
+does, written once here. The settings reference (docs/reference/settings.md) is
+generated from them (service/config_reference.py), and `load` is the one reader of the
+sources: `Config.from_env` (every command, the server) and `pinledger config`, which
+shows each setting's value and where it came from, both go through it.
 """
 
 from __future__ import annotations
@@ -111,120 +44,264 @@ DEFAULT_TOPIC_PREFIX = "pinledger."
 # A forwarded dequeue is waited for this much longer than the peer's longest claim
 # append: the round trip, and the call's work besides the append.
 FORWARD_MARGIN_S = 5.0
+ENV_PREFIX = "PINLEDGER_"
+# The environment variable naming the config file.
+CONFIG_VARIABLE = "PINLEDGER_CONFIG"
 
 
 class ConfigError(ValueError):
     """A setting has a value pinledger cannot use; the message names it."""
 
 
+def _setting(
+    default: Any, doc: str, *, secret: bool = False, dsn: bool = False, computed: str = ""
+) -> Any:
+    """A field of `Config`: its default and `doc`, what it does (the settings reference
+    prints it). `secret`: never shown (nor in repr), and also read from
+    PINLEDGER_<NAME>_FILE; `dsn`: a store DSN, shown without its password; `computed`:
+    what `load` sets instead of the default, in words."""
+    return dataclasses.field(
+        default=default,
+        repr=not secret,
+        metadata={
+            "doc": " ".join(doc.split()),
+            "secret": secret,
+            "dsn": dsn,
+            "computed": computed,
+        },
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
-    kafka: str = DEFAULT_KAFKA
-    # Which Log adapter reaches Kafka: "kafka-python" or "librdkafka"
-    # (docs/decisions/0021-librdkafka-adapter.md). Checked where the log is opened
-    # (service/assembly.py): this room names no adapter.
-    kafka_client: str = "librdkafka"
-    # How clients reach Kafka securely (docs/security.md): kafka_security() checks them.
-    kafka_security_protocol: str = "PLAINTEXT"
-    kafka_sasl_mechanism: str = ""
-    kafka_sasl_username: str = ""
-    kafka_sasl_password: str = dataclasses.field(default="", repr=False)
-    kafka_ssl_cafile: str = ""
-    kafka_ssl_certfile: str = ""
-    kafka_ssl_keyfile: str = ""
-    kafka_ssl_check_hostname: bool = True
-    # The projection store's DSN: postgresql://... (or a libpq key=value string) or
-    # mysql://... (docs/decisions/0016-mysql-store.md). Empty: PG_DSN, the setting's
-    # name before MySQL, still accepted.
-    store_dsn: str = ""
-    # The shard map file (service/store_shards.py); empty: the one store of store_url.
-    store_shards: str = ""
-    pg_dsn: str = DEFAULT_PG_DSN
-    schema: str = DEFAULT_SCHEMA
-    topic_prefix: str = DEFAULT_TOPIC_PREFIX
-    server_id: str = ""
-    host: str = "127.0.0.1"
-    port: int = 9010
-    advertise_host: str = ""
-    # TLS on the Thrift port (service/tls.py, docs/security.md).
-    tls_certfile: str = ""
-    tls_keyfile: str = ""
-    tls_client_cafile: str = ""
-    tls_cafile: str = ""
-    tls_check_hostname: bool = True
-    admin_port: int = 9999
-    # Server processes on this host sharing `port` (SO_REUSEPORT), each its own owner
-    # (docs/decisions/0019-processes.md); 1: this process serves alone.
-    processes: int = 1
-    # The Thrift port peers forward dequeues to, which this process also listens on and
-    # advertises in its member id; 0: `port`. With processes > 1 the workers take
-    # peer_port, peer_port + 1, ... (0: ports the OS picks).
-    peer_port: int = 0
-    # A peer that answered a forwarded dequeue with nothing is not asked again for that
-    # queue this long (service/api/forwarding.py); 0: always ask.
-    forward_quiet_ms: int = 10
-    # A queue's new jobs go to one partition for this long, then to the next, so that
-    # concurrent enqueues share records (service/api/enqueue.py); 0: round robin.
-    enqueue_sticky_ms: int = 5
-    partitions: int = 4
-    max_priority: int = 3
-    max_body_bytes: int = 512 * 1024
-    # The largest Kafka record a server writes (`record_bytes`: value, headers,
-    # framing): a call's events are cut into records under it, and a job too big for
-    # one record is refused. At most the topics' max.message.bytes; a server lowers it
-    # to the catalog topic's at start.
-    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
-    claim_timeout_s: float = 600.0
-    succeeded_ttl_s: float = 24 * 3600.0
-    failed_ttl_s: float = 168 * 3600.0
-    gc_interval_s: float = 60.0
-    # Timeline rows (job_events) older than this are dropped, a whole day partition at
-    # a time; a history whose rows are gone is read from the log (0: keep forever).
-    history_retention_days: float = 0.0
-    history_scan_records: int = 100_000
-    read_wait_s: float = 5.0
-    append_timeout_s: float = 15.0
-    # Ready jobs (with bodies) an owner holds per partition, all priorities together;
-    # the rest wait in Postgres (docs/decisions/0014-ready-window.md).
-    ready_window: int = 3000
-    trace_queue: int = 10_000
-    # A queue's partitions closed by a resize retire once they have held no job this
-    # long (docs/decisions/0030-growing-a-queue.md).
-    retire_after_s: float = 60.0
-    queue_config: str = ""
-    # The admin password's stored form (service/password.py): scrypt, from `pinledger
-    # hash-password`; or PinLater's SHA-256 of password + salt, still accepted.
-    admin_password_hash: str = dataclasses.field(default="", repr=False)
-    admin_password_sha256: str = dataclasses.field(default="", repr=False)
-    admin_salt: str = dataclasses.field(default="", repr=False)
-    # When set, /metrics and /stats.txt answer only `Authorization: Bearer <token>`.
-    metrics_token: str = dataclasses.field(default="", repr=False)
-    # The dashboard's link from a job's trace id to a trace viewer; {trace_id} is replaced.
-    trace_url_template: str = ""
-    session_timeout_ms: int = 10_000
-    replication_factor: int = 0
-    min_insync_replicas: int = 0
-    retention_days: float = 0.0
-    max_connections: int = 1024
-    idle_timeout_s: float = 600.0
-    max_frame_bytes: int = 64 * 1024 * 1024
+    kafka: str = _setting(DEFAULT_KAFKA, "The Kafka brokers to bootstrap from (host:port, ...).")
+    kafka_client: str = _setting(
+        "librdkafka",
+        """The Kafka client of the log: `librdkafka` (confluent-kafka: appends and readers
+        in C, about half the CPU per job) or `kafka-python`. The owners' group and the
+        admin calls use kafka-python with either, so servers on both share one group
+        (docs/decisions/0021-librdkafka-adapter.md).""",
+    )
+    kafka_security_protocol: str = _setting(
+        "PLAINTEXT",
+        """How clients reach Kafka: `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`
+        (docs/security.md).""",
+    )
+    kafka_sasl_mechanism: str = _setting(
+        "", "With a `SASL_*` protocol: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`."
+    )
+    kafka_sasl_username: str = _setting(
+        "", "With a `SASL_*` protocol: the user pinledger logs in as."
+    )
+    kafka_sasl_password: str = _setting(
+        "", "With a `SASL_*` protocol: that user's password.", secret=True
+    )
+    kafka_ssl_cafile: str = _setting(
+        "", "The CA certificates (PEM) a broker's certificate must chain to; empty: the system's."
+    )
+    kafka_ssl_certfile: str = _setting(
+        "", "The client certificate (PEM) for brokers that require one (mTLS); empty: none."
+    )
+    kafka_ssl_keyfile: str = _setting("", "The client certificate's key (PEM).")
+    kafka_ssl_check_hostname: bool = _setting(
+        True, "A broker's certificate must name the host it is reached at."
+    )
+    store_dsn: str = _setting(
+        "",
+        """The projection store: `postgresql://...` (or a libpq key=value string) or
+        `mysql://user:password@host:port/database` (docs/decisions/0016-mysql-store.md),
+        TLS options included. Empty: `pg_dsn`, the setting's name before MySQL, still
+        accepted.""",
+        dsn=True,
+    )
+    store_shards: str = _setting(
+        "",
+        """The shard map file (JSON, service/store_shards.py,
+        docs/decisions/0031-storage-shards.md); empty: `store_dsn` is the one store.""",
+    )
+    pg_dsn: str = _setting(DEFAULT_PG_DSN, "The store when `store_dsn` is empty.", dsn=True)
+    schema: str = _setting(DEFAULT_SCHEMA, "The live projection's schema (on MySQL, its database).")
+    topic_prefix: str = _setting(
+        DEFAULT_TOPIC_PREFIX, "Every topic name of this cluster starts with it."
+    )
+    server_id: str = _setting(
+        "",
+        "This server's name in every record it appends and every claim it makes.",
+        computed="<hostname>:<pid>",
+    )
+    host: str = _setting("127.0.0.1", "The Thrift port's bind address.")
+    port: int = _setting(9010, "The Thrift port (framed transport, binary protocol).")
+    advertise_host: str = _setting(
+        "",
+        """The host other servers reach this one at (forwarded dequeues); empty: `host`,
+        or the hostname when `host` is 0.0.0.0.""",
+    )
+    tls_certfile: str = _setting(
+        "",
+        """The Thrift port's certificate (PEM): set, the port speaks TLS (and the admin
+        port https); empty: plaintext (docs/security.md).""",
+    )
+    tls_keyfile: str = _setting("", "The key of `tls_certfile` (PEM).")
+    tls_client_cafile: str = _setting(
+        "",
+        """Set: Thrift clients need a certificate signed by these CAs (PEM; mutual TLS).""",
+    )
+    tls_cafile: str = _setting(
+        "",
+        """What a server trusts in the other servers' TLS ports it forwards dequeues to
+        (PEM); empty: the system's CAs.""",
+    )
+    tls_check_hostname: bool = _setting(
+        True,
+        """A server's certificate must name the address it advertises (for forwarded
+        dequeues).""",
+    )
+    admin_port: int = _setting(
+        9999,
+        """The admin HTTP port: /metrics, /stats.txt, /health, /ready and the dashboard;
+        0: any free port.""",
+    )
+    processes: int = _setting(
+        1,
+        """Server processes on this host sharing `port` (SO_REUSEPORT), each an owner of
+        its own, as `serve --processes` (docs/decisions/0019-processes.md).""",
+    )
+    peer_port: int = _setting(
+        0,
+        """The port other servers forward dequeues to, which this process also listens on
+        and advertises; 0: `port`. With `processes` > 1 the processes take `peer_port`,
+        `peer_port` + 1, ... (0: ports the OS picks).""",
+    )
+    forward_quiet_ms: int = _setting(
+        10,
+        """A peer that answered a forwarded dequeue with no jobs is not asked again for
+        that queue this long; 0: always ask.""",
+    )
+    enqueue_sticky_ms: int = _setting(
+        5,
+        """A queue's new jobs go to one partition this long, then to the next, so that
+        concurrent enqueues share Kafka records; 0: round robin per call.""",
+    )
+    partitions: int = _setting(4, "Partitions of a new queue (1: strict FIFO).")
+    max_priority: int = _setting(3, "Priorities run from 1 (the highest) to this.")
+    max_body_bytes: int = _setting(
+        512 * 1024, "The largest job body accepted; a larger one is `ENQUEUE_REJECTED`."
+    )
+    max_record_bytes: int = _setting(
+        DEFAULT_MAX_RECORD_BYTES,
+        """The largest Kafka record a server writes (value, headers, framing): a call's
+        events are cut into records under it, and a job too big for one record is
+        refused. At most the topics' `max.message.bytes` (a server lowers it to the catalog
+        topic's at start), and room for a job of `max_body_bytes` in base64.""",
+    )
+    claim_timeout_s: float = _setting(
+        600.0, "A claimed job neither acked nor checkpointed this long is retried (or FAILED)."
+    )
+    succeeded_ttl_s: float = _setting(
+        24 * 3600.0, "How long a SUCCEEDED job stays in the tables (its history stays in the log)."
+    )
+    failed_ttl_s: float = _setting(
+        168 * 3600.0, "How long a FAILED job stays in the tables (its history stays in the log)."
+    )
+    gc_interval_s: float = _setting(
+        60.0, "How often an owner removes expired jobs and checks claim timeouts."
+    )
+    history_retention_days: float = _setting(
+        0.0,
+        """Timeline rows (`job_events`) older than this are dropped, a whole day partition at
+        a time; a history whose rows are gone is read from the log. 0: keep forever.""",
+    )
+    history_scan_records: int = _setting(
+        100_000, "The most log records one history read from the log reads before it stops."
+    )
+    read_wait_s: float = _setting(
+        5.0, "How long a read waits for the projection to show the caller's writes."
+    )
+    append_timeout_s: float = _setting(
+        15.0,
+        """The longest a call waits for Kafka to take its append; past it the call fails
+        with `SHARD_CONNECTION_FAILED`. A forwarded dequeue is waited for twice this plus
+        5 s.""",
+    )
+    ready_window: int = _setting(
+        3000,
+        """Ready jobs (with bodies) an owner holds in memory per partition, all priorities
+        together; the rest wait in the store (docs/decisions/0014-ready-window.md).""",
+    )
+    trace_queue: int = _setting(
+        10_000,
+        """Traced jobs whose ended attempts wait to be exported; beyond it their live spans
+        are dropped and counted.""",
+    )
+    retire_after_s: float = _setting(
+        60.0,
+        """A queue's partitions closed by a resize retire once they have held no job this
+        long (docs/decisions/0030-growing-a-queue.md).""",
+    )
+    queue_config: str = _setting(
+        "",
+        """The queue-config JSON file: rate limits, partition counts, draining partitions
+        (service/queue_config.py), re-read when it changes; empty: none.""",
+    )
+    admin_password_hash: str = _setting(
+        "",
+        """The admin password's scrypt hash (`pinledger hash-password`): deleteQueue and
+        the dashboard's actions need the password; empty, and no `admin_password_sha256`:
+        they are refused.""",
+        secret=True,
+    )
+    admin_password_sha256: str = _setting(
+        "",
+        """PinLater's form of the admin password instead: the hex SHA-256 of password +
+        `admin_salt`. Still accepted, with a warning at start.""",
+        secret=True,
+    )
+    admin_salt: str = _setting("", "The salt of `admin_password_sha256`.", secret=True)
+    metrics_token: str = _setting(
+        "",
+        """Set: /metrics and /stats.txt answer only `Authorization: Bearer <token>`;
+        empty: they are open.""",
+        secret=True,
+    )
+    trace_url_template: str = _setting(
+        "",
+        """The dashboard links a job's trace id to a trace viewer: `{trace_id}` is
+        replaced, e.g. `https://jaeger.example/trace/{trace_id}`; empty: no link.""",
+    )
+    session_timeout_ms: int = _setting(
+        10_000, "How soon a dead server's partitions move to the others."
+    )
+    replication_factor: int = _setting(
+        0,
+        """Replicas of each topic a server creates; 0: the broker's
+        `default.replication.factor` (docs/decisions/0011-replication-and-retention.md).""",
+    )
+    min_insync_replicas: int = _setting(
+        0,
+        """Replicas an append must reach before it is acknowledged, for the topics a server
+        creates; 0: the broker's `min.insync.replicas`.""",
+    )
+    retention_days: float = _setting(
+        0.0,
+        """How long Kafka keeps the ledger, for the topics a server creates; 0: forever
+        (`retention.ms=-1`).""",
+    )
+    max_connections: int = _setting(
+        1024, "Thrift connections served at once; past it a call is refused as busy."
+    )
+    idle_timeout_s: float = _setting(
+        600.0, "A Thrift connection that sends nothing this long is closed; 0: never."
+    )
+    max_frame_bytes: int = _setting(
+        64 * 1024 * 1024,
+        "The largest Thrift call accepted; a larger enqueue is `ENQUEUE_REJECTED`.",
+    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
-        env = os.environ if env is None else env
-        values: dict[str, Any] = {"server_id": f"{socket.gethostname()}:{os.getpid()}"}
-        path = env.get("PINLEDGER_CONFIG")
-        if path:
-            values.update(_read_file(Path(path)))
-        for f in dataclasses.fields(cls):
-            raw = env.get(f"PINLEDGER_{f.name.upper()}")
-            if raw is not None:
-                values[f.name] = raw
-            if f.name in SECRETS:
-                from_file = _secret_file(env, f.name, raw)
-                if from_file is not None:
-                    values[f.name] = from_file
-        return cls(**{name: _convert(name, value) for name, value in values.items()})
+        """The settings of `env` (default: this process's environment) and the file it
+        names; a ConfigError names the first setting that cannot be used."""
+        return load(env).checked()
 
     def admin_password(self) -> AdminPassword:
         """The configured admin password, checked: a ConfigError names what is wrong."""
@@ -365,49 +442,137 @@ class Config:
 # when escaped), its caller and the envelope, beyond its body in base64.
 _JOB_ENVELOPE_BYTES = 64 * 1024
 
+SETTINGS: tuple[dataclasses.Field[Any], ...] = dataclasses.fields(Config)
 # Settings that are secrets: also readable from PINLEDGER_<NAME>_FILE, never shown.
-SECRETS = frozenset(
-    {
-        "kafka_sasl_password",
-        "admin_password_hash",
-        "admin_password_sha256",
-        "admin_salt",
-        "metrics_token",
-    }
-)
+SECRETS = frozenset(f.name for f in SETTINGS if f.metadata["secret"])
+# Settings that are store DSNs: shown without their password.
+DSNS = frozenset(f.name for f in SETTINGS if f.metadata["dsn"])
 
 
-def _secret_file(env: Mapping[str, str], name: str, raw: str | None) -> str | None:
+def variable(name: str) -> str:
+    """The environment variable of the setting `name`."""
+    return f"{ENV_PREFIX}{name.upper()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a setting's value came from: `kind` is "default", "file" (`path`: the
+    config file), "env" (`variable`) or "secret_file" (`variable`: PINLEDGER_<NAME>_FILE,
+    `path`: the file it names)."""
+
+    kind: str
+    variable: str = ""
+    path: str = ""
+
+    def __str__(self) -> str:
+        if self.kind == "env":
+            return f"env {self.variable}"
+        if self.kind == "file":
+            return f"file {self.path}"
+        if self.kind == "secret_file":
+            return f"secret file {self.path} ({self.variable})"
+        return self.kind
+
+
+_DEFAULT = Source("default")
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """The settings as `load` read them: every setting's value (converted; one that
+    could not be, as given) and source, the config file's path ("" when none), and what
+    is wrong, one message a problem."""
+
+    values: Mapping[str, Any]
+    sources: Mapping[str, Source]
+    file: str
+    problems: tuple[str, ...]
+    # The settings whose value could not be converted (kept as given in `values`).
+    invalid: frozenset[str] = frozenset()
+
+    def checked(self) -> Config:
+        """The Config; a ConfigError with the first problem when there is one."""
+        if self.problems:
+            raise ConfigError(self.problems[0])
+        return Config(**self.values)
+
+
+def load(env: Mapping[str, str] | None = None) -> Loaded:
+    """Every setting from the defaults, then the file PINLEDGER_CONFIG names, then
+    `env` (default: this process's environment), each later source winning, and where
+    each came from. Reads on past a problem, so that all of them are told at once."""
+    env = os.environ if env is None else env
+    problems: list[str] = []
+    given: dict[str, Any] = {"server_id": f"{socket.gethostname()}:{os.getpid()}"}
+    sources: dict[str, Source] = {"server_id": _DEFAULT}
+    path = env.get(CONFIG_VARIABLE) or ""
+    if path:
+        from_file = _read_file(Path(path), problems)
+        given.update(from_file)
+        sources.update(dict.fromkeys(from_file, Source("file", path=path)))
+    for f in SETTINGS:
+        raw = env.get(variable(f.name))
+        if raw is not None:
+            given[f.name], sources[f.name] = raw, Source("env", variable(f.name))
+        if f.name in SECRETS:
+            try:
+                secret = _secret_file(env, f.name, raw)
+            except ConfigError as exc:
+                problems.append(str(exc))
+                continue
+            if secret is not None:
+                given[f.name], sources[f.name] = secret
+    values: dict[str, Any] = {}
+    invalid: set[str] = set()
+    for f in SETTINGS:
+        if f.name not in given:
+            values[f.name], sources[f.name] = f.default, _DEFAULT
+            continue
+        try:
+            values[f.name] = _convert(f.name, given[f.name], sources[f.name])
+        except ConfigError as exc:
+            problems.append(str(exc))
+            values[f.name] = given[f.name]
+            invalid.add(f.name)
+    return Loaded(values, sources, path, tuple(problems), frozenset(invalid))
+
+
+def _secret_file(env: Mapping[str, str], name: str, raw: str | None) -> tuple[str, Source] | None:
     """The secret in the file PINLEDGER_<NAME>_FILE names (its one line, without the
-    line end), or None when that variable is not set."""
-    variable = f"PINLEDGER_{name.upper()}_FILE"
-    path = env.get(variable)
+    line end) and that source, or None when that variable is not set."""
+    named = f"{variable(name)}_FILE"
+    path = env.get(named)
     if path is None:
         return None
     if raw is not None:
-        raise ConfigError(f"set PINLEDGER_{name.upper()} or {variable}, not both")
+        raise ConfigError(f"set {variable(name)} or {named}, not both")
     try:
-        return Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+        secret = Path(path).read_text(encoding="utf-8").rstrip("\r\n")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ConfigError(f"{variable}={path}: cannot read the secret: {reason}") from None
+        raise ConfigError(f"{named}={path}: cannot read the secret: {reason}") from None
+    return secret, Source("secret_file", named, path)
 
 
-def _read_file(path: Path) -> dict[str, Any]:
+def _read_file(path: Path, problems: list[str]) -> dict[str, Any]:
+    """The settings of the config file; what is wrong with it goes to `problems` (an
+    unknown key is refused, the known ones are still read)."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-    known = {f.name for f in dataclasses.fields(Config)}
+        problems.append(f"cannot read config file {path}: {exc.strerror}")
+        return {}
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        problems.append(f"config file {path} is not valid TOML: {exc}")
+        return {}
+    known = {f.name for f in SETTINGS}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ConfigError(
+        problems.append(
             f"config file {path}: unknown setting(s) {', '.join(unknown)}; "
             f"known: {', '.join(sorted(known))}"
         )
-    return data
+    return {key: value for key, value in data.items() if key in known}
 
 
 # Settings that must be at least 1 (0 would make the server unusable), and ports.
@@ -429,9 +594,11 @@ _AT_LEAST_ONE = frozenset(
 _PORTS = frozenset({"port", "admin_port", "peer_port"})
 
 
-def _convert(name: str, value: Any) -> Any:
-    kind = {f.name: f.type for f in dataclasses.fields(Config)}[name]
-    what = f"setting {name} (PINLEDGER_{name.upper()})"
+def _convert(name: str, value: Any, source: Source) -> Any:
+    kind = {f.name: f.type for f in SETTINGS}[name]
+    # Named as it was given: the variable, or the file that holds the value.
+    origin = f"in {source.path}" if source.kind == "file" else source.variable or variable(name)
+    what = f"setting {name} ({origin})"
     if name == "server_id":
         # In every record this server appends and every claim it makes: held to the
         # rules of what a request may carry (ledger/limits.py).

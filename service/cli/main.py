@@ -20,6 +20,7 @@ from pinledger.projections.projector import ProjectionRunner
 from pinledger.projections.store import LedgerStore, StoreError, StoreRefusedError
 from pinledger.service import tls
 from pinledger.service.assembly import open_configured_store, open_log
+from pinledger.service.cli import config as config_cli
 from pinledger.service.cli import (
     doctor,
     import_pinlater,
@@ -300,6 +301,14 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
 
+    config_cli.add_arguments(
+        commands.add_parser(
+            "config",
+            help="the settings in force and where each came from, secrets hidden "
+            "(--check: validate them without starting; exit 1: a problem)",
+        )
+    )
+
     hashing = commands.add_parser(
         "hash-password",
         help="print the setting that stores the admin password (deleteQueue, the dashboard)",
@@ -344,6 +353,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.command == "config":
+        # It shows settings that cannot be used too, and tells every problem, where
+        # the other commands stop at the first.
+        return config_cli.run(args)
     try:
         config = Config.from_env()
     except ConfigError as exc:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from pinledger.service.config import Config, ConfigError
+from pinledger.service.config import Config, ConfigError, Source, load
 
 
 def test_defaults_are_the_documented_ones() -> None:
@@ -90,3 +91,59 @@ def test_the_record_limit_leaves_room_for_the_largest_job_and_no_more_than_produ
         Config(max_record_bytes=5_000_000, max_body_bytes=3_000_000).record_limit()
     with pytest.raises(ConfigError, match="must be at least 1"):
         Config.from_env({"PINLEDGER_MAX_RECORD_BYTES": "0"})
+
+
+def test_each_setting_says_where_it_came_from_as_the_server_reads_it(tmp_path: Path) -> None:
+    path = tmp_path / "pinledger.toml"
+    path.write_text('port = 9100\nschema = "from_file"\nkafka_ssl_check_hostname = false\n')
+    token = tmp_path / "token"
+    token.write_text("tok\n")
+    env = {
+        "PINLEDGER_CONFIG": str(path),
+        "PINLEDGER_PORT": "9200",
+        "PINLEDGER_METRICS_TOKEN_FILE": str(token),
+    }
+    loaded = load(env)
+    assert loaded.file == str(path) and loaded.problems == ()
+    # The environment wins over the file, the file over the default.
+    assert loaded.values["port"] == 9200 and loaded.sources["port"] == Source(
+        "env", "PINLEDGER_PORT"
+    )
+    assert loaded.values["schema"] == "from_file"
+    assert loaded.sources["schema"] == Source("file", path=str(path))
+    assert loaded.values["kafka_ssl_check_hostname"] is False
+    assert loaded.values["partitions"] == 4 and loaded.sources["partitions"] == Source("default")
+    assert loaded.sources["server_id"] == Source("default")
+    assert loaded.values["metrics_token"] == "tok"
+    assert loaded.sources["metrics_token"] == Source(
+        "secret_file", "PINLEDGER_METRICS_TOKEN_FILE", str(token)
+    )
+    assert str(loaded.sources["metrics_token"]) == (
+        f"secret file {token} (PINLEDGER_METRICS_TOKEN_FILE)"
+    )
+    # The same loader is the server's: its Config holds exactly these values.
+    assert dataclasses.asdict(Config.from_env(env)) == dict(loaded.values)
+    assert set(loaded.sources) == {f.name for f in dataclasses.fields(Config)}
+
+
+def test_a_bad_value_names_the_file_it_came_from_and_every_problem_is_told(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "pinledger.toml"
+    path.write_text('port = "abc"\nprot = 1\n')
+    loaded = load({"PINLEDGER_CONFIG": str(path), "PINLEDGER_PARTITIONS": "0"})
+    assert loaded.problems == (
+        f"config file {path}: unknown setting(s) prot; known: "
+        + ", ".join(sorted(f.name for f in dataclasses.fields(Config))),
+        f"setting port (in {path}) must be a number (int), got 'abc'",
+        "setting partitions (PINLEDGER_PARTITIONS) must be at least 1, got '0'",
+    )
+    # The value that could not be used is kept as given, for `pinledger config` to show.
+    assert loaded.values["port"] == "abc"
+    with pytest.raises(ConfigError, match="unknown setting"):
+        loaded.checked()
+
+
+def test_every_setting_says_what_it_does() -> None:
+    for f in dataclasses.fields(Config):
+        assert f.metadata["doc"].endswith("."), f"{f.name} has no description in Config"
