@@ -44,6 +44,11 @@ DEFAULT_TOPIC_PREFIX = "pinledger."
 # A forwarded dequeue is waited for this much longer than the peer's longest claim
 # append: the round trip, and the call's work besides the append.
 FORWARD_MARGIN_S = 5.0
+# Owner.stop joins its threads within this much in all: the owner loop 10 s, the
+# members, retention and live-traces threads 5 s each.
+OWNER_JOINS_S = 10.0 + 5.0 + 5.0 + 5.0
+# Leaving the owners' group and closing the log, once the owner has stopped.
+STOP_MARGIN_S = 5.0
 ENV_PREFIX = "PINLEDGER_"
 # The environment variable naming the config file.
 CONFIG_VARIABLE = "PINLEDGER_CONFIG"
@@ -427,6 +432,16 @@ class Config:
         forward that has given up (the claims would land with no worker to run them,
         and a one-attempt job would fail at its claim timeout without having run)."""
         return self.claim_append_s + FORWARD_MARGIN_S
+
+    @property
+    def stop_s(self) -> float:
+        """The longest a graceful stop takes (Server.stop): the calls in flight answered
+        (forward_timeout_s), then the owner's threads joined while the claims those
+        calls started land (claim_append_s, counted from the owner's stop, so the two
+        overlap), then leaving the owners' group and closing the log. `serve
+        --processes`' supervisor waits this long before it kills a process; the chart's
+        grace period and the systemd unit's TimeoutStopSec cover it."""
+        return self.forward_timeout_s + max(self.claim_append_s, OWNER_JOINS_S) + STOP_MARGIN_S
 
     @property
     def address(self) -> str:

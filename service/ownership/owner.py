@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -212,6 +213,7 @@ class Owner:
         self.live_traces.thread.start()
 
     def stop(self) -> None:
+        started = time.monotonic()
         self._stop.set()
         self.live_traces.wake()
         self.loop.thread.join(timeout=10)
@@ -222,7 +224,10 @@ class Owner:
         # Serving off, and the claims in flight in the log, before leaving: the next
         # owner serves once it has projected up to the log's end it reads when assigned,
         # so a claim appended after that would be a job it hands out a second time.
-        if not self.claims.close(self.config.claim_append_s):
+        # The claim appends in flight began before this stop, so each ends within
+        # claim_append_s of its start: the wait counts from there (Config.stop_s).
+        landing = max(0.0, self.config.claim_append_s - (time.monotonic() - started))
+        if not self.claims.close(landing):
             log.warning(
                 "leaving the owners' group with a claim append still unanswered after %g s "
                 "(Kafka slow or unreachable): if it lands after the next owner has taken "

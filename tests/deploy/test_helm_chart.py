@@ -33,7 +33,6 @@ SECRET_SETTINGS = {f"PINLEDGER_{name.upper()}" for name in SECRETS} | {
     "PINLEDGER_PG_DSN",
 }
 # Owner.stop joins its threads with these timeouts (service/ownership/owner.py).
-OWNER_JOINS_S = 10 + 5 + 5 + 5
 POD_IP = "10.1.2.3"
 
 Manifest = dict[str, Any]
@@ -297,7 +296,7 @@ def longest_stop_s(deployment: Manifest) -> float:
     stop (Server.stop, Owner.stop)."""
     timeout = float(env_of(deployment)["PINLEDGER_APPEND_TIMEOUT_S"]["value"])
     config = Config(append_timeout_s=timeout)
-    return config.forward_timeout_s + max(config.claim_append_s, OWNER_JOINS_S)
+    return config.stop_s
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
