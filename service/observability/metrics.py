@@ -27,6 +27,12 @@ The catalogue (what the server records; labels in braces):
     pinledger_connections_open                         gauge      Thrift connections served
     pinledger_connections_closed_total{reason}         counter    client, idle, oversized,
                                                                   garbage, refused
+    pinledger_live_traces_total{outcome}               counter    traced jobs whose ended
+        attempts the owner sent to the trace export: exported, dropped (past
+        PINLEDGER_TRACE_QUEUE), gave_up, no_history (service/ownership/live_traces.py)
+    pinledger_trace_spans_dropped_total{reason}        counter    spans the trace export
+        lost: queue_full (the SDK's batch queue was full), export_failed (the collector
+        did not take a batch) (pinledger/otel.py)
     pinledger_ledger_jobs_total{queue,outcome}         counter    what the ledger applied
     pinledger_ledger_rejected_total{queue,action}      counter    events it rejected
     pinledger_ledger_queue_wait_seconds{queue}         histogram  due -> claim
