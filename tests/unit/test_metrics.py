@@ -196,7 +196,7 @@ def test_help_and_type_lines_come_from_the_catalogue() -> None:
     for spec in CATALOGUE:
         labels = _example_labels(spec)
         if spec.kind == "counter":
-            m.count(spec.name, **labels)
+            m.count(spec.name, 1, **labels)
         elif spec.kind == "gauge":
             m.set_gauge(spec.name, 1, **labels)
         else:

@@ -198,5 +198,6 @@ def test_a_paused_partition_lags_from_the_record_it_is_paused_at() -> None:
             "its age to grow",
             step_s=0.5,
         )
-        assert a.metrics.snapshot_gauge(SECONDS, queue="mail") <= rt.clock.monotonic() - at
+        age = a.metrics.snapshot_gauge(SECONDS, queue="mail")
+        assert age is not None and age <= rt.clock.monotonic() - at
         assert a.metrics.snapshot_gauge("pinledger_partition_paused", queue="mail", partition="0")
