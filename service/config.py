@@ -59,6 +59,10 @@ a file, as container platforms mount secrets: PINLEDGER_<NAME>_FILE.
 |                                   | exported; beyond, their live spans are dropped)       |
 | RETIRE_AFTER_S                    | 60 (a queue's closed partitions retire once empty     |
 |                                   | this long: decision 0030)                             |
+| QUEUE_METRICS_INTERVAL_S          | 15 (how often the catalog's owner reads each queue's  |
+|                                   | jobs by state for /metrics; 0 = not at all)           |
+| QUEUE_METRICS_CAP                 | 10000 (where each of those counts stops: a count at   |
+|                                   | the cap means at least that many)                     |
 | QUEUE_CONFIG                      | none: no rate limits, no draining partitions          |
 | ADMIN_PASSWORD_HASH (or _FILE)    | none: the admin password's scrypt hash (`pinledger    |
 |                                   | hash-password`); deleteQueue and the dashboard's      |
@@ -191,6 +195,12 @@ class Config:
     # A queue's partitions closed by a resize retire once they have held no job this
     # long (docs/decisions/0030-growing-a-queue.md).
     retire_after_s: float = 60.0
+    # How often the catalog partition's owner reads each queue's jobs by state and its
+    # oldest due job for /metrics (service/observability/queue_gauges.py; 0: never), and
+    # where each count stops (decision 0029: the cost is bounded by the cap, not the
+    # backlog).
+    queue_metrics_interval_s: float = 15.0
+    queue_metrics_cap: int = 10_000
     queue_config: str = ""
     # The admin password's stored form (service/password.py): scrypt, from `pinledger
     # hash-password`; or PinLater's SHA-256 of password + salt, still accepted.
@@ -424,6 +434,7 @@ _AT_LEAST_ONE = frozenset(
         "ready_window",
         "trace_queue",
         "processes",
+        "queue_metrics_cap",
     }
 )
 _PORTS = frozenset({"port", "admin_port", "peer_port"})
