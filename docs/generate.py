@@ -15,9 +15,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from pinledger.service.observability import catalogue
+
 DOCS = Path(__file__).resolve().parent
 
-PAGES: dict[str, Callable[[], str]] = {}
+PAGES: dict[str, Callable[[], str]] = {
+    "reference/metrics.md": catalogue.reference_page,
+}
 
 
 def stale() -> list[str]:
