@@ -76,7 +76,11 @@ class Metrics:
             raise ValueError(f"counter {name} can only increase, got {value}")
         key = self._key("counter", name, labels)
         with self._lock:
-            self._counters[key] = self._counters.get(key, 0.0) + value
+            current = self._counters.get(key)
+            if current is None:
+                self._new_series(key)
+                current = 0.0
+            self._counters[key] = current + value
 
     def observe(self, name: str, seconds: float, **labels: str) -> None:
         self.observe_many(name, (seconds,), **labels)
@@ -90,6 +94,7 @@ class Metrics:
         with self._lock:
             h = self._histograms.get(key)
             if h is None:
+                self._new_series(key)
                 h = self._histograms[key] = _Histogram()
             buckets = h.buckets
             for value in values:
@@ -105,6 +110,8 @@ class Metrics:
     def set_gauge(self, name: str, value: float, **labels: str) -> None:
         key = self._key("gauge", name, labels)
         with self._lock:
+            if key not in self._gauges:
+                self._new_series(key)
             self._gauges[key] = value
 
     def replace_gauges(self, name: str, values: Iterable[tuple[Mapping[str, str], float]]) -> None:
@@ -114,6 +121,9 @@ class Metrics:
         self._check(name, "gauge")
         keys = {self._key("gauge", name, dict(labels)): value for labels, value in values}
         with self._lock:
+            for key in keys:
+                if key not in self._gauges:
+                    self._new_series(key)
             for key in [k for k in self._gauges if k[0] == name and k not in keys]:
                 del self._gauges[key]
             self._gauges.update(keys)
@@ -183,7 +193,6 @@ class Metrics:
 
     def _check(self, name: str, kind: str) -> MetricSpec:
         """The catalogue's spec of `name`, which must be a `kind`."""
-        # A name seen before was checked then: every call of every RPC comes here.
         spec = self._specs.get(name)
         if spec is None:
             spec = self._catalogue.get(name)
@@ -199,15 +208,21 @@ class Metrics:
         return spec
 
     def _key(self, kind: str, name: str, labels: dict[str, str]) -> _Key:
-        spec = self._check(name, kind)
-        key = _labels(labels)
-        names = spec.label_key
-        if len(key) != len(names) or any(k != n for (k, _), n in zip(key, names, strict=False)):
+        # Every call of every RPC comes here: the name's type is checked on each call (a
+        # dict lookup), its label names only when a series is new (`_new_series`).
+        self._check(name, kind)
+        return name, _labels(labels)
+
+    def _new_series(self, key: _Key) -> None:
+        """Refuse a series whose label names are not its metric's (before it is stored;
+        called with the lock held, once per series)."""
+        name, labels = key
+        names = self._specs[name].label_key
+        given = tuple(k for k, _ in labels)
+        if given != names:
             raise ValueError(
-                f"metric {name} takes the labels ({', '.join(names)}), "
-                f"got ({', '.join(k for k, _ in key)})"
+                f"metric {name} takes the labels ({', '.join(names)}), got ({', '.join(given)})"
             )
-        return name, key
 
 
 def _labels(labels: dict[str, str]) -> _Labels:
