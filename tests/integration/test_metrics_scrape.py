@@ -18,7 +18,6 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -85,9 +84,15 @@ def _spec_of(sample: str) -> MetricSpec | None:
     return None
 
 
-def scrape(server: ServerProcess) -> Scrape:
+def _text(server: ServerProcess) -> str:
+    """The host's /metrics (both processes, merged by the supervisor)."""
     with server.admin_get("/metrics") as answer:
-        return Scrape.parse(answer.read().decode())
+        body: bytes = answer.read()
+    return body.decode()
+
+
+def scrape(server: ServerProcess) -> Scrape:
+    return Scrape.parse(_text(server))
 
 
 def _queue_config(path: Path) -> Path:
@@ -201,12 +206,6 @@ def test_a_live_server_exports_the_whole_catalogue_and_nothing_else(
             wait_for(lambda w=wanted: re.search(w, _text(server)), timeout=30, pause=0.5)
     finally:
         server.stop()
-
-
-def _text(server: ServerProcess) -> str:
-    with server.admin_get("/metrics") as answer:
-        body: Any = answer.read()
-    return str(body.decode())
 
 
 def test_scrape_parsing_sees_a_missing_histogram_series() -> None:
