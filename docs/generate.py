@@ -16,10 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pinledger.service.config_reference import settings_page
+from pinledger.service.observability import catalogue
 
 DOCS = Path(__file__).resolve().parent
 
 PAGES: dict[str, Callable[[], str]] = {
+    "reference/metrics.md": catalogue.reference_page,
     "reference/settings.md": settings_page,
 }
 

@@ -243,6 +243,19 @@ class Config:
         """A queue's partitions closed by a resize retire once they have held no job this
         long (docs/decisions/0030-growing-a-queue.md).""",
     )
+    queue_metrics_interval_s: float = _setting(
+        15.0,
+        """How often the catalog partition's owner reads each queue's jobs by state and
+        its oldest due job for /metrics (pinledger_queue_jobs,
+        pinledger_queue_oldest_ready_seconds; service/observability/queue_gauges.py);
+        0: never.""",
+    )
+    queue_metrics_cap: int = _setting(
+        10_000,
+        """Where each of those counts stops (a count at the cap means at least that
+        many): their cost is bounded by the cap, not by the backlog
+        (docs/decisions/0029-dashboard-overview-counts.md).""",
+    )
     queue_config: str = _setting(
         "",
         """The queue-config JSON file: rate limits, partition counts, draining partitions
@@ -604,6 +617,7 @@ _AT_LEAST_ONE = frozenset(
         "ready_window",
         "trace_queue",
         "processes",
+        "queue_metrics_cap",
     }
 )
 _PORTS = frozenset({"port", "admin_port", "peer_port"})

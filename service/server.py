@@ -70,6 +70,9 @@ class Server:
         self.parts = Assembly(config, store_size=16, on_queue_config=self._queue_config_changed)
         self.store, self.kafka, self.writer = self.parts.store, self.parts.kafka, self.parts.writer
         self.queues, self.queue_config = self.parts.queues, self.parts.queue_config
+        self.writer.time_appends(
+            lambda seconds: self.metrics.observe("pinledger_log_append_seconds", seconds)
+        )
         self.writer.ensure_catalog(
             SYSTEM_CLOCK.now_ms(), Actor(source="pinledger:server", server=config.server_id)
         )

@@ -8,7 +8,6 @@ a rule reads is a metric the server exports, with labels and values it has."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import re
 import shutil
 import typing
@@ -21,7 +20,7 @@ import yaml
 from pinledger import otel
 from pinledger.ledger.events import JobEvent
 from pinledger.ledger.outcome import Outcome
-from pinledger.service.observability import ledger_metrics, metrics
+from pinledger.service.observability.catalogue import CATALOGUE
 from tests.deploy import promtool, rules
 
 pytestmark = pytest.mark.deploy
@@ -36,45 +35,12 @@ HISTOGRAM_SERIES = ("_bucket", "_sum", "_count")
 @dataclasses.dataclass(frozen=True)
 class Metric:
     type: str
-    labels: frozenset[str] | None  # None: not known yet, not checked
-
-
-# The metrics branch 'metrics' adds (issue 40, part 1); their labels as the issue names
-# them. pinledger_projection_lag_records is in the docstring already.
-NEW_METRICS = {
-    "pinledger_projection_lag_seconds": Metric("gauge", frozenset({"queue"})),
-    "pinledger_queue_jobs": Metric("gauge", frozenset({"queue", "state"})),
-    "pinledger_queue_oldest_ready_seconds": Metric("gauge", frozenset({"queue"})),
-    "pinledger_unowned_partitions": Metric("gauge", frozenset()),
-    "pinledger_log_append_seconds": Metric("histogram", None),
-}
-_DOC_LINE = re.compile(
-    r"^ {4}(pinledger_[a-z0-9_]+)(?:\{([a-z_,]*)\})?\s+(counter|gauge|histogram)\b", re.MULTILINE
-)
-
-
-def _docstring_catalogue() -> dict[str, Metric]:
-    found: dict[str, Metric] = {}
-    for module in (metrics, ledger_metrics):
-        for name, labels, kind in _DOC_LINE.findall(module.__doc__ or ""):
-            found[name] = Metric(kind, frozenset(filter(None, labels.split(","))))
-    return {**found, **NEW_METRICS}
+    labels: frozenset[str]
 
 
 def catalogue() -> dict[str, Metric]:
-    """The metrics the server exports, by name.
-
-    MERGE: once service/observability/catalogue.py is on main (branch 'metrics'), this
-    is the comprehension over its CATALOGUE alone: import it directly and drop
-    `_docstring_catalogue` and NEW_METRICS, which stand in for it until then."""
-    try:
-        module = importlib.import_module("pinledger.service.observability.catalogue")
-    except ModuleNotFoundError:
-        return _docstring_catalogue()
-    return {
-        spec.name: Metric(str(getattr(spec.type, "value", spec.type)), frozenset(spec.labels))
-        for spec in module.CATALOGUE
-    }
+    """The metrics the server exports, by name (the catalogue in code)."""
+    return {spec.name: Metric(spec.kind, frozenset(spec.labels)) for spec in CATALOGUE}
 
 
 # Label values that have one truth in the code: a rule naming another value would
@@ -131,7 +97,7 @@ def metric_of(name: str, known: dict[str, Metric]) -> str | None:
         return name
     for suffix in HISTOGRAM_SERIES:
         base = name.removesuffix(suffix)
-        if base != name and known.get(base, Metric("", None)).type == "histogram":
+        if base != name and known.get(base, Metric("", frozenset())).type == "histogram":
             return base
     return None
 
