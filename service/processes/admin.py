@@ -205,5 +205,8 @@ class HostAdminServer:
         self._thread.start()
 
     def stop(self) -> None:
-        self._server.shutdown()
+        # shutdown() waits for serve_forever to return: it would wait for good on a
+        # server never started (a supervisor stopping before it served).
+        if self._thread is not None:
+            self._server.shutdown()
         self._server.server_close()

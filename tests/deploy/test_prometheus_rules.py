@@ -269,10 +269,9 @@ def test_every_label_a_rule_matches_is_one_its_metric_has() -> None:
                 continue
             metric = recorded.get(series) or metric_of(series, known)
             assert metric is not None, f"{name} reads {series}"
-            labels = known[metric].labels
-            if labels is not None:
-                allowed = labels | TARGET_LABELS | ({"le"} if series.endswith("_bucket") else set())
-                assert label in allowed, f"{name}: {metric} has no label {label}"
+            bucket = {"le"} if series.endswith("_bucket") else set()
+            allowed = known[metric].labels | TARGET_LABELS | bucket
+            assert label in allowed, f"{name}: {metric} has no label {label}"
             values = LABEL_VALUES.get((metric, label))
             if values is not None and op in ("=", "=~"):
                 wanted = set(value.split("|")) if op == "=~" else {value}
