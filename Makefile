@@ -44,7 +44,7 @@ test-contract: ## the port contract suites, on the real adapters and on the fake
 test-integration: ## the tests against the real servers
 	$(PYTHON) -m pytest tests/integration $(PYTEST_FLAGS)
 
-test-deploy: ## the Helm chart (helm lint/template; Helm built with Go once) and the systemd units
+test-deploy: ## the Helm chart (helm lint/template), the alert rules (promtool check/test rules; both tools built with Go once) and the systemd units
 	$(PYTHON) -m pytest tests/deploy $(PYTEST_FLAGS)
 
 # The shell scripts: the stack's, CI's, and any other *.sh in the repository.

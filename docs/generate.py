@@ -19,6 +19,7 @@ from pathlib import Path
 from pinledger.service.api.idl_reference import thrift_page
 from pinledger.service.cli.reference import commands_page
 from pinledger.service.config_reference import settings_page
+from pinledger.service.observability import catalogue
 
 DOCS = Path(__file__).resolve().parent
 # A decision's first line: `# 0007: Title` (some say `# 0002 — Title`).
@@ -57,6 +58,7 @@ def decisions_index() -> str:
 
 PAGES: dict[str, Callable[[], str]] = {
     "decisions/index.md": decisions_index,
+    "reference/metrics.md": catalogue.reference_page,
     "reference/settings.md": settings_page,
     "reference/commands.md": commands_page,
     "reference/thrift.md": thrift_page,

@@ -24,8 +24,9 @@ record stays under `max_bytes` (and the record limit), counted in encoded bytes.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pinledger.ledger import codec
@@ -65,6 +66,9 @@ def longest_append_s(append_timeout_s: float) -> float:
 
 
 Key = tuple[str, int]
+# Told how long each append to the log took, in seconds, whether it was taken or failed
+# (the server's pinledger_log_append_seconds).
+AppendTimer = Callable[[float], None]
 
 
 @dataclass(eq=False, slots=True)
@@ -139,6 +143,20 @@ class GroupCommit:
         # Records appended and the parts they held (read by tests and metrics).
         self.records = 0
         self.parts = 0
+        # Told the time of every append (`log_append`); None: appends are not timed.
+        self.on_append: AppendTimer | None = None
+
+    def log_append(self, appends: Sequence[Append]) -> list[int]:
+        """`log.append`, timed for `on_append`: every record the writer appends goes
+        through here, on either Kafka adapter, so one histogram covers them all."""
+        timer = self.on_append
+        if timer is None:
+            return self.log.append(appends)
+        started = time.perf_counter()
+        try:
+            return self.log.append(appends)
+        finally:  # a failed append took time too: a broker timing out shows here
+            timer(time.perf_counter() - started)
 
     def waiting(self) -> int:
         """Parts queued for an append not yet made (read by tests)."""
@@ -255,7 +273,7 @@ class GroupCommit:
         groups = [(key, group) for key, key_groups in taken.items() for group in key_groups]
         appends = [_record(key, group) for key, group in groups]
         try:
-            offsets = self.log.append(appends)
+            offsets = self.log_append(appends)
         except Exception as exc:  # LogError, or a bug: each caller raises it, none hangs
             for _, group in groups:
                 for part in group:

@@ -32,7 +32,7 @@ from pinledger.ledger.events import (
     QueueResized,
     RecordSkipped,
 )
-from pinledger.ledger.group_commit import GroupCommit, Part
+from pinledger.ledger.group_commit import AppendTimer, GroupCommit, Part
 from pinledger.ledger.log import (
     DEFAULT_MAX_RECORD_BYTES,
     Append,
@@ -89,6 +89,11 @@ class LedgerWriter:
     def max_record_bytes(self) -> int:
         """The largest record this writer appends (`record_bytes`)."""
         return self.group.record_limit
+
+    def time_appends(self, timer: AppendTimer) -> None:
+        """Tell `timer` how long each append to the log takes (group commits, catalog
+        records and records of their own alike)."""
+        self.group.on_append = timer
 
     def limit_records(self, max_message_bytes: int) -> bool:
         """Write no record over `max_message_bytes` (a topic's max.message.bytes, read
@@ -198,7 +203,7 @@ class LedgerWriter:
         self, event: Event, at: int, actor: Actor, more: Sequence[Event] = ()
     ) -> None:
         value = codec.encode(Envelope(at=at, actor=actor, events=(event, *more)))
-        self.log.append([Append(catalog_topic(self.prefix), 0, value)])
+        self.group.log_append([Append(catalog_topic(self.prefix), 0, value)])
 
     def append(
         self,
@@ -247,7 +252,7 @@ class LedgerWriter:
             Append(self.topic(queue), partition, value_of(Envelope(at, actor, tuple(events))))
             for queue, partition, events in batches
         ]
-        offsets = self.log.append(appends)
+        offsets = self.group.log_append(appends)
         self._note([(a.topic, a.partition) for a in appends], offsets)
         return offsets
 

@@ -44,6 +44,11 @@ DEFAULT_TOPIC_PREFIX = "pinledger."
 # A forwarded dequeue is waited for this much longer than the peer's longest claim
 # append: the round trip, and the call's work besides the append.
 FORWARD_MARGIN_S = 5.0
+# Owner.stop joins its threads within this much in all: the owner loop 10 s, the
+# members, retention and live-traces threads 5 s each.
+OWNER_JOINS_S = 10.0 + 5.0 + 5.0 + 5.0
+# Leaving the owners' group and closing the log, once the owner has stopped.
+STOP_MARGIN_S = 5.0
 ENV_PREFIX = "PINLEDGER_"
 # The environment variable naming the config file.
 CONFIG_VARIABLE = "PINLEDGER_CONFIG"
@@ -238,6 +243,19 @@ class Config:
         """A queue's partitions closed by a resize retire once they have held no job this
         long (docs/decisions/0030-growing-a-queue.md).""",
     )
+    queue_metrics_interval_s: float = _setting(
+        15.0,
+        """How often the catalog partition's owner reads each queue's jobs by state and
+        its oldest due job for /metrics (pinledger_queue_jobs,
+        pinledger_queue_oldest_ready_seconds; service/observability/queue_gauges.py);
+        0: never.""",
+    )
+    queue_metrics_cap: int = _setting(
+        10_000,
+        """Where each of those counts stops (a count at the cap means at least that
+        many): their cost is bounded by the cap, not by the backlog
+        (docs/decisions/0029-dashboard-overview-counts.md).""",
+    )
     queue_config: str = _setting(
         "",
         """The queue-config JSON file: rate limits, partition counts, draining partitions
@@ -429,6 +447,16 @@ class Config:
         return self.claim_append_s + FORWARD_MARGIN_S
 
     @property
+    def stop_s(self) -> float:
+        """The longest a graceful stop takes (Server.stop): the calls in flight answered
+        (forward_timeout_s), then the owner's threads joined while the claims those
+        calls started land (claim_append_s, counted from the owner's stop, so the two
+        overlap), then leaving the owners' group and closing the log. `serve
+        --processes`' supervisor waits this long before it kills a process; the chart's
+        grace period and the systemd unit's TimeoutStopSec cover it."""
+        return self.forward_timeout_s + max(self.claim_append_s, OWNER_JOINS_S) + STOP_MARGIN_S
+
+    @property
     def address(self) -> str:
         """host:port other servers reach this server's Thrift port at: its peer port
         when it has one (a worker of `serve --processes`), else its port."""
@@ -589,6 +617,7 @@ _AT_LEAST_ONE = frozenset(
         "ready_window",
         "trace_queue",
         "processes",
+        "queue_metrics_cap",
     }
 )
 _PORTS = frozenset({"port", "admin_port", "peer_port"})

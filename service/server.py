@@ -61,15 +61,18 @@ class Server:
         if config.peer_port and config.peer_port != config.port:
             self._peer_socket = Listener(config.host, config.peer_port)
             self._peer_socket.bind()
-        # OTLP trace export when the OTEL_* variables ask for it
-        # (pinledger/otel.py).
-        otel.setup(keep=telemetry.worth_keeping)
         self.metrics = Metrics()
+        # OTLP trace export when the OTEL_* variables ask for it (pinledger/otel.py);
+        # the spans it loses are counted.
+        otel.setup(keep=telemetry.worth_keeping, on_dropped=telemetry.count_dropped(self.metrics))
         # Before the assembly: its queue-config watcher applies the config at once.
         self.rate_limits = QueueRateLimits()
         self.parts = Assembly(config, store_size=16, on_queue_config=self._queue_config_changed)
         self.store, self.kafka, self.writer = self.parts.store, self.parts.kafka, self.parts.writer
         self.queues, self.queue_config = self.parts.queues, self.parts.queue_config
+        self.writer.time_appends(
+            lambda seconds: self.metrics.observe("pinledger_log_append_seconds", seconds)
+        )
         self.writer.ensure_catalog(
             SYSTEM_CLOCK.now_ms(), Actor(source="pinledger:server", server=config.server_id)
         )

@@ -10,11 +10,9 @@ quiet time, asks it again. What that costs: a job enqueued on that peer's partit
 within the quiet time reaches this process's pollers up to `quiet_s` later (the peer's
 own pollers see it at once) (docs/decisions/0019-processes.md).
 
-    pinledger_forwarded_dequeues_total{outcome}  counter    jobs, empty, failed, and
-                                                            quiet (not asked: it had
-                                                            nothing a moment ago)
-    pinledger_forwarded_jobs_total               counter    jobs a peer returned
-    pinledger_forward_seconds                    histogram  one dequeueOwned round trip
+What is counted (`pinledger_forwarded_dequeues_total{outcome}`,
+`pinledger_forwarded_jobs_total`, `pinledger_forward_seconds`) is in the metrics
+catalogue (service/observability/catalogue.py).
 """
 
 from __future__ import annotations

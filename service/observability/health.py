@@ -10,10 +10,8 @@
 
 A monitor thread probes the dependencies every `interval_s` (a probe of a dead broker
 may take the client's whole timeout, so the endpoints never wait on one) and keeps the
-last result; the endpoints read it. Metrics, updated on every round:
-
-    pinledger_dependency_up{dependency}   gauge  1 when the last probe worked, else 0
-    pinledger_loop_lag_seconds{loop}      gauge  seconds since the loop last progressed
+last result; the endpoints read it. Every round updates `pinledger_dependency_up` and
+`pinledger_loop_lag_seconds` (catalogue.py says what they mean).
 """
 
 from __future__ import annotations

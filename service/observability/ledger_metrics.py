@@ -3,18 +3,9 @@
 The RPC counters (`pinledger_jobs_total`) say what callers asked for; these say what
 the state machine made of it, per queue, counted once (by the owner of the partition,
 after the batch is committed). Everything is derived from each event's (before, after,
-verdict) as `ledger.state.evolve` decided them, never re-decided here:
-
-    pinledger_ledger_jobs_total{queue,outcome}     counter    applied events, by outcome:
-        enqueued, claimed, succeeded, failed (the job ended FAILED, by an ack or a
-        timeout on its last attempt), retried (back to PENDING after a failure ack or a
-        timeout with attempts left, or by retryFailedJobs), timed_out, checkpointed,
-        released (a checkpoint moving the job back to PENDING), deleted, collected
-    pinledger_ledger_rejected_total{queue,action}  counter    events the state machine
-        rejected (a stale ack, a timeout a heartbeat overtook, ...), by event type
-    pinledger_ledger_queue_wait_seconds{queue}     histogram  due (run_after) -> claim
-    pinledger_ledger_run_seconds{queue,outcome}    histogram  claim -> end of the attempt
-        (succeeded, failed, retried, timed_out, released, deleted)
+verdict) as `ledger.state.evolve` decided them, never re-decided here. The series
+(`pinledger_ledger_jobs_total`, `_rejected_total`, `_queue_wait_seconds`,
+`_run_seconds`) and what each outcome means are in the catalogue (catalogue.py).
 
 Run time needs the claim's time, which a job does not carry: it is remembered per
 claimed job from the Claimed event this owner applied. An attempt claimed before this

@@ -1,38 +1,13 @@
 """In-process metrics, exported on the admin port as Prometheus text (/metrics) and as
 the Ostrich-style plain text PinLater operators read on /stats.txt.
 
-The catalogue (what the server records; labels in braces):
-
-    pinledger_rpc_total{method}                        counter    Thrift calls received
-    pinledger_rpc_errors_total{method,code}            counter    calls that ended in an error
-    pinledger_rpc_seconds{method}                      histogram  call latency
-    pinledger_jobs_total{queue,action}                 counter    jobs, by action: enqueue,
-        dequeue, ack_success, ack_failure, ack_rejected, checkpoint, timeout, gc, retry, delete
-    pinledger_dequeue_delay_seconds{queue}             histogram  how long a job waited past
-                                                                  its run_after before a claim
-    pinledger_owned_partitions                         gauge      partitions this server owns
-    pinledger_projection_lag_records{topic,partition}  gauge      records the projection is
-                                                                  behind the log
-    pinledger_partition_paused{queue,partition}        gauge      1 while an owned partition
-        is paused at a record its store refuses or no release decodes (decision 0032;
-        /ready names it with the offset and the `pinledger skip-record` command), 0 once
-        it resumes
-    pinledger_dependency_up{dependency}                gauge      Kafka / Postgres answered
-                                                                  the last health probe
-    pinledger_loop_lag_seconds{loop}                   gauge      since a background loop
-                                                                  last turned
-    pinledger_ledger_format                            gauge      the cluster's ledger format
-                                                                  this server follows
-    pinledger_ledger_format_newest_read                gauge      the newest format it reads
-    pinledger_connections_open                         gauge      Thrift connections served
-    pinledger_connections_closed_total{reason}         counter    client, idle, oversized,
-                                                                  garbage, refused
-    pinledger_ledger_jobs_total{queue,outcome}         counter    what the ledger applied
-    pinledger_ledger_rejected_total{queue,action}      counter    events it rejected
-    pinledger_ledger_queue_wait_seconds{queue}         histogram  due -> claim
-    pinledger_ledger_run_seconds{queue,outcome}        histogram  claim -> end of attempt
-        (the ledger_* series: service/observability/ledger_metrics.py, counted by the
-        partition's owner)
+What may be recorded is the catalogue (catalogue.py: each metric's name, type, labels,
+unit and help, and the manual's metrics reference generated from it). The registry
+refuses a name the catalogue lacks, a name recorded as another type than its own, and a
+series whose label names are not the metric's, by raising ValueError at the call: a
+metric cannot be exported without being documented, and the tests that exercise an
+emitter catch a slip. /metrics writes each family's `# HELP` and `# TYPE` lines from the
+catalogue.
 
 Counter names end in _total, as Prometheus expects; they are exported as given.
 """
@@ -41,12 +16,13 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+from pinledger.service.observability.catalogue import BY_NAME, MetricSpec
 
 # Seconds. Spans a fast RPC (1 ms) to a job that sat five minutes past its run_after.
 BUCKETS: tuple[float, ...] = (
@@ -54,8 +30,6 @@ BUCKETS: tuple[float, ...] = (
     60.0, 300.0, math.inf,
 )  # fmt: skip
 PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
-
-_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 _Labels = tuple[tuple[str, str], ...]
 _Key = tuple[str, _Labels]
@@ -85,12 +59,14 @@ class _Histogram:
 class Metrics:
     """Counters, gauges and histograms keyed by name and labels. Thread-safe: the Thrift
     handlers, the owner loop and the admin port all touch it, so one lock guards it all.
-    A name keeps the kind it was first used with; reusing it as another kind is a bug and
-    raises ValueError."""
+    Only the metrics of `catalogue` (the catalogue by default) may be recorded, each as
+    its type and with its label names; anything else is a bug and raises ValueError."""
 
-    def __init__(self) -> None:
+    def __init__(self, catalogue: Mapping[str, MetricSpec] = BY_NAME) -> None:
         self._lock = threading.Lock()
-        self._kinds: dict[str, str] = {}
+        self._catalogue = catalogue
+        # The metrics recorded so far: checked against the catalogue on first use.
+        self._specs: dict[str, MetricSpec] = {}
         self._counters: dict[_Key, float] = {}
         self._gauges: dict[_Key, float] = {}
         self._histograms: dict[_Key, _Histogram] = {}
@@ -100,7 +76,11 @@ class Metrics:
             raise ValueError(f"counter {name} can only increase, got {value}")
         key = self._key("counter", name, labels)
         with self._lock:
-            self._counters[key] = self._counters.get(key, 0.0) + value
+            current = self._counters.get(key)
+            if current is None:
+                self._new_series(key)
+                current = 0.0
+            self._counters[key] = current + value
 
     def observe(self, name: str, seconds: float, **labels: str) -> None:
         self.observe_many(name, (seconds,), **labels)
@@ -114,6 +94,7 @@ class Metrics:
         with self._lock:
             h = self._histograms.get(key)
             if h is None:
+                self._new_series(key)
                 h = self._histograms[key] = _Histogram()
             buckets = h.buckets
             for value in values:
@@ -129,7 +110,23 @@ class Metrics:
     def set_gauge(self, name: str, value: float, **labels: str) -> None:
         key = self._key("gauge", name, labels)
         with self._lock:
+            if key not in self._gauges:
+                self._new_series(key)
             self._gauges[key] = value
+
+    def replace_gauges(self, name: str, values: Iterable[tuple[Mapping[str, str], float]]) -> None:
+        """Set every series of the gauge `name` at once, (labels, value) each: a series
+        not given is removed (a partition no longer owned, a queue deleted), so that no
+        stale number outlives what it measured."""
+        self._check(name, "gauge")
+        keys = {self._key("gauge", name, dict(labels)): value for labels, value in values}
+        with self._lock:
+            for key in keys:
+                if key not in self._gauges:
+                    self._new_series(key)
+            for key in [k for k in self._gauges if k[0] == name and k not in keys]:
+                del self._gauges[key]
+            self._gauges.update(keys)
 
     @contextmanager
     def timer(self, name: str, **labels: str) -> Iterator[None]:
@@ -148,20 +145,20 @@ class Metrics:
             return self._gauges.get((name, _labels(labels)))
 
     def prometheus(self) -> str:
-        """Text exposition format 0.0.4."""
+        """Text exposition format 0.0.4; each family's HELP and TYPE from the catalogue."""
         lines: list[str] = []
         with self._lock:
-            for kind, series in (("counter", self._counters), ("gauge", self._gauges)):
+            for series in (self._counters, self._gauges):
                 last = ""
                 for (name, labels), value in sorted(series.items()):
                     if name != last:
-                        lines.append(f"# TYPE {name} {kind}")
+                        lines += self._heading(name)
                         last = name
                     lines.append(f"{name}{_prom_labels(labels)} {_num(value)}")
             last = ""
             for (name, labels), h in sorted(self._histograms.items()):
                 if name != last:
-                    lines.append(f"# TYPE {name} histogram")
+                    lines += self._heading(name)
                     last = name
                 cumulative = 0
                 for bound, n in zip(BUCKETS, h.buckets, strict=True):
@@ -190,17 +187,42 @@ class Metrics:
                 lines.append(f"  {name}{_txt_labels(labels)}: ({', '.join(fields)})")
         return "".join(line + "\n" for line in lines)
 
-    def _key(self, kind: str, name: str, labels: dict[str, str]) -> _Key:
-        # A name seen before was checked then: every call of every RPC comes here.
-        known = self._kinds.get(name)
-        if known is None:
-            if not _NAME.fullmatch(name):
-                raise ValueError(f"metric name {name!r} is not a valid Prometheus name")
+    def _heading(self, name: str) -> list[str]:
+        spec = self._specs[name]
+        return [f"# HELP {name} {_escape_help(spec.help)}", f"# TYPE {name} {spec.kind}"]
+
+    def _check(self, name: str, kind: str) -> MetricSpec:
+        """The catalogue's spec of `name`, which must be a `kind`."""
+        spec = self._specs.get(name)
+        if spec is None:
+            spec = self._catalogue.get(name)
+            if spec is None:
+                raise ValueError(
+                    f"metric {name!r} is not in the metrics catalogue: add it to "
+                    "service/observability/catalogue.py, with its type, labels and help"
+                )
             with self._lock:
-                known = self._kinds.setdefault(name, kind)
-        if known != kind:
-            raise ValueError(f"metric {name} is a {known}, not a {kind}")
+                self._specs[name] = spec
+        if spec.kind != kind:
+            raise ValueError(f"metric {name} is a {spec.kind}, not a {kind}")
+        return spec
+
+    def _key(self, kind: str, name: str, labels: dict[str, str]) -> _Key:
+        # Every call of every RPC comes here: the name's type is checked on each call (a
+        # dict lookup), its label names only when a series is new (`_new_series`).
+        self._check(name, kind)
         return name, _labels(labels)
+
+    def _new_series(self, key: _Key) -> None:
+        """Refuse a series whose label names are not its metric's (before it is stored;
+        called with the lock held, once per series)."""
+        name, labels = key
+        names = self._specs[name].label_key
+        given = tuple(k for k, _ in labels)
+        if given != names:
+            raise ValueError(
+                f"metric {name} takes the labels ({', '.join(names)}), got ({', '.join(given)})"
+            )
 
 
 def _labels(labels: dict[str, str]) -> _Labels:
@@ -216,6 +238,11 @@ def _num(value: float) -> str:
     if value.is_integer() and abs(value) < 1e15:
         return str(int(value))
     return repr(value)
+
+
+def _escape_help(text: str) -> str:
+    """A HELP text escaped as the format wants (a backslash, a line end)."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
 
 
 def _escape(value: str) -> str:

@@ -30,11 +30,14 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from pinledger.otel import active
+from pinledger.otel import OnDropped, active
+from pinledger.service.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 TRACER_NAME = "pinledger.server"
+# Spans the trace export lost, by reason (pinledger/otel.py: queue_full, export_failed).
+SPANS_DROPPED = "pinledger_trace_spans_dropped_total"
 # The SDK keeps at most 128 links per span by default; more would be dropped silently.
 MAX_LINKS = 128
 
@@ -43,6 +46,15 @@ _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
 def tracer() -> trace.Tracer:
     return trace.get_tracer(TRACER_NAME)
+
+
+def count_dropped(metrics: Metrics) -> OnDropped:
+    """The `on_dropped` of the server's trace export: counts the spans it lost."""
+
+    def dropped(reason: str, spans: int) -> None:
+        metrics.count(SPANS_DROPPED, spans, reason=reason)
+
+    return dropped
 
 
 # -- W3C traceparent ---------------------------------------------------------------

@@ -32,9 +32,10 @@ Threads: the owner thread (loop.py) polls Kafka, projects and runs maintenance; 
 members thread (membership.py) follows the ledger format, lists the group's members
 and runs the watchdog; the
 retention thread (maintenance/timeline_retention.py) keeps the timeline's partitions; the
-consumer's I/O thread calls the rebalance callbacks; Thrift handler threads call
-`dequeue`, `peek`, `serves_all`, `peers_for` and `add_queue`; the queue directory's
-thread calls `set_queues`.
+queue-gauges thread (observability/queue_gauges.py) reads each queue's jobs by state for
+/metrics while this server owns the catalog; the consumer's I/O thread calls the
+rebalance callbacks; Thrift handler threads call `dequeue`, `peek`, `serves_all`,
+`peers_for` and `add_queue`; the queue directory's thread calls `set_queues`.
 
 Locks (two; neither is ever held while taking the other):
 
@@ -54,6 +55,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -67,6 +69,7 @@ from pinledger.projections.store import LedgerStore, QueueRow
 from pinledger.service.config import Config
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
+from pinledger.service.observability.queue_gauges import QueueGauges, QueueGaugesThread
 from pinledger.service.ownership.adaptation import Adaptation, DequeueTally
 from pinledger.service.ownership.claims import Claimed, Claims
 from pinledger.service.ownership.ledger_format import ClusterFormat
@@ -169,6 +172,20 @@ class Owner:
             self._stop,
             self.clock,
         )
+        # Each queue's jobs by state for /metrics, read by the catalog's owner alone.
+        self._queue_gauges: QueueGaugesThread | None = None
+        if config.queue_metrics_interval_s > 0:
+            gauges = QueueGauges(
+                store,
+                metrics,
+                lambda: self.partitions.catalog is not None,
+                self.clock,
+                config.max_priority,
+                config.queue_metrics_cap,
+            )
+            self._queue_gauges = QueueGaugesThread(
+                gauges, self._stop, self.clock, config.queue_metrics_interval_s
+            )
         self._reader: GroupReader | None = None
         # Resizes the queues whose `partitions` the queue config changes (the server
         # sets it; queue_sizes.py).
@@ -210,19 +227,27 @@ class Owner:
         self._members_thread.thread.start()
         self._retention_thread.thread.start()
         self.live_traces.thread.start()
+        if self._queue_gauges is not None:
+            self._queue_gauges.thread.start()
 
     def stop(self) -> None:
+        started = time.monotonic()
         self._stop.set()
         self.live_traces.wake()
         self.loop.thread.join(timeout=10)
         self._members_thread.thread.join(timeout=5)
         self._retention_thread.thread.join(timeout=5)
         self.live_traces.thread.join(timeout=5)
+        if self._queue_gauges is not None:
+            self._queue_gauges.thread.join(timeout=5)
         self.live_traces.drain()  # the spans of the last acks this server applied
         # Serving off, and the claims in flight in the log, before leaving: the next
         # owner serves once it has projected up to the log's end it reads when assigned,
         # so a claim appended after that would be a job it hands out a second time.
-        if not self.claims.close(self.config.claim_append_s):
+        # The claim appends in flight began before this stop, so each ends within
+        # claim_append_s of its start: the wait counts from there (Config.stop_s).
+        landing = max(0.0, self.config.claim_append_s - (time.monotonic() - started))
+        if not self.claims.close(landing):
             log.warning(
                 "leaving the owners' group with a claim append still unanswered after %g s "
                 "(Kafka slow or unreachable): if it lands after the next owner has taken "

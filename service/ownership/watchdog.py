@@ -12,6 +12,10 @@ Every members refresh (2 s, members thread) it checks
   re-seeked after an eager rebalance was once not fetched until the next rebalance);
 - the owner loop: a pass taking over `LOOP_STALL_S` gets its stack logged, once.
 
+The first two checks read what the metrics need too, so they export them at no cost of
+their own: `pinledger_unowned_partitions` (from the group's assignment and the catalog's
+partition counts) and the projection lag (lag.py, from the end offsets).
+
 Asking for a rebalance sets the `rejoin` event; the owner thread calls the reader's
 `request_rejoin` before its next poll (kafka-python wants it on the polling thread).
 
@@ -30,8 +34,9 @@ from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from pinledger.ledger.clock import Clock
-from pinledger.ledger.log import GroupMember, Log, LogError, queue_topic
+from pinledger.ledger.log import GroupMember, Log, LogError, catalog_topic, queue_topic
 from pinledger.projections.store import StoreError
+from pinledger.service.ownership.lag import ProjectionLag
 from pinledger.service.ownership.loop import OwnerLoop
 from pinledger.service.ownership.partitions import Key, Partitions
 from pinledger.service.ownership.subscription import Subscription
@@ -70,6 +75,16 @@ def partly_owned_topics(counts: Mapping[str, int], members: Sequence[GroupMember
         for topic, count in counts.items()
         if any((topic, p) not in owned for p in range(count))
     }
+
+
+def unowned_partitions(
+    counts: Mapping[str, int], members: Sequence[GroupMember], catalog: str
+) -> int:
+    """Partitions no member owns: of the queue topics (topic -> the partitions the
+    catalog lists), and the `catalog` topic's one."""
+    owned = {key for member in members for key in member.partitions}
+    queues = sum(1 for t, count in counts.items() for p in range(count) if (t, p) not in owned)
+    return queues + ((catalog, 0) not in owned)
 
 
 def stalled(
@@ -114,6 +129,7 @@ class Watchdog:
         self._lagging_since: dict[Key, tuple[int, float]] = {}
         # Whether the owner loop's current stall has been reported.
         self._loop_stall_reported = False
+        self.lag = ProjectionLag(partitions.metrics, subscription.prefix)
 
     def check(self, members: Sequence[GroupMember]) -> None:
         """All three checks, after a members refresh."""
@@ -132,9 +148,15 @@ class Watchdog:
         except LogError as exc:
             log.warning("cannot check ownership: %s", exc)
             return
+        counts = self._partition_counts(topics)
         suspects = unowned_topics(topics, members)
         if members:
-            suspects |= partly_owned_topics(self._partition_counts(topics), members)
+            suspects |= partly_owned_topics(counts or {}, members)
+        if counts is not None:
+            catalog = catalog_topic(self.subscription.prefix)
+            self.partitions.metrics.set_gauge(
+                "pinledger_unowned_partitions", unowned_partitions(counts, members, catalog)
+            )
         self._unowned_since, stuck = stalled(
             self._unowned_since,
             dict.fromkeys(suspects, 0),
@@ -152,21 +174,40 @@ class Watchdog:
             )
             self.rejoin.set()
 
-    def _partition_counts(self, topics: set[str]) -> dict[str, int]:
-        """The partitions the catalog projection lists for these queue topics (empty
+    def _partition_counts(self, topics: set[str]) -> dict[str, int] | None:
+        """The partitions the catalog projection lists for these queue topics (None
         when the store does not answer: the lag check covers a stuck projection)."""
         try:
             rows = self.partitions.store.queues()
         except StoreError:
-            return {}
+            return None
         counts = {queue_topic(self.subscription.prefix, row.name): row.partitions for row in rows}
         return {topic: count for topic, count in counts.items() if topic in topics}
 
     def check_lag(self) -> None:
         """Ask for a rebalance when an owned partition has records it has not projected
-        and makes no progress: its jobs would wait unseen."""
+        and makes no progress: its jobs would wait unseen. The same end offsets measure
+        the projection lag of every owned partition, the paused ones (from the record
+        they are paused at) and the catalog's."""
         projected = self.partitions.projected()
-        ends = self.partitions.end_offsets(list(projected)) if projected else {}
+        measured = {
+            **{key: paused.offset for key, paused in self.partitions.pauses.paused.items()},
+            **projected,
+        }
+        catalog = self.partitions.catalog
+        if catalog is not None:
+            measured[self.partitions.catalog_key] = catalog.next_offset
+        ends: dict[Key, int] = {}
+        if measured:
+            try:
+                ends = self.kafka.end_offsets(sorted(measured))
+            except LogError as exc:
+                # The lag gauges keep their last values until the end can be read.
+                log.warning("cannot read end offsets (%s): projection lag not measured", exc)
+            else:
+                self.lag.update(measured, ends, self.clock.monotonic())
+        else:
+            self.lag.update({}, {}, self.clock.monotonic())
         lagging = {k: offset for k, offset in projected.items() if ends.get(k, 0) > offset}
         self._lagging_since, stuck = stalled(
             self._lagging_since, lagging, self.clock.monotonic(), STALL_GRACE_S

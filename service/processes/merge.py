@@ -27,28 +27,36 @@ def label_prometheus(line: str, label: str) -> str:
 
 @dataclass
 class _Family:
-    kind: str
+    kind: str = "untyped"
+    help: str | None = None
     samples: list[str] = field(default_factory=list)
 
 
 def merge_prometheus(texts: Mapping[int, str]) -> str:
-    """The workers' expositions as one: each family's TYPE line once, then its samples
+    """The workers' expositions as one: each family's HELP and TYPE lines once (the
+    first worker's: every worker writes them from the same catalogue), then its samples
     from every worker (the format wants a family's samples together)."""
     families: dict[str, _Family] = {}
     for index, text in sorted(texts.items()):
         label = f'process="{index}"'
         current: _Family | None = None
         for line in text.splitlines():
-            if line.startswith("# TYPE "):
-                _, _, name, kind = line.split(" ", 3)
-                current = families.setdefault(name, _Family(kind))
+            if line.startswith(("# HELP ", "# TYPE ")):
+                _, word, name, said = [*line.split(" ", 3), ""][:4]
+                current = families.setdefault(name, _Family())
+                if word == "TYPE":
+                    current.kind = said
+                elif current.help is None:
+                    current.help = said
             elif line and not line.startswith("#"):
                 if current is None:
-                    current = families.setdefault("", _Family("untyped"))
+                    current = families.setdefault("", _Family())
                 current.samples.append(label_prometheus(line, label))
     lines: list[str] = []
     for name, family in families.items():
         if name:
+            if family.help is not None:
+                lines.append(f"# HELP {name} {family.help}")
             lines.append(f"# TYPE {name} {family.kind}")
         lines.extend(family.samples)
     return "".join(line + "\n" for line in lines)

@@ -40,8 +40,6 @@ from pinledger.service.processes.plan import (
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.2
-# How long workers get to stop cleanly (hand their partitions back) before SIGKILL.
-STOP_GRACE_S = 30.0
 # The folder holding the `pinledger` package this supervisor runs from: the workers
 # import the same one, whatever their working directory holds.
 _IMPORT_ROOT = Path(pinledger.__file__).parents[1]
@@ -217,14 +215,14 @@ class Supervisor:
         for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
+        # As long as a server's own stop may take (it hands its partitions back last).
+        grace = self.config.stop_s
+        deadline = time.monotonic() + grace
         for proc in procs:
             try:
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                log.warning(
-                    "process pid %d did not stop in %g s: killing it", proc.pid, STOP_GRACE_S
-                )
+                log.warning("process pid %d did not stop in %g s: killing it", proc.pid, grace)
                 proc.kill()
                 proc.wait()
 
@@ -245,4 +243,4 @@ def run_processes(config: Config, processes: int, verbose: bool) -> int:
     return Supervisor(config, processes, verbose).run()
 
 
-__all__ = ["STOP_GRACE_S", "Supervisor", "die_with_supervisor", "run_processes", "worker_command"]
+__all__ = ["Supervisor", "die_with_supervisor", "run_processes", "worker_command"]

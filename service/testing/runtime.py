@@ -136,6 +136,9 @@ class Node:
         self.clock: Clock = runtime.clock if clock is None else clock
         self.metrics = Metrics()
         self.writer = LedgerWriter(runtime.log, config.topic_prefix, config.record_limit())
+        self.writer.time_appends(
+            lambda seconds: self.metrics.observe("pinledger_log_append_seconds", seconds)
+        )
         store = runtime.ledger_store
         if runtime.shard_map is not None:
             shard_map = runtime.shard_map

@@ -24,7 +24,6 @@ SERVER = "pinledger.service"
 MIGRATE = "pinledger-migrate.service"
 DROP_IN = "credentials.conf"
 # Owner.stop joins its threads with these timeouts (service/ownership/owner.py).
-OWNER_JOINS_S = 10 + 5 + 5 + 5
 # systemd-analyze security's scale: 0 (confined) to 10 (exposed); "OK" up to 3.9.
 MOST_EXPOSURE = 2.0
 SYSTEM_UNITS = Path("/usr/lib/systemd/system")
@@ -132,7 +131,7 @@ def test_the_stop_timeout_covers_the_hand_back() -> None:
     assert server["Service.KillMode"] == ["mixed"]
     timeout = float(environment_file()["PINLEDGER_APPEND_TIMEOUT_S"])
     config = Config(append_timeout_s=timeout)
-    longest = config.forward_timeout_s + max(config.claim_append_s, OWNER_JOINS_S)
+    longest = config.stop_s
     (stop,) = server["Service.TimeoutStopSec"]
     assert longest <= float(stop) <= longest + 60
 

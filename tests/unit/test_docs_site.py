@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from pinledger.service.observability.catalogue import BY_NAME
+
 ROOT = Path(__file__).resolve().parents[2]
 # A Markdown link's target: [text](target), images included; not an autolink or URL.
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -87,3 +89,38 @@ def test_the_readme_is_a_front_door_not_the_manual() -> None:
         "make test",
     ]
     assert "docs/index.md" in readme, "the README links to the manual"
+
+
+# A metric as a page names it in code: `pinledger_x` or `pinledger_x{label,label="v"}`.
+_METRIC = re.compile(r"`(pinledger_[a-z_]+)(?:\{([^`]*)\})?`")
+
+
+def _written_pages() -> list[Path]:
+    """The pages written by hand that say what the system does today: not the generated
+    reference, not the decision records and the measurements' history (records of their
+    time, which may name what has changed since)."""
+    docs = ROOT / "docs"
+    return [
+        p
+        for p in sorted(docs.rglob("*.md"))
+        if p.relative_to(docs).parts[0] not in ("reference", "decisions")
+        and p.name != "performance-history.md"
+    ] + [ROOT / "README.md"]
+
+
+def test_the_pages_name_only_catalogued_metrics_with_their_labels() -> None:
+    """A metric renamed or relabelled in the catalogue cannot live on in the manual's
+    prose (the metrics reference itself is generated from the catalogue)."""
+    wrong = []
+    for page in _written_pages():
+        for name, labels in _METRIC.findall(page.read_text(encoding="utf-8")):
+            spec = BY_NAME.get(name)
+            if spec is None:
+                wrong.append(f"{page.relative_to(ROOT)}: {name} is not in the catalogue")
+                continue
+            named = {m.group(1) for m in re.finditer(r"(?:^|,)\s*([a-z_]+)", labels)}
+            if not named <= set(spec.labels):
+                wrong.append(
+                    f"{page.relative_to(ROOT)}: {name} has no label {named - set(spec.labels)}"
+                )
+    assert wrong == [], "\n".join(wrong)

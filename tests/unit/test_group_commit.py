@@ -368,3 +368,26 @@ def test_an_error_says_nothing_was_written_only_when_none_of_the_callers_records
     [error] = failed
     assert not isinstance(error, NotAppendedError), "said nothing was written"
     assert "other records of this call may be in the log" in str(error)
+
+
+def test_every_append_to_the_log_is_timed_failed_ones_too() -> None:
+    """pinledger_log_append_seconds: the writer's group commits, its catalog records and
+    its records of their own each report one append's time, and a failed append reports
+    its time before its error reaches the caller."""
+    log = _SlowLog()
+    writer = LedgerWriter(log, "p.")
+    times: list[float] = []
+    writer.time_appends(times.append)
+    actor = Actor("test", "s1")
+    writer.ensure_catalog(0, actor)
+    writer.create_queue("q", 1, 0, actor)
+    catalog = len(times)
+    assert catalog == log.calls >= 1
+    writer.append("q", 0, [Enqueued(b"x", 1, 0, 3)], 0, actor)
+    writer.append_records([("q", 0, [Enqueued(b"y", 1, 0, 3)])], 0, actor)
+    assert len(times) == log.calls == catalog + 2
+    assert all(t >= 0.01 for t in times)  # the slow log's 10 ms each
+    log.fail("broker timed out", ["append"])
+    with pytest.raises(LogError, match="broker timed out"):
+        writer.append("q", 0, [Enqueued(b"z", 1, 0, 3)], 0, actor)
+    assert len(times) == log.calls == catalog + 3

@@ -1,5 +1,6 @@
 """The metrics registry as the admin port shows it: Prometheus text a scraper can parse,
-and the Ostrich-style /stats.txt PinLater operators read."""
+with each family's HELP and TYPE from the catalogue, and the Ostrich-style /stats.txt
+PinLater operators read; and the catalogue's hold on what may be recorded."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pinledger.service.observability.catalogue import CATALOGUE, MetricSpec
 from pinledger.service.observability.metrics import Metrics
 
 _LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:\\[\\"n]|[^"\\\n])*"'
@@ -17,12 +19,15 @@ SAMPLE = re.compile(rf"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{{{_LABEL}(?:,{_LABEL})*\}})?
 
 
 def parse(text: str) -> dict[str, float]:
-    """Every line is a comment or `name{labels} value`; returns series -> value."""
+    """Every line is a HELP or TYPE comment or `name{labels} value`; returns series ->
+    value."""
     assert text.endswith("\n")
     series: dict[str, float] = {}
     for line in text.split("\n")[:-1]:  # the format splits on \n only; \r may be in a value
         if line.startswith("#"):
-            assert re.fullmatch(r"# TYPE \S+ (counter|gauge|histogram)", line), line
+            assert re.fullmatch(r"# TYPE \S+ (counter|gauge|histogram)|# HELP \S+ [^\n]*", line), (
+                line
+            )
             continue
         m = SAMPLE.fullmatch(line)
         assert m, f"not a sample line: {line!r}"
@@ -119,7 +124,7 @@ def test_stats_txt_layout() -> None:
 def test_percentiles_are_ordered_and_never_exceed_max(samples: list[float]) -> None:
     m = Metrics()
     for s in samples:
-        m.observe("x_seconds", s)
+        m.observe("pinledger_forward_seconds", s)
     line = m.stats_txt().splitlines()[-1]
     fields = {k: float(v) for k, v in re.findall(r"(\w+)=([^,)]+)", line)}
     assert 0 <= fields["p50"] <= fields["p90"] <= fields["p99"] <= fields["max"]
@@ -130,12 +135,12 @@ def test_percentiles_are_ordered_and_never_exceed_max(samples: list[float]) -> N
 def test_observing_many_at_once_equals_observing_each(samples: list[float]) -> None:
     one_by_one, at_once = Metrics(), Metrics()
     for s in samples:
-        one_by_one.observe("x_seconds", s, queue="q")
-    at_once.observe_many("x_seconds", samples, queue="q")
+        one_by_one.observe("pinledger_dequeue_delay_seconds", s, queue="q")
+    at_once.observe_many("pinledger_dequeue_delay_seconds", samples, queue="q")
     assert at_once.prometheus() == one_by_one.prometheus()
     assert at_once.stats_txt() == one_by_one.stats_txt()
     # Nothing observed: no series at all, not one of count 0.
-    assert ("x_seconds" in at_once.prometheus()) == bool(samples)
+    assert ("pinledger_dequeue_delay_seconds" in at_once.prometheus()) == bool(samples)
 
 
 def test_timer_records_failed_calls_too() -> None:
@@ -151,13 +156,88 @@ def test_timer_records_failed_calls_too() -> None:
 
 def test_misuse_is_refused() -> None:
     m = Metrics()
-    m.count("pinledger_rpc_total")
+    m.count("pinledger_rpc_total", method="x")
     with pytest.raises(ValueError, match="is a counter"):
-        m.set_gauge("pinledger_rpc_total", 1)
+        m.set_gauge("pinledger_rpc_total", 1, method="x")
+    with pytest.raises(ValueError, match="is a counter"):
+        m.set_gauge("pinledger_connections_closed_total", 1, reason="idle")
     with pytest.raises(ValueError, match="only increase"):
-        m.count("pinledger_rpc_total", -1)
-    with pytest.raises(ValueError, match="not a valid"):
-        m.count("bad name")
+        m.count("pinledger_rpc_total", -1, method="x")
+
+
+def test_a_metric_not_in_the_catalogue_is_refused() -> None:
+    m = Metrics()
+    with pytest.raises(ValueError, match=r"not in the metrics catalogue: add it to service/"):
+        m.count("pinledger_made_up_total")
+    with pytest.raises(ValueError, match="not in the metrics catalogue"):
+        m.replace_gauges("pinledger_made_up", [])
+    assert "made_up" not in m.prometheus()
+
+
+def test_a_series_must_carry_exactly_its_metrics_labels() -> None:
+    m = Metrics()
+    with pytest.raises(ValueError, match=r"takes the labels \(action, queue\), got \(queue\)"):
+        m.count("pinledger_jobs_total", queue="q")
+    with pytest.raises(ValueError, match=r"takes the labels \(\), got \(queue\)"):
+        m.set_gauge("pinledger_owned_partitions", 1, queue="q")
+    with pytest.raises(ValueError, match=r"got \(action, queue, server\)"):
+        m.count("pinledger_jobs_total", queue="q", action="enqueue", server="s")
+    assert m.prometheus() == ""
+
+
+def _example_labels(spec: MetricSpec) -> dict[str, str]:
+    return {label: "x" for label in spec.labels}
+
+
+def test_help_and_type_lines_come_from_the_catalogue() -> None:
+    """Every catalogued metric, once recorded, is introduced by its catalogue entry's
+    HELP and TYPE lines, in that order, right before its first sample."""
+    m = Metrics()
+    for spec in CATALOGUE:
+        labels = _example_labels(spec)
+        if spec.kind == "counter":
+            m.count(spec.name, 1, **labels)
+        elif spec.kind == "gauge":
+            m.set_gauge(spec.name, 1, **labels)
+        else:
+            m.observe(spec.name, 0.1, **labels)
+    lines = m.prometheus().splitlines()
+    for spec in CATALOGUE:
+        at = lines.index(f"# HELP {spec.name} {spec.help}")
+        assert lines[at + 1] == f"# TYPE {spec.name} {spec.kind}"
+        assert lines[at + 2].startswith(spec.name)
+    headings = [line for line in lines if line.startswith("#")]
+    assert len(headings) == 2 * len(CATALOGUE)  # one HELP and one TYPE per family
+
+
+def test_help_is_escaped() -> None:
+    odd = MetricSpec("pinledger_odd", "gauge", (), "", "a \\ backslash\nand a line end")
+    m = Metrics({odd.name: odd})
+    m.set_gauge("pinledger_odd", 1)
+    assert (
+        m.prometheus().splitlines()[0] == "# HELP pinledger_odd a \\\\ backslash\\nand a line end"
+    )
+
+
+def test_replacing_a_gauges_series_removes_those_not_given() -> None:
+    m = Metrics()
+    m.set_gauge("pinledger_projection_lag_records", 3, topic="a", partition="0")
+    m.set_gauge("pinledger_projection_lag_records", 5, topic="a", partition="1")
+    m.set_gauge("pinledger_owned_partitions", 2)
+    m.replace_gauges(
+        "pinledger_projection_lag_records",
+        [({"topic": "a", "partition": "1"}, 7.0), ({"topic": "b", "partition": "0"}, 0.0)],
+    )
+    series = parse(m.prometheus())
+    assert {k: v for k, v in series.items() if "lag" in k} == {
+        'pinledger_projection_lag_records{partition="1",topic="a"}': 7,
+        'pinledger_projection_lag_records{partition="0",topic="b"}': 0,
+    }
+    assert series["pinledger_owned_partitions"] == 2
+    m.replace_gauges("pinledger_projection_lag_records", [])
+    assert "lag" not in m.prometheus()
+    with pytest.raises(ValueError, match="takes the labels"):
+        m.replace_gauges("pinledger_projection_lag_records", [({"topic": "a"}, 1.0)])
 
 
 def test_concurrent_counts_are_not_lost() -> None:

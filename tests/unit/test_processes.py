@@ -99,6 +99,22 @@ def test_metrics_of_the_workers_are_one_exposition_each_family_once() -> None:
     assert 'g{process="0"} 2' in merged and 'h_seconds_count{process="1"} 1' in merged
 
 
+def test_the_merged_metrics_keep_each_familys_help_once() -> None:
+    """HELP comes through the supervisor (once per family, before its TYPE), so a host
+    of several processes documents its metrics as one process does."""
+    zero = "# HELP a_total What a counts.\n# TYPE a_total counter\na_total 1\n"
+    one = zero.replace("a_total 1", "a_total 2") + "# HELP g A gauge.\n# TYPE g gauge\ng 3\n"
+    assert merge_prometheus({0: zero, 1: one}).splitlines() == [
+        "# HELP a_total What a counts.",
+        "# TYPE a_total counter",
+        'a_total{process="0"} 1',
+        'a_total{process="1"} 2',
+        "# HELP g A gauge.",
+        "# TYPE g gauge",
+        'g{process="1"} 3',
+    ]
+
+
 def test_stats_txt_of_the_workers_section_by_section() -> None:
     zero = "counters:\n  a_total{q=x}: 1\ngauges:\n  g: 2\nmetrics:\n"
     one = "counters:\n  a_total{q=x}: 5\ngauges:\nmetrics:\n  h: (count=1)\n"
