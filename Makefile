@@ -3,7 +3,7 @@ PYTHON ?= python3
 PYTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-packages stack-up stack-down stack-status run demo test test-unit test-contract test-integration test-deploy lint types check bench wheel image clean
+.PHONY: help install system-packages stack-up stack-down stack-status run demo test test-unit test-contract test-integration test-deploy lint types check docs docs-build bench wheel image clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -61,6 +61,17 @@ types: ## mypy, strict
 
 check: install lint types test ## lint + types + tests: what CI runs
 
+# The manual: mkdocs.yml, pages in docs/. Material for MkDocs prints a banner about its
+# successor on every run; NO_MKDOCS_2_WARNING silences it (it is not a build warning).
+MKDOCS = NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs
+
+docs: ## build the manual and serve it at http://127.0.0.1:8000, rebuilt on every edit (mkdocs serve)
+	$(MKDOCS) serve
+
+docs-build: ## build the manual into site/, strictly: a broken link or anchor, or a page outside the nav, fails
+	$(PYTHON) docs/generate.py --check
+	$(MKDOCS) build --strict
+
 # The benchmark's peers, comma-separated: pgqueuer, river (built with Go on first use),
 # none. Unset: PgQueuer, and River where Go is installed (bench --help).
 PEERS ?=
@@ -79,5 +90,5 @@ image: ## build the container image pinledger:<version> and :latest (podman, or 
 
 # build/__editable__.* stays: it is the editable install (make install).
 clean: ## remove caches and build output
-	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage dist *.egg-info
+	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage dist site *.egg-info
 	if [ -d build ]; then find build -mindepth 1 -maxdepth 1 ! -name '__editable__.*' -exec rm -rf {} +; fi

@@ -129,10 +129,10 @@ def setup_rows(args: argparse.Namespace, sizes: Sizes, config: Config) -> list[t
         ("machine", f"{os.cpu_count()} cores, {platform.machine()}, {platform.system()}"),
         ("python", platform.python_version()),
         ("kafka", kafka_version()),
-        # The store the server projects into: PINLEDGER_STORE_DSN (README "Running on
-        # MySQL"); Postgres otherwise. The peer always runs on Postgres.
+        # The store the server projects into: PINLEDGER_STORE_DSN
+        # (docs/guides/mysql.md); Postgres otherwise. The peer always runs on Postgres.
         ("pinledger store", "MySQL (MariaDB)" if is_mysql(config.store_url) else "Postgres"),
-        # The server's Log adapter: PINLEDGER_KAFKA_CLIENT (README "The server").
+        # The server's Log adapter: PINLEDGER_KAFKA_CLIENT (docs/reference/settings.md).
         ("pinledger kafka client", config.kafka_client),
         ("postgres", pg_version),
         ("postgres synchronous_commit", synchronous_commit),

@@ -1,5 +1,6 @@
 """Moving a partition between store shards (docs/performance.md, "Moving a partition";
-README, Scaling out): its speed, and how long the partition's dequeues pause.
+docs/guides/scaling.md#moving-a-partition): its speed, and how long the partition's
+dequeues pause.
 
     python -m bench.move [--jobs 100000] [--rounds 3] [--target postgres|mysql]
 

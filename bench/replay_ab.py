@@ -1,4 +1,4 @@
-"""The replay A/B of docs/performance.md ("Replay"): one log, several ways of checking
+"""The replay A/B of docs/performance-history.md ("Replay"): one log, several ways of checking
 it against its live projection, alternated round by round on the same data.
 
     python -m bench.replay_ab [--jobs 40000] [--partitions 4] [--rounds 3]
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
 
     variants: dict[str, Callable[[], ReplayReport]] = {
         # The text COPY side of the A/B is gone (issue 21): binary COPY won
-        # (docs/performance.md, "Replay").
+        # (docs/performance-history.md, "Replay").
         "into a scratch schema": into_schema,
         "verify, 1 process": verifying(1),
         "verify, 2 processes": verifying(2),

@@ -85,7 +85,7 @@ def unreadable(cluster: int, reads: Iterable[int] = READS) -> str | None:
     return (
         f"the cluster's ledger format is {cluster}, and this release reads formats "
         f"{_listed(readable)}: upgrade this server to a release that reads format {cluster} "
-        "(README, Upgrading)"
+        "(docs/guides/upgrading.md#ledger-formats)"
     )
 
 

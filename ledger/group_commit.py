@@ -49,7 +49,7 @@ GROUP_RECORD_BYTES = 512 * 1024
 # Appends in flight per partition. One would make every call behind another wait for
 # it (a second call to an idle-ish partition paid up to two round trips); two keep the
 # next call going at once while a third and later ones share records (measured,
-# docs/performance.md "Hot path").
+# docs/performance-history.md "Hot path").
 MAX_IN_FLIGHT = 2
 # A waiting caller re-checks this often in case a wake-up was missed (it never should).
 _RECHECK_S = 1.0

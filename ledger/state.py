@@ -88,7 +88,7 @@ TRANSITIONS: dict[tuple[JobState | None, type], frozenset[JobState | None]] = {
 class Job(NamedTuple):
     """A job as the ledger folds it. A named tuple, not a frozen dataclass: as immutable,
     and built at a third of the cost (`_replace` included), which is most of what a
-    fold spends per event (docs/performance.md, "The fold's objects and the owner's
+    fold spends per event (docs/performance-history.md, "The fold's objects and the owner's
     metrics"; decision 0023)."""
 
     local_id: int

@@ -179,7 +179,7 @@ class LedgerWriter:
             raise formats.FormatTooOldError(
                 f"{what} needs ledger format {needed}; the cluster writes format "
                 f"{self.cluster_format}: run `pinledger upgrade-format` once every server "
-                "runs this release (README, Upgrading)"
+                "runs this release (docs/guides/upgrading.md)"
             )
 
     def delete_queue(self, name: str, at: int, actor: Actor) -> None:

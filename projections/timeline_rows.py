@@ -13,7 +13,7 @@ from pinledger.ledger.events import Envelope, JobEvent
 from pinledger.ledger.state import Job, Verdict
 from pinledger.projections.store import EventRow
 
-# dataclasses.fields() per event cost ~8% of a replay (py-spy, docs/performance.md).
+# dataclasses.fields() per event cost ~8% of a replay (py-spy, docs/performance-history.md).
 _DETAIL_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
@@ -54,7 +54,7 @@ def timeline_row(
     claim = getattr(event, "claim", None) or (prior.claim if prior else None)
     actor = envelope.actor
     # Positional, in EventRow's field order: a third of the cost of keywords, once per
-    # event of every fold (docs/performance.md, "The fold's objects").
+    # event of every fold (docs/performance-history.md, "The fold's objects").
     return EventRow(
         local_id,
         offset,

@@ -243,7 +243,8 @@ class Mover:
                 f"only (the topic's retention removed the older ones), and store shard "
                 f"{target!r} would have to be built from offset {start:,}: a rebuild from "
                 "the log would lose the jobs whose records are gone. The partition stays "
-                "where it is; moving it needs the whole log (README, Scaling out)"
+                "where it is; moving it needs the whole log "
+                "(docs/guides/scaling.md#moving-a-partition)"
             )
 
     def _await_placement(self, queue: str, partition: int, target: str) -> None:

@@ -40,7 +40,7 @@ from pinledger.service.queue_config import QueueConfig
 log = logging.getLogger(__name__)
 
 # `pinledger serve`'s exit code when the cluster's ledger format was raised past what
-# this release reads while it served (README, Upgrading).
+# this release reads while it served (docs/guides/upgrading.md#ledger-formats).
 EXIT_UNREADABLE_FORMAT = 3
 
 # Lots of idle worker connections, each a thread: a small stack keeps thousands cheap.

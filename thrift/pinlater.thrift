@@ -241,43 +241,84 @@ struct PinLaterJobHistory {
 }
 
 service PinLater {
+  // Creates the queue: its Kafka topic, with the partitions the queue config gives it
+  // (else PINLEDGER_PARTITIONS), and its record in the catalog. Idempotent. Answers once
+  // every partition has a serving owner (at most 10 s), so jobs enqueued next are served
+  // at once. A name holds 1 to 64 ASCII letters, digits and `_`.
   void createQueue(1: RequestContext context, 2: string name)
       throws (1: PinLaterException e)
 
+  // Deletes the queue and its jobs, given the admin password (PASSWORD_INVALID otherwise,
+  // and when none is configured). Idempotent. A queue created again under the name
+  // starts empty.
   void deleteQueue(1: RequestContext context, 2: string name, 3: string password)
       throws (1: PinLaterException e)
 
+  // Appends the jobs to the queue's log and answers once Kafka acknowledged them: one
+  // descriptor per job, in request order, `queue:s<partition>:p<priority>:<id>`. A job
+  // is PENDING, due at runAfterTimestampMillis or now.
   PinLaterEnqueueResponse enqueueJobs(1: RequestContext context,
                                       2: PinLaterEnqueueRequest request)
       throws (1: PinLaterException e)
 
+  // Claims up to `limit` (at most 1000) due jobs, the highest priority first, then the
+  // oldest, from every partition of the queue (a server forwards what it cannot fill to
+  // the partitions' owners), and answers once the claims are in the log. A piggybacked
+  // jobAckRequest is appended with the claims (one round trip), and applied even when
+  // the queue's rate limit refuses the dequeue (DEQUEUE_RATE_LIMITED). dryRun lists due
+  // jobs without claiming them.
   PinLaterDequeueResponse dequeueJobs(1: RequestContext context,
                                       2: PinLaterDequeueRequest request)
       throws (1: PinLaterException e)
 
+  // Succeeded: the job is SUCCEEDED, appendCustomStatus appended to its status. Failed:
+  // PENDING again after retryDelayMillis with one attempt used, or FAILED on its last.
+  // An ack applies only to a job IN_PROGRESS under a claim made with the caller's
+  // RequestContext.source; any other is recorded in the job's history as rejected and
+  // changes nothing, so an ack is safe to send again.
   void ackDequeuedJobs(1: RequestContext context, 2: PinLaterJobAckRequest request)
       throws (1: PinLaterException e)
 
+  // For jobs IN_PROGRESS under the caller's claim: replaces the body (newBody), resets
+  // the attempts (numOfAttemptsAllowed), prepends to the custom status, and either
+  // renews the claim (a heartbeat: its timeout starts again) or, with moveToPending,
+  // puts the job back to PENDING, due at runAfterTimestampMillis or now. A checkpoint of
+  // a stale claim is recorded as rejected and changes nothing.
   void checkpointJobs(1: RequestContext context, 2: PinLaterCheckpointJobsRequest request)
       throws (1: PinLaterException e)
 
+  // The jobs the descriptors name (bodies only with includeBody); a job not found is
+  // left out. Waits (at most PINLEDGER_READ_WAIT_S) until the projection holds the
+  // records the descriptors name and this server's own appends. An imported job answers
+  // to its PinLater descriptor too.
   map<string, PinLaterJobInfo> lookupJobs(1: RequestContext context,
                                           2: PinLaterLookupJobRequest request)
       throws (1: PinLaterException e)
 
+  // The exact count (not capped) of the queue's jobs in a state: every priority unless
+  // one is given, due now or (countFutureJobs) due later, optionally only those whose
+  // body matches a regex (the store's own regular expressions).
   i32 getJobCount(1: RequestContext context, 2: PinLaterGetJobCountRequest request)
       throws (1: PinLaterException e)
 
+  // Every queue of the catalog.
   set<string> getQueueNames(1: RequestContext context)
       throws (1: PinLaterException e)
 
+  // The queue's jobs in a state, without their bodies, newest run_after first, `limit`
+  // (at most 1000) at a time; the answer's continuation continues the scan
+  // (CONTINUATION_END: nothing after).
   PinLaterScanJobsResponse scanJobs(1: RequestContext context,
                                     2: PinLaterScanJobsRequest request)
       throws (1: PinLaterException e)
 
+  // FAILED jobs of one priority back to PENDING with attemptsToAllow attempts, due at
+  // runAfterTimestampMillis or now, at most `limit` of them; returns how many.
   i32 retryFailedJobs(1: RequestContext context, 2: PinLaterRetryFailedJobsRequest request)
       throws (1: PinLaterException e)
 
+  // Deletes up to `limit` jobs in a state, of one priority, optionally only those whose
+  // body matches a regex; returns how many.
   i32 deleteJobs(1: RequestContext context, 2: PinLaterDeleteJobsRequest request)
       throws (1: PinLaterException e)
 

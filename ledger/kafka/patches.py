@@ -88,7 +88,7 @@ def register_without_repr() -> None:
     when it is not registered yet (every send and every read wait of a connection that
     was idle), catches the KeyError, whose message the stdlib builds twice with
     `repr(socket)` (a getsockname and a getpeername each). py-spy put that at a quarter
-    of the producer's network thread, with the GIL held (docs/performance.md). Same
+    of the producer's network thread, with the GIL held (docs/performance-history.md). Same
     logic, with a dictionary lookup instead. Wrapped once per process (idempotent)."""
     original = NetworkSelector.register_event
     if getattr(original, "_pinledger_no_repr", False):

@@ -23,7 +23,7 @@ class KafkaSettings:
     # No linger: every call waits for its own append (a dequeue with piggybacked acks
     # waits for two), and 2 ms of linger doubled dequeue latency (p50 ~11 -> ~6 ms at
     # 0) with no throughput gain measured; concurrent calls still share a produce
-    # request while one is in flight (bench/, docs/performance.md).
+    # request while one is in flight (bench/, docs/performance-history.md).
     linger_ms: int = 0
     batch_size: int = 256 * 1024
     request_timeout_ms: int = 15_000

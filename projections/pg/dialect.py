@@ -17,7 +17,7 @@ from pinledger.projections.store import TimelineRow
 # From this many jobs on, a batch's upserts go as one statement (a binary COPY into a
 # staging table and one upsert from it); below it, as pipelined single-row upserts
 # (upsert_job). An owner's batches are small and ~18% faster pipelined; a replay's are
-# large and faster as one statement (the A/Bs in docs/performance.md, "Replay").
+# large and faster as one statement (the A/Bs in docs/performance-history.md, "Replay").
 ONE_STATEMENT_UPSERTS = 1000
 
 

@@ -580,7 +580,7 @@ COPY (
 
 -- name: copy_job_events_binary
 -- The timeline rows of a batch in COPY's binary format: nothing formatted as text on
--- either side (docs/performance.md, "Replay").
+-- either side (docs/performance-history.md, "Replay").
 COPY job_events (queue, partition, local_id, "offset", idx, type, at, source, request_id,
                  server, claim, applied, verdict, state_after, attempts_remaining_after,
                  detail, traceparent) FROM STDIN (FORMAT BINARY);
@@ -588,7 +588,7 @@ COPY job_events (queue, partition, local_id, "offset", idx, type, at, source, re
 -- name: create_jobs_stage
 -- A large batch's jobs are copied (binary COPY) into this table of the session, then
 -- upserted from it in one statement (upsert_staged_jobs): ~60% less of our CPU than
--- an upsert over arrays did (docs/performance.md, "Replay"). Emptied at each commit.
+-- an upsert over arrays did (docs/performance-history.md, "Replay"). Emptied at each commit.
 CREATE TEMP TABLE IF NOT EXISTS jobs_stage (LIKE jobs) ON COMMIT DELETE ROWS;
 
 -- name: copy_jobs_stage

@@ -100,7 +100,7 @@ class PgSession:
     def insert_events(self, batch: PartitionBatch) -> None:
         """A batch's timeline rows by binary COPY, the detail serialized by orjson: ~20%
         less of our CPU per replayed event than text COPY and the json module did
-        (docs/performance.md, "Replay")."""
+        (docs/performance-history.md, "Replay")."""
         with self.conn.cursor().copy(query("copy_job_events_binary")) as copy:
             copy.set_types(_EVENT_TYPES)
             queue, partition = batch.queue, batch.partition

@@ -57,7 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _refusal(config: Config, args: argparse.Namespace) -> str | None:
     """Why the arguments ask for no move, or None."""
     if not config.store_shards:
-        return "moving a partition needs a shard map: set PINLEDGER_STORE_SHARDS (README)"
+        return (
+            "moving a partition needs a shard map: set PINLEDGER_STORE_SHARDS "
+            "(docs/guides/scaling.md#store-shards)"
+        )
     single = args.queue is not None or args.partition is not None
     if args.source is not None and single:
         return "--from drains a whole shard: give it without --queue and --partition"

@@ -75,7 +75,7 @@ def run(config: Config, args: argparse.Namespace, log: Log) -> int:
         print(f"not raised to format {target}: these live servers would not read it:")
         for line in blockers:
             print(f"  {line}")
-        print("upgrade them first (README, Upgrading), then run upgrade-format again")
+        print("upgrade them first (docs/guides/upgrading.md), then run upgrade-format again")
         return EXIT_REFUSED
     if args.check:
         print(f"would raise the ledger format from {current} to {target}")

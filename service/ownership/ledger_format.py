@@ -20,7 +20,7 @@ from pinledger.service.observability.metrics import Metrics
 log = logging.getLogger(__name__)
 
 # The cluster's ledger format as this server follows it, and the newest it reads: what
-# an operator watches during a rolling upgrade (README, Upgrading).
+# an operator watches during a rolling upgrade (docs/guides/upgrading.md).
 FORMAT_GAUGE = "pinledger_ledger_format"
 READS_GAUGE = "pinledger_ledger_format_newest_read"
 

@@ -121,7 +121,7 @@ def test_a_producer_that_failed_for_good_is_replaced(own: KafkaClientLog, prefix
 
 
 def test_while_no_broker_answers_only_the_first_append_waits_out_its_timeout() -> None:
-    """As with the kafka-python adapter (README, "Failure modes"): in an outage the
+    """As with the kafka-python adapter (docs/operations/failure-modes.md): in an outage the
     first calls wait at most the append timeout, the others fail at once."""
     appender = Appender(KafkaSettings(bootstrap="127.0.0.1:9", append_timeout_ms=1000))
     try:

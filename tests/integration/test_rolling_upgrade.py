@@ -1,4 +1,4 @@
-"""A rolling upgrade, as README "Upgrading" tells an operator to do it (decision 0025):
+"""A rolling upgrade, as docs/guides/upgrading.md tells an operator to do it (decision 0025):
 two servers of the previous release (the newest `v*` tag, built into a wheel) under
 enqueue + dequeue + ack load; the schema migrated by this release; each server replaced
 by one of this release, one at a time; then the ledger format raised. Nothing

@@ -46,7 +46,7 @@ the group and closing the log.
 {{- end -}}
 {{- end -}}
 
-{{/* The admin port's scheme: https with the Thrift certificate (README, Security). */}}
+{{/* The admin port's scheme: https with the Thrift certificate (docs/security.md). */}}
 {{- define "pinledger.adminScheme" -}}
 {{- if .Values.tls.existingSecret }}HTTPS{{ else }}HTTP{{ end -}}
 {{- end -}}
