@@ -58,7 +58,12 @@ def _progress() -> Any:
         now = time.monotonic()
         if now - last[0] >= 1.0:
             last[0] = now
-            print(f"  replayed {done:,} of ~{total:,} events", file=sys.stderr, flush=True)
+            # `total` counts the log's records, each holding one job event or many.
+            print(
+                f"  replayed {done:,} events of a log of ~{total:,} records",
+                file=sys.stderr,
+                flush=True,
+            )
 
     return show
 

@@ -88,7 +88,11 @@ def progress_printer() -> Callable[[int, int], None]:
             return
         last[0] = now
         rate = done / max(now - started, 1e-9)
-        print(f"  replayed {done:,} of ~{total:,} events ({rate:,.0f}/s)", flush=True)
+        # `total` counts the log's records, each holding one job event or many.
+        print(
+            f"  replayed {done:,} events ({rate:,.0f}/s) of a log of ~{total:,} records",
+            flush=True,
+        )
 
     return show
 
