@@ -14,10 +14,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
-from bench import gotool
+from tests import gotools
 
 VERSION = "v3.22.0"
 MODULE = "helm.sh/helm/v3/cmd/helm"
@@ -32,13 +31,7 @@ RUN_TIMEOUT_S = 120
 
 
 def binary() -> Path:
-    target = gotool.cache_root() / "pinledger" / f"helm-{VERSION}" / "helm"
-    try:
-        return gotool.built(MODULE, VERSION, target)
-    except gotool.GoToolError as exc:
-        if str(exc) == gotool.NO_GO:
-            pytest.skip(f"Helm is built with Go: {exc}")
-        pytest.fail(f"cannot build Helm {VERSION}: {exc}", pytrace=False)
+    return gotools.built("Helm", MODULE, VERSION)
 
 
 class HelmError(Exception):

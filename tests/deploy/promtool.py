@@ -9,9 +9,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import pytest
-
-from bench import gotool
+from tests import gotools
 
 # Prometheus tags its Go module v0.3MM.P for its release 3.MM.P: this is Prometheus
 # 3.16.0's promtool.
@@ -21,13 +19,7 @@ RUN_TIMEOUT_S = 120
 
 
 def binary() -> Path:
-    target = gotool.cache_root() / "pinledger" / f"promtool-{VERSION}" / "promtool"
-    try:
-        return gotool.built(MODULE, VERSION, target)
-    except gotool.GoToolError as exc:
-        if str(exc) == gotool.NO_GO:
-            pytest.skip(f"promtool is built with Go: {exc}")
-        pytest.fail(f"cannot build promtool {VERSION}: {exc}", pytrace=False)
+    return gotools.built("promtool", MODULE, VERSION)
 
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from bench import gotool
 from pinledger.service.testing.servers import free_port, stop_process
+from tests import gotools
 
 VERSION = "v1.76.0"
 MODULE = "github.com/jaegertracing/jaeger/cmd/jaeger"
@@ -68,13 +68,7 @@ exporters:
 
 
 def binary() -> Path:
-    target = gotool.cache_root() / "pinledger" / f"jaeger-{VERSION}" / "jaeger"
-    try:
-        return gotool.built(MODULE, VERSION, target)
-    except gotool.GoToolError as exc:
-        if str(exc) == gotool.NO_GO:
-            pytest.skip(f"Jaeger is built with Go: {exc}")
-        pytest.fail(f"cannot build Jaeger {VERSION}: {exc}", pytrace=False)
+    return gotools.built("Jaeger", MODULE, VERSION)
 
 
 @dataclass
