@@ -30,7 +30,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from pinledger.otel import OnDropped, active
+from pinledger.otel import EXPORT_FAILED, QUEUE_FULL, OnDropped, active
 from pinledger.service.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,11 @@ def tracer() -> trace.Tracer:
 
 
 def count_dropped(metrics: Metrics) -> OnDropped:
-    """The `on_dropped` of the server's trace export: counts the spans it lost."""
+    """The `on_dropped` of the server's trace export: counts the spans it lost. Each
+    reason's series exists from the start, at 0, so that a rate over it (the
+    TraceExportDropping alert) sees the first drop, and a scrape shows the metric."""
+    for reason in (QUEUE_FULL, EXPORT_FAILED):
+        metrics.count(SPANS_DROPPED, 0, reason=reason)
 
     def dropped(reason: str, spans: int) -> None:
         metrics.count(SPANS_DROPPED, spans, reason=reason)
