@@ -4,7 +4,10 @@ its projection is placed on (docs/decisions/0031-storage-shards.md).
 Because the log is the truth, a partition's projection can live on any database, so
 the projection scales out the way the log does. Everything above the store (the
 owners, maintenance, the RPC handler, the dashboard) keeps speaking to one store: this
-class is the only place that knows there are several.
+class is the only place that knows there are several. What a caller needs to know of
+them (the shards, where a partition is placed, whether partitions move) it asks the
+store through the port (projections/store.py `StoreShards`), which a store that is one
+database answers for itself: no caller checks a store's type.
 
 - **The home shard** (the map's first) is the truth for the queues and the placement of
   each partition (`QueueRow.shards`); a partition with no placement lives there, so a
@@ -62,6 +65,7 @@ from pinledger.projections.store import (
     JobSearch,
     LedgerStore,
     PartitionBatch,
+    PlacementUnknownError,
     QueueRow,
     QueueTally,
     ScanKey,
@@ -86,11 +90,6 @@ _Placements = Mapping[str, QueueRow]
 
 class ShardMissingError(StoreUnavailableError):
     """A placement names a shard this server's shard map lacks (yet, or no more)."""
-
-
-class PlacementUnknownError(StoreUnavailableError):
-    """The home shard does not place the partition yet (its queue's creation or resize
-    is not projected there yet): the same call works once it is."""
 
 
 def _keyset(row: JobRow) -> tuple[int, int, int]:
@@ -200,10 +199,14 @@ class ShardedStore:
 
     # -- the shard map ----------------------------------------------------------------
 
-    @property
-    def stores(self) -> Mapping[str, LedgerStore]:
+    def shards(self) -> Mapping[str, LedgerStore]:
         """Every shard's store, by name, home first."""
         return self._stores
+
+    def supports_moves(self) -> bool:
+        """Always, even on a map of one shard: the map may grow, a move then place a
+        partition elsewhere."""
+        return True
 
     @property
     def home(self) -> LedgerStore:

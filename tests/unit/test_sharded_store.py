@@ -17,11 +17,7 @@ from hypothesis import strategies as st
 from pinledger.ledger.events import PartitionMoved, PartitionPlaced
 from pinledger.ledger.log import catalog_topic, queue_topic
 from pinledger.ledger.state import Job, JobState
-from pinledger.projections.sharded_store import (
-    PlacementUnknownError,
-    ShardedStore,
-    ShardMissingError,
-)
+from pinledger.projections.sharded_store import ShardedStore, ShardMissingError
 from pinledger.projections.store import (
     EventRow,
     ImportedJob,
@@ -30,6 +26,7 @@ from pinledger.projections.store import (
     JobSearch,
     LedgerStore,
     PartitionBatch,
+    PlacementUnknownError,
     QueueRow,
     ScanKey,
     StoreError,
@@ -283,9 +280,9 @@ def test_a_shard_added_to_the_map_is_opened_when_a_partition_is_placed_on_it(
         return added if name == "c" else None  # "c" is in the map now; nothing else is
 
     store = ShardedStore(PREFIX, shards, refresh_s=2.0, clock=clock, opener=opener)
-    assert list(store.stores) == ["a", "b"]
+    assert list(store.shards()) == ["a", "b"]
     _commit(store, "mail", 2, _job(7))
-    assert list(store.stores) == ["a", "b", "c"]
+    assert list(store.shards()) == ["a", "b", "c"]
     assert added.load_jobs("mail", 2, [7])[7].local_id == 7
     _commit(store, "mail", 2, _job(8))
     assert opened == ["c"], "opened once"
@@ -305,7 +302,7 @@ def test_shards_listed_in_a_changed_map_are_opened_at_once(clock: Clock) -> None
 
     store = ShardedStore(PREFIX, shards, refresh_s=2.0, clock=clock, opener=opener)
     assert store.open_listed(["a", "b", "c", "broken", "unknown"]) == ["c"]
-    assert list(store.stores) == ["a", "b", "c"]
+    assert list(store.shards()) == ["a", "b", "c"]
     assert store.open_listed(["a", "b", "c"]) == []
 
 
@@ -473,7 +470,7 @@ def test_a_shard_opened_later_is_told_what_to_hide_before_it_is_read(clock: Cloc
         PREFIX, shards, refresh_s=2.0, clock=clock, opener=lambda n: added if n == "c" else None
     )
     assert store.count(JobFilter("mail", PENDING), T0, False) == 0  # opens c
-    assert list(store.stores) == ["a", "b", "c"]
+    assert list(store.shards()) == ["a", "b", "c"]
     assert added.told == [{"mail": [0]}]
     assert shards["b"].told == [{"mail": [1]}]
     with pytest.raises(NotImplementedError):
@@ -503,7 +500,7 @@ def test_sessions_day_partitions_and_lifecycle(clock: Clock) -> None:
     shards = _shards("a", "b")
     store = _sharded(shards, clock)
     assert (store.kind, store.schema) == ("postgres", "a")
-    assert list(store.stores) == list(shards)
+    assert list(store.shards()) == list(shards)
     names = [m.name for m in shards["a"].migration_plan().pending]
     assert names
     assert store.migrate() == names + names  # each shard's, one after the other
