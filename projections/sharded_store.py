@@ -146,6 +146,10 @@ class _Named:
         # Only the store's own state, no database: not failed fast while it is down.
         self._store.hide(away)
 
+    def close(self) -> None:
+        # Never failed fast: a shard that just failed still has connections to close.
+        self._store.close()
+
 
 def _named(exc: StoreError, shard: str) -> StoreError:
     prefix = f"store shard {shard!r}: "
