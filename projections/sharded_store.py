@@ -389,7 +389,12 @@ class ShardedStore:
     def start_offset(self, topic: str, partition: int) -> int:
         queue = queue_of_topic(self.prefix, topic)
         if queue is None:
-            return self.home.start_offset(topic, partition)
+            # The catalog's: recorded on every shard, as `commit_catalog` commits to
+            # every shard from the offset this returns (home's). Shards whose catalogs
+            # stand at other offsets fence that commit, naming the shard: the servers'
+            # owners project the catalog shard by shard, each from its own offset.
+            found = [store.start_offset(topic, partition) for store in self._stores.values()]
+            return found[0]
         return self.placed_store(queue, partition)[1].start_offset(topic, partition)
 
     def placed_store(self, queue: str, partition: int) -> tuple[str, LedgerStore]:

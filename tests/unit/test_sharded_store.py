@@ -389,6 +389,22 @@ def test_commit_catalog_goes_to_every_shard(clock: Clock) -> None:
         assert shard.offsets([(CATALOG, 0), (topic, 1)]) == {(CATALOG, 0): 2, (topic, 1): 0}
 
 
+def test_the_catalog_starts_on_every_shard_for_a_projector_of_the_whole_store(
+    clock: Clock,
+) -> None:
+    """A CatalogProjector over the sharded store (`pinledger project` with a shard map, a
+    replay into fresh shards) starts where `start_offset` says and commits to every shard
+    from there: a fresh shard gets its catalog offset too, instead of fencing the commit."""
+    shards = _shards("a", "b")
+    store = _sharded(shards, clock)
+    topic = queue_topic(PREFIX, "mail")
+    assert store.start_offset(CATALOG, 0) == 0
+    store.commit_catalog(CATALOG, 0, 1, [(QueueRow("mail", 1, T0), [topic])], [])
+    for shard in shards.values():
+        assert shard.offsets([(CATALOG, 0)]) == {(CATALOG, 0): 1}
+        assert [q.name for q in shard.queues()] == ["mail"]
+
+
 # -- partitions placed elsewhere: hidden (moves) ---------------------------------------
 
 
