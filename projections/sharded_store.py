@@ -150,6 +150,11 @@ class _Named:
         # Never failed fast: a shard that just failed still has connections to close.
         self._store.close()
 
+    def drop(self) -> None:
+        # Never failed fast either: a scratch schema is dropped whatever a call before
+        # found (a drop tries its own connection).
+        self._store.drop()
+
 
 def _named(exc: StoreError, shard: str) -> StoreError:
     prefix = f"store shard {shard!r}: "

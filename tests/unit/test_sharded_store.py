@@ -512,6 +512,18 @@ def test_a_failing_shard_fails_the_calls_that_need_it_with_its_own_error(
     assert store.load_jobs("mail", 0, [1])[1].local_id == 1
 
 
+def test_a_shard_that_just_failed_is_dropped_with_the_others(clock: Clock) -> None:
+    """A scratch store is dropped whole, whatever a call just before found."""
+    shards = _shards("a", "b")
+    store = _sharded(shards, clock)
+    shards["b"].fail("b is down")
+    with pytest.raises(StoreUnavailableError):
+        store.shards()["b"].queues()
+    shards["b"].recover()
+    store.drop()
+    assert [shard.database.schemas for shard in shards.values()] == [{}, {}]
+
+
 def test_a_shard_that_just_failed_is_closed_with_the_others(clock: Clock) -> None:
     """A server stopping within a second of a shard's failure (while its calls fail
     fast) still closes that shard's connections, and its close does not fail."""
