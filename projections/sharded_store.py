@@ -662,7 +662,10 @@ class ShardedStore:
     # -- the timeline's day partitions: every shard has a timeline -------------------
 
     def day_partitions(self) -> list[DayPartition]:
-        return self.home.day_partitions()
+        # The days any shard's timeline has: a partition placed on another shard than
+        # home writes its events into that shard's days only.
+        found = self._over(self._stores.values(), lambda s: s.day_partitions())
+        return sorted(set(itertools.chain.from_iterable(found)))
 
     def ensure_day_partitions(self, from_ms: int, to_ms: int) -> int:
         stores = self._stores.values()

@@ -512,6 +512,18 @@ def test_a_failing_shard_fails_the_calls_that_need_it_with_its_own_error(
     assert store.load_jobs("mail", 0, [1])[1].local_id == 1
 
 
+def test_the_timelines_days_are_those_of_every_shard(clock: Clock) -> None:
+    """A partition placed off home writes its events into its own shard's days."""
+    shards = _shards("a", "b")
+    store = _sharded(shards, clock)
+    day = 86_400_000
+    shards["b"].ensure_day_partitions(T0, T0 + day)
+    assert store.day_partitions() == shards["b"].day_partitions() != []
+    shards["a"].ensure_day_partitions(T0, T0 + 3 * day)
+    assert store.day_partitions() == shards["a"].day_partitions()
+    assert len(store.day_partitions()) > len(shards["b"].day_partitions())
+
+
 def test_a_shard_that_just_failed_is_dropped_with_the_others(clock: Clock) -> None:
     """A scratch store is dropped whole, whatever a call just before found."""
     shards = _shards("a", "b")
