@@ -26,6 +26,7 @@ from pinledger.projections.store import (
     JobSearch,
     LedgerStore,
     PartitionBatch,
+    PartitionGoneError,
     PlacementUnknownError,
     QueueRow,
     ScanKey,
@@ -203,7 +204,8 @@ def test_a_lookup_asks_each_shard_once_for_its_keys(clock: Clock) -> None:
         (2, 1),
     ]
     assert {row.job.body for row in found} == {b"body-1", b"body-2"}
-    assert [shards[n].calls["lookup"] for n in "abc"] == [0, 1, 1]
+    # p5, not placed, is asked of home, which holds nothing of it.
+    assert [shards[n].calls["lookup"] for n in "abc"] == [1, 1, 1]
 
 
 def test_counts_ask_only_the_shards_holding_the_queue(clock: Clock) -> None:
@@ -230,12 +232,19 @@ def test_counts_ask_only_the_shards_holding_the_queue(clock: Clock) -> None:
 
 
 def test_a_partition_not_placed_yet_is_unknown_until_home_places_it(clock: Clock) -> None:
+    """An owner adopts a partition only once home places it (`placed_store`); any other
+    call on a partition home does not place is home's, as one store answers for a
+    partition its catalog lacks: nothing held, no offset."""
     shards = _shards("a", "b")
     store = _sharded(shards, clock)
     topic = queue_topic(PREFIX, "mail")
     with pytest.raises(PlacementUnknownError, match=r"mail\[0\].*not projected yet.*retry"):
+        store.placed_store("mail", 0)
+    with pytest.raises(StoreUnavailableError):  # an owner retries it as unavailable
+        store.shard_name("mail", 0)
+    with pytest.raises(PartitionGoneError, match=r"mail\[0\] has no offset"):
         store.offset(topic, 0)
-    with pytest.raises(StoreUnavailableError):  # a caller retries it as unavailable
+    with pytest.raises(PartitionGoneError):
         _commit(store, "mail", 0, _job(1))
     assert store.offsets([(topic, 0)]) == {}
     assert store.lookup("mail", [(0, 1)], include_body=False) == []
@@ -243,10 +252,13 @@ def test_a_partition_not_placed_yet_is_unknown_until_home_places_it(clock: Clock
     # The catalog projected on b only: home does not place it yet.
     _catalog([shards["b"]], QueueRow("mail", 1, T0, shards=("b",)))
     with pytest.raises(PlacementUnknownError):
-        store.load_jobs("mail", 0, [1])
+        store.placed_store("mail", 0)
+    assert store.load_jobs("mail", 0, [1]) == {}
+    assert store.job_events("mail", 0, 1) == []
     # On home too: the miss reads home again at once, the clock has not moved.
     _catalog([shards["a"]], QueueRow("mail", 1, T0, shards=("b",)))
     assert store.shard_name("mail", 0) == "b"
+    assert store.placed_store("mail", 0)[0] == "b"
     with pytest.raises(PlacementUnknownError, match=r"mail\[1\]"):  # past its partitions
         store.shard_name("mail", 1)
 
