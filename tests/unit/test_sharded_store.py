@@ -524,6 +524,25 @@ def test_a_failing_shard_fails_the_calls_that_need_it_with_its_own_error(
     assert store.load_jobs("mail", 0, [1])[1].local_id == 1
 
 
+def test_removing_a_partition_cleans_only_the_shards_it_is_not_placed_on(clock: Clock) -> None:
+    """What a move left behind goes, in batches, its offset row first; the placed shard's
+    live rows never (the store contract's removal is each shard's own)."""
+    shards = _shards("a", "b")
+    _catalog(shards.values(), QueueRow("mail", 2, T0, shards=("b", "b")))
+    store = _sharded(shards, clock)
+    topic = queue_topic(PREFIX, "mail")
+    _commit(store, "mail", 0, _job(1), _job(2))
+    _commit(shards["a"], "mail", 0, _job(3))  # the rows of a move away from a
+    removed = []
+    while n := store.remove_partition("mail", topic, 0, limit=1):
+        removed.append(n)
+    assert removed[:2] == [1, 1]  # the job, then its timeline row, ...
+    assert shards["a"].partition_jobs("mail", 0) == {}
+    assert shards["a"].offsets([(topic, 0)]) == {}
+    assert sorted(store.partition_jobs("mail", 0)) == [1, 2]
+    assert store.offset(topic, 0) == 1
+
+
 def test_the_timelines_days_are_those_of_every_shard(clock: Clock) -> None:
     """A partition placed off home writes its events into its own shard's days."""
     shards = _shards("a", "b")
