@@ -38,7 +38,7 @@ from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.factory import open_store
 from pinledger.projections.pg.databases import sibling_database
-from pinledger.projections.sharded_store import ShardedStore
+from pinledger.projections.store import LedgerStore
 from pinledger.service.assembly import open_shards
 from pinledger.service.config import Config
 from pinledger.service.moves import Mover
@@ -84,7 +84,7 @@ class Worker:
 
 
 def _written(
-    log: KafkaLog, store: ShardedStore, prefix: str, queue: str, args: argparse.Namespace
+    log: KafkaLog, store: LedgerStore, prefix: str, queue: str, args: argparse.Namespace
 ) -> LedgerWriter:
     """Write the queue's jobs into its one partition; wait until the server projected
     them."""
@@ -152,7 +152,6 @@ def main(argv: list[str] | None = None) -> int:
     server = ServerProcess(prefix=prefix, schema=schema, settings=settings)
     log = KafkaLog(KafkaSettings(bootstrap=config.kafka, client_id="pinledger-bench"))
     store = open_shards(shard_map, schema, prefix, max_size=2, current=lambda: shard_map)
-    assert isinstance(store, ShardedStore)
     results: list[tuple[float, float, float]] = []
     try:
         with running([server], work):

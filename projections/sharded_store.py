@@ -4,7 +4,10 @@ its projection is placed on (docs/decisions/0031-storage-shards.md).
 Because the log is the truth, a partition's projection can live on any database, so
 the projection scales out the way the log does. Everything above the store (the
 owners, maintenance, the RPC handler, the dashboard) keeps speaking to one store: this
-class is the only place that knows there are several.
+class is the only place that knows there are several. What a caller needs to know of
+them (the shards, where a partition is placed, whether partitions move) it asks the
+store through the port (projections/store.py `StoreShards`), which a store that is one
+database answers for itself: no caller checks a store's type.
 
 - **The home shard** (the map's first) is the truth for the queues and the placement of
   each partition (`QueueRow.shards`); a partition with no placement lives there, so a
@@ -16,13 +19,16 @@ class is the only place that knows there are several.
   or partition, which a per-partition call's miss finds (a fan-out read may leave out,
   for `refresh_s` at most, a shard that only a new partition is on). An owner adopts a
   partition only on a shard whose own catalog projection places it there
-  (`placed_store`), so a stale cache never starts it on the shard it moved from. A
-  partition the home shard does not place yet raises `PlacementUnknownError`, an
-  unavailable store: the owner waits for the catalog projection (`adopt_unplaced`)
-  rather than project into a guess. The one stale placement is a queue deleted and
-  created again under its name within `refresh_s`: a few batches may go to the old
-  queue's shard, and then the first commit on the new one is fenced (its offset did not
-  move) and the owner reloads from there; the old shard keeps the stray rows.
+  (`placed_store`), so a stale cache never starts it on the shard it moved from. An
+  owner adopting a partition the home shard does not place yet gets
+  `PlacementUnknownError`, an unavailable store: it waits for the catalog projection
+  (`adopt_unplaced`) rather than project into a guess. Any other call on such a
+  partition (its queue deleted or not created yet) is the home shard's, which answers
+  as one store answers for a partition its catalog lacks: no rows, no offset. The one
+  stale placement is a queue deleted and created again under its name within
+  `refresh_s`: a few batches may go to the old queue's shard, and then the first commit
+  on the new one is fenced (its offset did not move) and the owner reloads from there;
+  the old shard keeps the stray rows.
 - **Reads that span a queue fan out** over the shards holding its partitions, in
   parallel, and merge. Scans merge by their keyset: every shard filters strictly after
   the same `ScanKey` and returns its first `limit` rows in the same order, so the first
@@ -62,6 +68,7 @@ from pinledger.projections.store import (
     JobSearch,
     LedgerStore,
     PartitionBatch,
+    PlacementUnknownError,
     QueueRow,
     QueueTally,
     ScanKey,
@@ -86,11 +93,6 @@ _Placements = Mapping[str, QueueRow]
 
 class ShardMissingError(StoreUnavailableError):
     """A placement names a shard this server's shard map lacks (yet, or no more)."""
-
-
-class PlacementUnknownError(StoreUnavailableError):
-    """The home shard does not place the partition yet (its queue's creation or resize
-    is not projected there yet): the same call works once it is."""
 
 
 def _keyset(row: JobRow) -> tuple[int, int, int]:
@@ -147,6 +149,15 @@ class _Named:
         # Only the store's own state, no database: not failed fast while it is down.
         self._store.hide(away)
 
+    def close(self) -> None:
+        # Never failed fast: a shard that just failed still has connections to close.
+        self._store.close()
+
+    def drop(self) -> None:
+        # Never failed fast either: a scratch schema is dropped whatever a call before
+        # found (a drop tries its own connection).
+        self._store.drop()
+
 
 def _named(exc: StoreError, shard: str) -> StoreError:
     prefix = f"store shard {shard!r}: "
@@ -200,10 +211,14 @@ class ShardedStore:
 
     # -- the shard map ----------------------------------------------------------------
 
-    @property
-    def stores(self) -> Mapping[str, LedgerStore]:
+    def shards(self) -> Mapping[str, LedgerStore]:
         """Every shard's store, by name, home first."""
         return self._stores
+
+    def supports_moves(self) -> bool:
+        """Always, even on a map of one shard: the map may grow, a move then place a
+        partition elsewhere."""
+        return True
 
     @property
     def home(self) -> LedgerStore:
@@ -222,8 +237,13 @@ class ShardedStore:
         return name
 
     def store_for(self, queue: str, partition: int) -> LedgerStore:
-        name = self.shard_name(queue, partition)  # first: it may open a shard added
-        return self._stores[name]
+        """The shard holding the partition's projection. A partition the home shard does
+        not place (its queue deleted or not created yet, or past its partitions) is
+        home's, as one store holds a partition its catalog lacks: no rows, no offset
+        (PartitionGoneError). Only an owner's adoption waits for a placement
+        (`placed_store`)."""
+        rows = self._placements([(queue, partition)])
+        return self._stores[self._shard_in(rows, queue, partition) or self._home_name]
 
     def _refresh(self) -> _Placements:
         rows = {row.name: row for row in self.home.queues()}
@@ -336,15 +356,14 @@ class ShardedStore:
         self, keys: Iterable[K], place: Callable[[K], tuple[str, int] | None]
     ) -> dict[str, list[K]]:
         """Keys grouped by shard, in the map's order; `place` says a key's (queue,
-        partition), None: home's. Keys whose placement is unknown are left out, as a
-        store leaves out what it never saw."""
+        partition), None: home's. A key whose partition is not placed is home's
+        (`store_for`), where it is left out as one store leaves out what it never saw."""
         placed = [(key, place(key)) for key in keys]
         rows = self._placements(where for _, where in placed if where is not None)
         groups: dict[str, list[K]] = {}
         for key, where in placed:
-            name = self._home_name if where is None else self._shard_in(rows, *where)
-            if name is not None:
-                groups.setdefault(name, []).append(key)
+            name = None if where is None else self._shard_in(rows, *where)
+            groups.setdefault(name or self._home_name, []).append(key)
         return dict(sorted(groups.items(), key=lambda item: self._order[item[0]]))
 
     def _fan(self, calls: Sequence[Callable[[], T]]) -> list[T]:
@@ -374,16 +393,29 @@ class ShardedStore:
     # -- the projector's side: the partition's shard ---------------------------------
 
     def offset(self, topic: str, partition: int) -> int:
-        queue = queue_of_topic(self.prefix, topic)
-        if queue is None:
-            return self.home.offset(topic, partition)
-        return self.placed_store(queue, partition)[1].offset(topic, partition)
+        return self._projected_on(topic, partition).offset(topic, partition)
 
     def start_offset(self, topic: str, partition: int) -> int:
+        if queue_of_topic(self.prefix, topic) is None:
+            # The catalog's: recorded on every shard, as `commit_catalog` commits to
+            # every shard from the offset this returns (home's). Shards whose catalogs
+            # stand at other offsets fence that commit, naming the shard: the servers'
+            # owners project the catalog shard by shard, each from its own offset.
+            found = [store.start_offset(topic, partition) for store in self._stores.values()]
+            return found[0]
+        return self._projected_on(topic, partition).start_offset(topic, partition)
+
+    def _projected_on(self, topic: str, partition: int) -> LedgerStore:
+        """Where a projector of the topic's partition starts: the placed shard once its
+        own catalog agrees (`placed_store`); home for the catalog's topic and for a
+        partition not placed (`store_for`)."""
         queue = queue_of_topic(self.prefix, topic)
         if queue is None:
-            return self.home.start_offset(topic, partition)
-        return self.placed_store(queue, partition)[1].start_offset(topic, partition)
+            return self.home
+        rows = self._placements([(queue, partition)])
+        if self._shard_in(rows, queue, partition) is None:
+            return self.home
+        return self.placed_store(queue, partition)[1]
 
     def placed_store(self, queue: str, partition: int) -> tuple[str, LedgerStore]:
         """The shard an owner adopting the partition projects into and serves from (its
@@ -645,7 +677,10 @@ class ShardedStore:
     # -- the timeline's day partitions: every shard has a timeline -------------------
 
     def day_partitions(self) -> list[DayPartition]:
-        return self.home.day_partitions()
+        # The days any shard's timeline has: a partition placed on another shard than
+        # home writes its events into that shard's days only.
+        found = self._over(self._stores.values(), lambda s: s.day_partitions())
+        return sorted(set(itertools.chain.from_iterable(found)))
 
     def ensure_day_partitions(self, from_ms: int, to_ms: int) -> int:
         stores = self._stores.values()

@@ -16,9 +16,11 @@ Two sides use the store, and each sees only its own protocol:
 `DayPartitionStore` is the timeline's day partitions (projections/day_partitions.py):
 created ahead of need, dropped whole by the retention. `StoreAdmin` is the lifecycle
 (migrate, close, drop), the store's kind and the replay's diff of two schemas.
-`LedgerStore` is all of them: what the SQL store (projections/sql/) implements on
-Postgres and MariaDB and `service/testing/fake_store.py` in memory; `tests/contract/`
-runs one suite on all three.
+`StoreShards` is where each partition lives: the store shards (decision 0031), which
+a caller asks the store about, never its type. `LedgerStore` is all of them: what the
+SQL store (projections/sql/) implements on Postgres and MariaDB,
+`service/testing/fake_store.py` in memory and projections/sharded_store.py over
+several of them; `tests/contract/` runs one suite on all four.
 
 Errors: no driver exception crosses a store. Everything that goes wrong in the
 database comes out as `StoreError` (or a subclass), with a message saying what to
@@ -30,7 +32,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import PartitionsRetired, Placement, RecordSkipped
@@ -59,6 +62,12 @@ class StoreRefusedError(StoreUnavailableError):
     caller can tell, but it fails the same way until a setting changes: the message
     names the database, the reason and the setting to check, in one line, never the
     password."""
+
+
+class PlacementUnknownError(StoreUnavailableError):
+    """The home shard does not place the partition yet (its queue's creation or resize
+    is not projected there yet): the same call works once it is. Only a store of several
+    shards raises it (`StoreShards`)."""
 
 
 class InvalidRegexError(StoreError):
@@ -676,5 +685,77 @@ class StoreAdmin(Protocol):
         ...
 
 
-class LedgerStore(ProjectorStore, ReadStore, SessionStore, DayPartitionStore, StoreAdmin, Protocol):
+class StoreShards(Protocol):
+    """Where each partition's projection lives (decision 0031), asked of the store and
+    not of its type, as River asks its driver (`SupportsListener()`): a store of
+    several shards (projections/sharded_store.py) routes each partition to the shard
+    it is placed on; a store that is one database answers for itself (`OneShard`):
+    one shard, every partition on it, no moves."""
+
+    def shards(self) -> Mapping[str, LedgerStore]:
+        """Every store shard's own store, by name, home first: the catalog is projected
+        into each, `/ready` probes each, a move reads and cleans each. A one-database
+        store: itself, named "" (`ONE_STORE`)."""
+        ...
+
+    def supports_moves(self) -> bool:
+        """Whether a partition's placement can change (`pinledger move-partition`):
+        only then does an owner look for moves, and only then may a move be made."""
+        ...
+
+    def shard_name(self, queue: str, partition: int) -> str:
+        """The shard the partition is placed on, as last read (placements are cached);
+        PlacementUnknownError when it is not placed yet."""
+        ...
+
+    def placed_store(self, queue: str, partition: int) -> tuple[str, LedgerStore]:
+        """The shard an owner adopting the partition projects into and serves from (its
+        name, its store), kept until the partition moves; PlacementUnknownError while
+        that shard cannot be trusted with it yet."""
+        ...
+
+    def forget_placements(self) -> None:
+        """Read the placements again on the next call (a partition was found gone from
+        the shard it was on: it may have moved)."""
+        ...
+
+    def open_listed(self, names: Iterable[str]) -> list[str]:
+        """Open the shards of `names` not open yet (the shard map changed); the names of
+        those opened. One that cannot be opened now is logged and opened when a
+        partition needs it."""
+        ...
+
+
+# The shard name of a store that is one database: what the placement of a partition
+# never placed says (`QueueRow.shards`), the home shard's.
+ONE_STORE = ""
+
+
+class OneShard:
+    """The placement of a store that is one database (the SQL store, the FakeStore):
+    one shard, named `ONE_STORE`, holding every partition; nothing to forget or to open;
+    moves refused (`supports_moves`)."""
+
+    def shards(self) -> Mapping[str, LedgerStore]:
+        return MappingProxyType({ONE_STORE: cast("LedgerStore", self)})
+
+    def supports_moves(self) -> bool:
+        return False
+
+    def shard_name(self, queue: str, partition: int) -> str:
+        return ONE_STORE
+
+    def placed_store(self, queue: str, partition: int) -> tuple[str, LedgerStore]:
+        return ONE_STORE, cast("LedgerStore", self)
+
+    def forget_placements(self) -> None:
+        """Nothing cached: a partition never moves."""
+
+    def open_listed(self, names: Iterable[str]) -> list[str]:
+        return []
+
+
+class LedgerStore(
+    ProjectorStore, ReadStore, SessionStore, DayPartitionStore, StoreAdmin, StoreShards, Protocol
+):
     """Everything: what an adapter implements."""

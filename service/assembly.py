@@ -130,8 +130,8 @@ class Assembly:
     def _shard_map_changed(self, shard_map: ShardMap) -> None:
         """A shard added to the map is opened now (the catalog's owner projects the
         catalog into it from its next pass), not only when a partition needs it."""
-        store = getattr(self, "store", None)
-        if isinstance(store, ShardedStore):
+        store: LedgerStore | None = getattr(self, "store", None)  # None: not opened yet
+        if store is not None:
             opened = store.open_listed(s.name for s in shard_map.shards)
             if opened:
                 self.on_shards_opened(opened)
@@ -221,16 +221,14 @@ def open_configured_store(config: Config, max_size: int = 8) -> LedgerStore:
 def store_probes(
     store: LedgerStore, only: Collection[str] | None = None
 ) -> dict[str, Callable[[], object]]:
-    """What /ready probes of the store: the one store, named by its kind ("postgres",
-    "mysql"), or each shard of a shard map (`only` those named), named by kind and shard
-    ("postgres:a"), so a shard down is named."""
-    if isinstance(store, ShardedStore):
-        return {
-            f"{s.kind}:{name}": s.queues
-            for name, s in store.stores.items()
-            if only is None or name in only
-        }
-    return {store.kind: store.queues}
+    """What /ready probes of the store: each store shard (`only` those named), named by
+    kind and shard ("postgres:a"), so a shard down is named; the one store of a store
+    that is one database by its kind alone ("postgres", "mysql")."""
+    return {
+        f"{s.kind}:{name}" if name else s.kind: s.queues
+        for name, s in store.shards().items()
+        if only is None or name in only
+    }
 
 
 def stop_on_signals(stop: Callable[[], None]) -> None:

@@ -33,7 +33,6 @@ from pinledger.ledger.log import Log, Position, queue_topic
 from pinledger.ledger.state import Job
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.projector import PartitionProjector
-from pinledger.projections.sharded_store import ShardedStore
 from pinledger.projections.store import LedgerStore, QueueRow
 from pinledger.service.store_shards import ShardMap
 
@@ -48,7 +47,8 @@ REMOVE_BATCH = 5000
 
 
 class MoveRefusedError(ValueError):
-    """A move that cannot be made as asked (no such queue, partition or shard)."""
+    """A move that cannot be made as asked (no such queue, partition or shard, or a
+    store that is one database)."""
 
 
 class _NoJobs:
@@ -81,7 +81,7 @@ class MoveReport:
 class Mover:
     def __init__(
         self,
-        store: ShardedStore,
+        store: LedgerStore,
         log: Log,
         writer: LedgerWriter,
         shard_map: ShardMap,
@@ -91,6 +91,12 @@ class Mover:
         quick_s: float = QUICK_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if not store.supports_moves():
+            raise MoveRefusedError(
+                f"the store ({store.kind}, schema {store.schema}) is one database, whose "
+                "partitions cannot move: moving one needs a shard map "
+                "(PINLEDGER_STORE_SHARDS, docs/guides/scaling.md#store-shards)"
+            )
         self.store = store
         self.log = log
         self.writer = writer
@@ -148,7 +154,7 @@ class Mover:
                     f"store shard {target!r} is dequeueOnly: it takes no partitions"
                 )
             self.store.open_listed([target])
-            goal = self.store.stores[target]
+            goal = self.store.shards()[target]
             started = self.clock()
             projector = self._build(goal, queue, topic, partition, report)
             report.build_s = self.clock() - started
@@ -267,7 +273,7 @@ class Mover:
         (a clean-up that has begun there removed it first)."""
         return any(
             store.offsets([(topic, partition)])
-            for name, store in self.store.stores.items()
+            for name, store in self.store.shards().items()
             if name != target
         )
 
@@ -279,7 +285,7 @@ class Mover:
 
     def _clean(self, queue: str, topic: str, partition: int, target: str) -> int:
         removed = 0
-        for name, shard in self.store.stores.items():
+        for name, shard in self.store.shards().items():
             if name == target:
                 continue
             shown = self.clock()

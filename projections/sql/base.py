@@ -9,10 +9,12 @@ from typing import Any
 
 from pinledger.projections.migration_plan import Plan, Progress
 from pinledger.projections.sql.dialect import Dialect, Params
+from pinledger.projections.store import OneShard
 
 
-class SqlBase:
-    """A store over one dialect (projections/sql/dialect.py)."""
+class SqlBase(OneShard):
+    """A store over one dialect (projections/sql/dialect.py): one database, so one store
+    shard (`OneShard`)."""
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect

@@ -24,8 +24,7 @@ from pinledger.ledger.events import Actor
 from pinledger.ledger.log import Log, LogError, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.catalog_log import catalog_envelopes
-from pinledger.projections.sharded_store import ShardedStore
-from pinledger.projections.store import StoreError
+from pinledger.projections.store import LedgerStore, StoreError
 from pinledger.service.assembly import open_shards
 from pinledger.service.config import Config
 from pinledger.service.moves import Mover, MoveRefusedError, MoveReport
@@ -102,11 +101,10 @@ def _run(config: Config, args: argparse.Namespace, log: Log) -> int:
         )
         return EXIT_REFUSED
     store = open_shards(shard_map, config.schema, prefix, max_size=2, current=lambda: shard_map)
-    assert isinstance(store, ShardedStore)  # with `current`, always
     who = f"{getpass.getuser()}@{socket.gethostname()}"
     actor = Actor(source=f"pinledger:move-partition by {who}", server=socket.gethostname())
-    mover = Mover(store, log, writer, shard_map, actor, settle_s=args.settle)
     try:
+        mover = Mover(store, log, writer, shard_map, actor, settle_s=args.settle)
         for queue, partition, target in _moves(mover, store, args):
             _said(mover.move(queue, partition, target, lambda: int(time.time() * 1000)))
     finally:
@@ -115,7 +113,7 @@ def _run(config: Config, args: argparse.Namespace, log: Log) -> int:
 
 
 def _moves(
-    mover: Mover, store: ShardedStore, args: argparse.Namespace
+    mover: Mover, store: LedgerStore, args: argparse.Namespace
 ) -> list[tuple[str, int, str]]:
     """(queue, partition, target) of each move asked for."""
     if args.source is None:

@@ -64,7 +64,6 @@ from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 from pinledger.ledger.events import Actor
 from pinledger.ledger.log import GroupMember, GroupReader, Log, LogError, owners_group
 from pinledger.ledger.writer import LedgerWriter, Traced
-from pinledger.projections.sharded_store import ShardedStore
 from pinledger.projections.store import LedgerStore, QueueRow
 from pinledger.service.config import Config
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
@@ -136,10 +135,6 @@ class Owner:
             on_catalog_change,
             window=config.ready_window,
             live_traces=self.live_traces,
-            # The catalog goes into every store shard (decision 0031).
-            catalog_stores=(
-                (lambda: tuple(store.stores.values())) if isinstance(store, ShardedStore) else None
-            ),
             clock=self.clock,
         )
         self.claims = Claims(

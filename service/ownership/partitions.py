@@ -50,12 +50,12 @@ from pinledger.ledger.log import (
 )
 from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.projections.projector import CatalogProjectors, PartitionProjector, Transition
-from pinledger.projections.sharded_store import PlacementUnknownError, ShardedStore
 from pinledger.projections.skips import stored_reason
 from pinledger.projections.store import (
     FencedError,
     LedgerStore,
     PartitionGoneError,
+    PlacementUnknownError,
     ProjectorStore,
     StoreError,
     StoreUnavailableError,
@@ -143,7 +143,6 @@ class Partitions:
         on_catalog_change: Callable[[], None],
         window: int = DEFAULT_WINDOW,
         live_traces: LiveTraces | None = None,
-        catalog_stores: Callable[[], Sequence[ProjectorStore]] | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.prefix = prefix
@@ -151,11 +150,6 @@ class Partitions:
         self.clock = clock
         # Each assigned partition's sightings, kept across its reloads (owner thread).
         self._sightings: dict[Key, Sightings] = {}
-        # Where the catalog is projected: every store shard, as the shard map has them
-        # now (decision 0031); by default the one store.
-        self.catalog_stores: Callable[[], Sequence[ProjectorStore]] = catalog_stores or (
-            lambda: (store,)
-        )
         # Exports the attempts and jobs that end, while tracing is on.
         self.live_traces = live_traces
         # Ready jobs held per partition, all priorities (PINLEDGER_READY_WINDOW).
@@ -193,6 +187,11 @@ class Partitions:
         # Partitions paused at a record their store refuses or no release decodes, and
         # those narrowing a refused batch down to that record (paused.py).
         self.pauses = Pauses(metrics, clock.monotonic)
+
+    def catalog_stores(self) -> Sequence[ProjectorStore]:
+        """Where the catalog is projected: every store shard, as the shard map has them
+        now (decision 0031); the one store of a store that is one database."""
+        return tuple(self.store.shards().values())
 
     @property
     def isolated(self) -> bool:
@@ -389,7 +388,8 @@ class Partitions:
                 current.serving = current.projector.next_offset >= end
             self.reader.seek(topic, partition, current.projector.next_offset)
             return
-        shard, store = self._placed(queue, partition)
+        # The store shard it projects into and serves from (the one store: itself).
+        shard, store = self.store.placed_store(queue, partition)
         buffer = ReadyBuffer(self.max_priority, self.window, from_store=True)
         projector = PartitionProjector(
             store,
@@ -422,19 +422,13 @@ class Partitions:
             end,
         )
 
-    def _placed(self, queue: str, partition: int) -> tuple[str, ProjectorStore]:
-        """The store shard an adopted partition projects into and serves from."""
-        if isinstance(self.store, ShardedStore):
-            return self.store.placed_store(queue, partition)
-        return "", self.store
-
     def follow_moves(self) -> None:
         """Adopt again each owned partition whose placement moved to another store shard
         (a `PartitionMoved` projected, decision 0031): it stops serving, its window is
         read from the new shard, and it serves again once it has projected into that
         shard up to the log's end (owner thread; the placements are cached, read at
         most every two seconds)."""
-        if not isinstance(self.store, ShardedStore):
+        if not self.store.supports_moves():
             return
         moved: list[tuple[Key, str, str]] = []
         for key, owned in list(self.owned.items()):
@@ -573,10 +567,9 @@ class Partitions:
                 log.info("%s; no longer owning it", exc)
                 self.drop(key)
                 self.pauses.forget(key)
-                if isinstance(self.store, ShardedStore):
-                    # Or it moved to another shard, and the old one's rows went before
-                    # this owner saw the move: adopted again from where it is placed.
-                    self.store.forget_placements()
+                # Or it moved to another shard, and the old one's rows went before this
+                # owner saw the move: adopted again from where it is placed.
+                self.store.forget_placements()
                 self._waiting.add(key)
             except FencedError as exc:
                 log.warning("%s; reloading it from Postgres", exc)

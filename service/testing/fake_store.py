@@ -36,6 +36,7 @@ from pinledger.projections.store import (
     JobFilter,
     JobRow,
     JobSearch,
+    OneShard,
     PartitionBatch,
     QueueRow,
     QueueTally,
@@ -75,8 +76,8 @@ class FakeDatabase:
         self.schemas: dict[str, FakeStore] = {}
 
 
-class FakeStore:
-    """A projection in memory (one schema of a FakeDatabase)."""
+class FakeStore(OneShard):
+    """A projection in memory (one schema of a FakeDatabase): one store shard."""
 
     # It behaves as Postgres where the two databases differ (body regexes, bytes).
     kind = "postgres"

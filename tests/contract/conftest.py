@@ -25,8 +25,12 @@ from tests.settings import stack_settings
 
 @pytest.fixture(params=ALL_KINDS)
 def store_kind(request: pytest.FixtureRequest) -> str:
-    """Every store test of the contract runs on each real store and on the FakeStore."""
+    """Every store test of the contract runs on each real store, on a sharded store and
+    on the FakeStore, but on a kind its `not_applicable` mark names (with the reason)."""
     kind: str = request.param
+    for mark in request.node.iter_markers("not_applicable"):
+        if kind in mark.args:
+            pytest.skip(f"not applicable to the {kind} store: {mark.kwargs['reason']}")
     return kind
 
 

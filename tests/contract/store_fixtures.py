@@ -1,10 +1,12 @@
 """The `store` and `scratch` fixtures of every tier, parametrized by kind: a real
 Postgres store (a fresh, migrated schema, dropped afterwards), a real MySQL store (a
-fresh, migrated MariaDB database, dropped afterwards) or the in-memory FakeStore.
+fresh, migrated MariaDB database, dropped afterwards), a sharded store (a ShardedStore
+over two fresh, migrated Postgres schemas, the store shards "a" and "b", dropped
+afterwards) or the in-memory FakeStore.
 
 Which kind is `store_kind`'s: Postgres by default; a test about the store runs on each
 real store with `@each_kind`; the contract suite's conftest makes every test run on all
-three (`ALL_KINDS`). A missing server fails the test with a message naming
+four (`ALL_KINDS`). A missing server fails the test with a message naming
 `make stack-up`; it never skips it.
 """
 
@@ -16,19 +18,29 @@ from typing import Any
 
 import pytest
 
+from pinledger.ledger.events import PartitionPlaced
 from pinledger.projections.factory import open_store
 from pinledger.projections.mysql import schema as my_schema
 from pinledger.projections.mysql.store import Store as MyStore
 from pinledger.projections.pg import schema as pg_schema
 from pinledger.projections.pg.store import Store as PgStore
+from pinledger.projections.sharded_store import ShardedStore
 from pinledger.projections.store import LedgerStore, StoreError
 from pinledger.service.testing.fake_store import FakeStore
 from tests.settings import stack_settings
 
 # The real stores.
 KINDS = ("postgres", "mysql")
-# The real stores and the FakeStore (which behaves as Postgres).
-ALL_KINDS = (*KINDS, "fake")
+# The real stores, a ShardedStore over two real Postgres schemas and the FakeStore
+# (which behaves as Postgres).
+ALL_KINDS = (*KINDS, "sharded", "fake")
+# The kinds whose rows a real Postgres holds (what Postgres refuses, they refuse).
+ON_POSTGRES = ("postgres", "sharded")
+# The topic prefix of the contract's records: the sharded store tells a queue's topic
+# from the catalog's by it.
+PREFIX = "contract."
+# The store shards of the sharded kind, home first.
+SHARDS = ("a", "b")
 
 # A test about the store: once on each real store (overrides `store_kind`).
 each_kind = pytest.mark.parametrize("store_kind", KINDS)
@@ -86,11 +98,47 @@ def _opened(kind: str, label: str) -> Iterator[LedgerStore]:
         fake.migrate()
         yield fake
         return
+    if kind == "sharded":
+        yield from _sharded(label)
+        return
     real = fresh_store(kind, label)
     try:
         yield real
     finally:
         real.drop()
+
+
+def _sharded(label: str) -> Iterator[LedgerStore]:
+    shards: dict[str, LedgerStore] = {}
+    try:
+        for name in SHARDS:
+            shards[name] = fresh_store("postgres", f"{label}_{name}")
+        sharded = ShardedStore(PREFIX, shards)
+    except BaseException:
+        for shard in shards.values():
+            shard.drop()
+        raise
+    try:
+        yield sharded
+    finally:
+        try:
+            sharded.drop()
+        finally:
+            sharded.close()
+
+
+def place(store: LedgerStore, queue: str, partitions: int) -> list[PartitionPlaced]:
+    """The placements a writer appends with a queue's creation on `store`: partition p on
+    its store shard p + 1 modulo their number, so a sharded store's queues span its
+    shards and a queue of one partition is on a shard other than home; none on a store
+    that is one database (its partitions are all on it)."""
+    names = list(store.shards())
+    if len(names) < 2:
+        return []
+    return [
+        PartitionPlaced(queue, p, names[(p + 1) % len(names)], "contract")
+        for p in range(partitions)
+    ]
 
 
 @pytest.fixture

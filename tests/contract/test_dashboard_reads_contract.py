@@ -1,5 +1,5 @@
 """The dashboard's Store reads (find_jobs, oldest_due, event_buckets, queue_tally), on the
-real Postgres and MariaDB adapters and on the FakeStore alike."""
+real Postgres and MariaDB adapters, a sharded store and the FakeStore alike."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pinledger.projections.store import (
     QueueTally,
     ScanKey,
 )
-from tests.contract.store_fixtures import store
-from tests.contract.test_store_contract import PREFIX, T0, WORKER, FakeLog, _create_queues, _mail
+from tests.contract.store_fixtures import PREFIX, store
+from tests.contract.test_store_contract import T0, WORKER, FakeLog, _create_queues, _mail
 
 __all__ = ["store"]  # the fixture, used by name
 

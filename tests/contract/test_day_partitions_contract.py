@@ -1,5 +1,5 @@
 """The Store contract for the timeline's day partitions (projections/store.py
-DayPartitionStore): the same tests on Postgres and on the FakeStore."""
+DayPartitionStore): the same tests on every kind of store (store_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pinledger.ledger.log import queue_topic
 from pinledger.projections.day_partitions import DAY_MS, DayPartition, day_start
 from pinledger.projections.projector import PartitionProjector
 from pinledger.projections.store import LedgerStore
-from tests.contract.store_fixtures import store
-from tests.contract.test_store_contract import PREFIX, FakeLog, _create_queues
+from tests.contract.store_fixtures import PREFIX, store
+from tests.contract.test_store_contract import FakeLog, _create_queues
 
 __all__ = ["store"]  # the fixture, used by name
 
@@ -52,7 +52,8 @@ def test_events_of_any_day_are_written_into_partitions_made_for_them(
 
 
 def test_partitions_are_made_ahead_once(store: LedgerStore) -> None:
-    assert store.ensure_day_partitions(DAY0 + 10, DAY0 + 2 * DAY_MS + 1) == 3
+    # On every store shard: each has a timeline of its own.
+    assert store.ensure_day_partitions(DAY0 + 10, DAY0 + 2 * DAY_MS + 1) == 3 * len(store.shards())
     assert store.ensure_day_partitions(DAY0, DAY0 + DAY_MS) == 0
     assert store.ensure_day_partitions(DAY0, DAY0) == 0
     assert store.day_partitions() == [_day(0), _day(1), _day(2)]

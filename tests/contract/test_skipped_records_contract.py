@@ -1,7 +1,7 @@
 """Skipped records in the Store contract (decision 0032): the catalog's RecordSkipped
 projected as the catalog's fold says, a skipped record passed over by every projector,
 and a refusal to commit a record told apart from a store that does not answer. On
-Postgres, MariaDB and the FakeStore alike."""
+Postgres, MariaDB, a sharded store and the FakeStore alike."""
 
 from __future__ import annotations
 
@@ -42,11 +42,10 @@ from pinledger.projections.store import (
 from pinledger.projections.verify import verify
 from pinledger.service.testing.fake_log import FakeLog
 from pinledger.service.testing.fake_store import FakeStore
-from tests.contract.store_fixtures import scratch, store
+from tests.contract.store_fixtures import ON_POSTGRES, PREFIX, scratch, store
 
 __all__ = ["scratch", "store"]  # the fixtures, used by name
 
-PREFIX = "contract."
 T0 = 1_700_000_000_000
 OPERATOR = Actor("pinledger:skip-record by ops@host", "", "host")
 
@@ -227,7 +226,7 @@ def test_a_value_too_large_for_an_index_is_a_refusal_where_it_is_refused(
     batch = PartitionBatch(
         "q", "t", 0, 0, 1, upserts=[job], imported={0: ImportedJob(descriptor, 1)}
     )
-    if store_kind != "postgres":
+    if store_kind not in ON_POSTGRES:
         store.commit_partition_batch(batch)
         return
     with pytest.raises(StoreError, match="index row requires") as refused:

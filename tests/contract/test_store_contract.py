@@ -1,5 +1,6 @@
-"""The Store contract (projections/store.py): the same tests on the Postgres adapter and
-on the in-memory FakeStore (the `store` fixture runs each test on both)."""
+"""The Store contract (projections/store.py): the same tests on the Postgres and MariaDB
+adapters, on a sharded store over two Postgres schemas and on the in-memory FakeStore
+(the `store` fixture runs each test on each, tests/contract/store_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -54,11 +55,10 @@ from pinledger.projections.store import (
     TimelineRow,
 )
 from pinledger.service.testing.fake_store import FakeStore
-from tests.contract.store_fixtures import dialect, store
+from tests.contract.store_fixtures import PREFIX, SHARDS, dialect, place, store
 
 __all__ = ["store"]  # the fixture, used by name
 
-PREFIX = "contract."
 T0 = 1_700_000_000_000
 TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 WORKER = Actor("svc:worker", "r1", "s1")
@@ -86,10 +86,12 @@ class FakeLog:
 
 
 def _create_queues(store: LedgerStore, *queues: tuple[str, int]) -> CatalogProjector:
+    """The queues created, as a writer creates them: with their partitions' placements
+    (on a sharded store, spread over its shards)."""
     catalog = CatalogProjector(store, PREFIX)
     log = FakeLog(catalog_topic(PREFIX))
     for name, partitions in queues:
-        log.append(T0, WORKER, QueueCreated(name, partitions))
+        log.append(T0, WORKER, QueueCreated(name, partitions), *place(store, name, partitions))
     assert catalog.apply(log.records)
     return catalog
 
@@ -333,6 +335,31 @@ def test_offsets_move_only_forward_and_a_stale_commit_is_fenced(store: LedgerSto
     store.commit_partition_batch(PartitionBatch("q", "t", 0, 5, 6, upserts=[_job(7)]))
     assert store.offset("t", 0) == 6
     assert store.load_jobs("q", 0, [7])[7].body == b"x"
+
+
+def test_a_store_answers_where_its_partitions_are(store: LedgerStore, store_kind: str) -> None:
+    """The placement questions callers ask of any store (projections/store.py
+    `StoreShards`), never of its type: a store that is one database is its own one shard,
+    named "", holding every partition, and moves nothing; a sharded store names its
+    shards, home first, and the shard each partition's rows are read from."""
+    topic = _mail(store)
+    shards = store.shards()
+    sharded = store_kind == "sharded"
+    assert list(shards) == (list(SHARDS) if sharded else [""])
+    assert store.supports_moves() is sharded
+    if not sharded:
+        assert shards[""] is store
+    for partition in (0, 1):
+        name, held = store.placed_store("mail", partition)
+        assert name == store.shard_name("mail", partition)
+        assert held is shards[name]
+        assert held.partition_jobs("mail", partition) == store.partition_jobs("mail", partition)
+        assert held.offset(topic, partition) == store.offset(topic, partition)
+    if sharded:  # _mail places partition 0 off home
+        assert store.shard_name("mail", 0) != next(iter(shards))
+    store.forget_placements()
+    assert store.open_listed(list(shards)) == []
+    assert store.partition_jobs("mail", 1).keys() == {0, 1}
 
 
 def test_a_stale_catalog_commit_is_fenced(store: LedgerStore) -> None:
@@ -768,6 +795,13 @@ def test_catalog_records_projected_one_at_a_time_give_the_same_rows(store: Ledge
     assert [mail.state_of(p) for p in range(4)] == ["serving"] * 3 + ["retired"]
 
 
+@pytest.mark.not_applicable(
+    "sharded",
+    reason="a ShardedStore's remove_partition removes what a move left on the shards the "
+    "partition is not placed on, never its placed shard's live rows; removing the rows of "
+    "the store that holds a partition is each shard's own (the mover calls it shard by "
+    "shard, service/moves.py; tests/unit/test_sharded_store.py covers the strays)",
+)
 def test_a_partition_moved_away_is_removed_in_batches_and_its_projector_fenced(
     store: LedgerStore,
 ) -> None:
@@ -842,6 +876,12 @@ def _queue_wide_reads(store: LedgerStore) -> dict[str, Any]:
     }
 
 
+@pytest.mark.not_applicable(
+    "sharded",
+    reason="a ShardedStore tells each of its shards what to hide from the placements, and "
+    "refuses a caller's hide; tests/unit/test_sharded_store.py holds it to leaving a "
+    "partition on two shards during a move out of the shard it is not placed on",
+)
 def test_hidden_partitions_are_left_out_of_queue_wide_reads(store: LedgerStore) -> None:
     """A store told to hide a queue's partitions (placed on another shard: during a move
     both shards hold their rows, decision 0031) leaves their rows out of every read of

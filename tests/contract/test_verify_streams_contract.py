@@ -1,6 +1,6 @@
 """The verify's streams of the Store port (projections/store.py `stream_jobs`,
-`stream_events`): the same tests on Postgres, MySQL and the FakeStore. What they return
-is what the verify compares the log's fold with, row for row."""
+`stream_events`): the same tests on Postgres, MySQL, a sharded store and the FakeStore.
+What they return is what the verify compares the log's fold with, row for row."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from pinledger.ledger.state import JobState
 from pinledger.projections.projector import PartitionProjector
 from pinledger.projections.row_text import EVENT_COLUMNS, columns, event_line, job_line
 from pinledger.projections.store import LedgerStore
-from tests.contract.store_fixtures import store
+from tests.contract.store_fixtures import PREFIX, store
 from tests.contract.test_store_contract import (
-    PREFIX,
     T0,
     TP,
     WORKER,

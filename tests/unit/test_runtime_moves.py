@@ -20,6 +20,7 @@ from pinledger.ledger.descriptor import parse
 from pinledger.ledger.log import queue_topic
 from pinledger.projections.sharded_store import ShardedStore
 from pinledger.service.moves import Mover, MoveRefusedError
+from pinledger.service.store_shards import single
 from pinledger.service.testing.runtime import GONE, TEST_CONFIG, Runtime, job
 from tests.unit.test_runtime_shards import _held
 
@@ -141,6 +142,20 @@ def test_moves_that_cannot_be_made_are_refused_and_draining_spreads_a_shard() ->
             mover.move("mail", 0, "z", rt.clock.now_ms)
         # Draining a: its two partitions go to b and c, one each (fewest first).
         assert mover.targets_off("a", rt.store.queues()) == [("mail", 0, "b"), ("mail", 3, "c")]
+
+
+def test_a_store_that_is_one_database_refuses_every_move_saying_what_a_move_needs() -> None:
+    with Runtime(CONFIG) as rt:
+        rt.node().create_queue("mail")
+        rt.settle()
+        store = rt.ledger_store
+        assert not store.supports_moves()
+        assert dict(store.shards()) == {"": store}
+        assert store.placed_store("mail", 1) == ("", store)
+        # The map a deployment without one has: its one store, the shard "default".
+        shard_map = single("postgresql://fake/default")
+        with pytest.raises(MoveRefusedError, match=r"one database.*PINLEDGER_STORE_SHARDS"):
+            Mover(store, rt.log, rt.writer, shard_map, GONE, print)
 
 
 def test_a_partition_whose_log_lost_its_oldest_records_to_the_retention_is_not_moved() -> None:

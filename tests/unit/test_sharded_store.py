@@ -17,11 +17,7 @@ from hypothesis import strategies as st
 from pinledger.ledger.events import PartitionMoved, PartitionPlaced
 from pinledger.ledger.log import catalog_topic, queue_topic
 from pinledger.ledger.state import Job, JobState
-from pinledger.projections.sharded_store import (
-    PlacementUnknownError,
-    ShardedStore,
-    ShardMissingError,
-)
+from pinledger.projections.sharded_store import ShardedStore, ShardMissingError
 from pinledger.projections.store import (
     EventRow,
     ImportedJob,
@@ -30,6 +26,8 @@ from pinledger.projections.store import (
     JobSearch,
     LedgerStore,
     PartitionBatch,
+    PartitionGoneError,
+    PlacementUnknownError,
     QueueRow,
     ScanKey,
     StoreError,
@@ -206,7 +204,8 @@ def test_a_lookup_asks_each_shard_once_for_its_keys(clock: Clock) -> None:
         (2, 1),
     ]
     assert {row.job.body for row in found} == {b"body-1", b"body-2"}
-    assert [shards[n].calls["lookup"] for n in "abc"] == [0, 1, 1]
+    # p5, not placed, is asked of home, which holds nothing of it.
+    assert [shards[n].calls["lookup"] for n in "abc"] == [1, 1, 1]
 
 
 def test_counts_ask_only_the_shards_holding_the_queue(clock: Clock) -> None:
@@ -233,12 +232,19 @@ def test_counts_ask_only_the_shards_holding_the_queue(clock: Clock) -> None:
 
 
 def test_a_partition_not_placed_yet_is_unknown_until_home_places_it(clock: Clock) -> None:
+    """An owner adopts a partition only once home places it (`placed_store`); any other
+    call on a partition home does not place is home's, as one store answers for a
+    partition its catalog lacks: nothing held, no offset."""
     shards = _shards("a", "b")
     store = _sharded(shards, clock)
     topic = queue_topic(PREFIX, "mail")
     with pytest.raises(PlacementUnknownError, match=r"mail\[0\].*not projected yet.*retry"):
+        store.placed_store("mail", 0)
+    with pytest.raises(StoreUnavailableError):  # an owner retries it as unavailable
+        store.shard_name("mail", 0)
+    with pytest.raises(PartitionGoneError, match=r"mail\[0\] has no offset"):
         store.offset(topic, 0)
-    with pytest.raises(StoreUnavailableError):  # a caller retries it as unavailable
+    with pytest.raises(PartitionGoneError):
         _commit(store, "mail", 0, _job(1))
     assert store.offsets([(topic, 0)]) == {}
     assert store.lookup("mail", [(0, 1)], include_body=False) == []
@@ -246,10 +252,13 @@ def test_a_partition_not_placed_yet_is_unknown_until_home_places_it(clock: Clock
     # The catalog projected on b only: home does not place it yet.
     _catalog([shards["b"]], QueueRow("mail", 1, T0, shards=("b",)))
     with pytest.raises(PlacementUnknownError):
-        store.load_jobs("mail", 0, [1])
+        store.placed_store("mail", 0)
+    assert store.load_jobs("mail", 0, [1]) == {}
+    assert store.job_events("mail", 0, 1) == []
     # On home too: the miss reads home again at once, the clock has not moved.
     _catalog([shards["a"]], QueueRow("mail", 1, T0, shards=("b",)))
     assert store.shard_name("mail", 0) == "b"
+    assert store.placed_store("mail", 0)[0] == "b"
     with pytest.raises(PlacementUnknownError, match=r"mail\[1\]"):  # past its partitions
         store.shard_name("mail", 1)
 
@@ -283,9 +292,9 @@ def test_a_shard_added_to_the_map_is_opened_when_a_partition_is_placed_on_it(
         return added if name == "c" else None  # "c" is in the map now; nothing else is
 
     store = ShardedStore(PREFIX, shards, refresh_s=2.0, clock=clock, opener=opener)
-    assert list(store.stores) == ["a", "b"]
+    assert list(store.shards()) == ["a", "b"]
     _commit(store, "mail", 2, _job(7))
-    assert list(store.stores) == ["a", "b", "c"]
+    assert list(store.shards()) == ["a", "b", "c"]
     assert added.load_jobs("mail", 2, [7])[7].local_id == 7
     _commit(store, "mail", 2, _job(8))
     assert opened == ["c"], "opened once"
@@ -305,7 +314,7 @@ def test_shards_listed_in_a_changed_map_are_opened_at_once(clock: Clock) -> None
 
     store = ShardedStore(PREFIX, shards, refresh_s=2.0, clock=clock, opener=opener)
     assert store.open_listed(["a", "b", "c", "broken", "unknown"]) == ["c"]
-    assert list(store.stores) == ["a", "b", "c"]
+    assert list(store.shards()) == ["a", "b", "c"]
     assert store.open_listed(["a", "b", "c"]) == []
 
 
@@ -392,6 +401,22 @@ def test_commit_catalog_goes_to_every_shard(clock: Clock) -> None:
         assert shard.offsets([(CATALOG, 0), (topic, 1)]) == {(CATALOG, 0): 2, (topic, 1): 0}
 
 
+def test_the_catalog_starts_on_every_shard_for_a_projector_of_the_whole_store(
+    clock: Clock,
+) -> None:
+    """A CatalogProjector over the sharded store (`pinledger project` with a shard map, a
+    replay into fresh shards) starts where `start_offset` says and commits to every shard
+    from there: a fresh shard gets its catalog offset too, instead of fencing the commit."""
+    shards = _shards("a", "b")
+    store = _sharded(shards, clock)
+    topic = queue_topic(PREFIX, "mail")
+    assert store.start_offset(CATALOG, 0) == 0
+    store.commit_catalog(CATALOG, 0, 1, [(QueueRow("mail", 1, T0), [topic])], [])
+    for shard in shards.values():
+        assert shard.offsets([(CATALOG, 0)]) == {(CATALOG, 0): 1}
+        assert [q.name for q in shard.queues()] == ["mail"]
+
+
 # -- partitions placed elsewhere: hidden (moves) ---------------------------------------
 
 
@@ -473,7 +498,7 @@ def test_a_shard_opened_later_is_told_what_to_hide_before_it_is_read(clock: Cloc
         PREFIX, shards, refresh_s=2.0, clock=clock, opener=lambda n: added if n == "c" else None
     )
     assert store.count(JobFilter("mail", PENDING), T0, False) == 0  # opens c
-    assert list(store.stores) == ["a", "b", "c"]
+    assert list(store.shards()) == ["a", "b", "c"]
     assert added.told == [{"mail": [0]}]
     assert shards["b"].told == [{"mail": [1]}]
     with pytest.raises(NotImplementedError):
@@ -499,11 +524,69 @@ def test_a_failing_shard_fails_the_calls_that_need_it_with_its_own_error(
     assert store.load_jobs("mail", 0, [1])[1].local_id == 1
 
 
+def test_removing_a_partition_cleans_only_the_shards_it_is_not_placed_on(clock: Clock) -> None:
+    """What a move left behind goes, in batches, its offset row first; the placed shard's
+    live rows never (the store contract's removal is each shard's own)."""
+    shards = _shards("a", "b")
+    _catalog(shards.values(), QueueRow("mail", 2, T0, shards=("b", "b")))
+    store = _sharded(shards, clock)
+    topic = queue_topic(PREFIX, "mail")
+    _commit(store, "mail", 0, _job(1), _job(2))
+    _commit(shards["a"], "mail", 0, _job(3))  # the rows of a move away from a
+    removed = []
+    while n := store.remove_partition("mail", topic, 0, limit=1):
+        removed.append(n)
+    assert removed[:2] == [1, 1]  # the job, then its timeline row, ...
+    assert shards["a"].partition_jobs("mail", 0) == {}
+    assert shards["a"].offsets([(topic, 0)]) == {}
+    assert sorted(store.partition_jobs("mail", 0)) == [1, 2]
+    assert store.offset(topic, 0) == 1
+
+
+def test_the_timelines_days_are_those_of_every_shard(clock: Clock) -> None:
+    """A partition placed off home writes its events into its own shard's days."""
+    shards = _shards("a", "b")
+    store = _sharded(shards, clock)
+    day = 86_400_000
+    shards["b"].ensure_day_partitions(T0, T0 + day)
+    assert store.day_partitions() == shards["b"].day_partitions() != []
+    shards["a"].ensure_day_partitions(T0, T0 + 3 * day)
+    assert store.day_partitions() == shards["a"].day_partitions()
+    assert len(store.day_partitions()) > len(shards["b"].day_partitions())
+
+
+def test_a_shard_that_just_failed_is_dropped_with_the_others(clock: Clock) -> None:
+    """A scratch store is dropped whole, whatever a call just before found."""
+    shards = _shards("a", "b")
+    store = _sharded(shards, clock)
+    shards["b"].fail("b is down")
+    with pytest.raises(StoreUnavailableError):
+        store.shards()["b"].queues()
+    shards["b"].recover()
+    store.drop()
+    assert [shard.database.schemas for shard in shards.values()] == [{}, {}]
+
+
+def test_a_shard_that_just_failed_is_closed_with_the_others(clock: Clock) -> None:
+    """A server stopping within a second of a shard's failure (while its calls fail
+    fast) still closes that shard's connections, and its close does not fail."""
+    shards = _shards("a", "b")
+    store = _sharded(shards, clock)
+    shards["b"].fail("b is down")
+    with pytest.raises(StoreUnavailableError):
+        store.shards()["b"].queues()
+    shards["b"].recover()
+    store.close()
+    for shard in shards.values():
+        with pytest.raises(StoreError, match="closed"):
+            shard.queues()
+
+
 def test_sessions_day_partitions_and_lifecycle(clock: Clock) -> None:
     shards = _shards("a", "b")
     store = _sharded(shards, clock)
     assert (store.kind, store.schema) == ("postgres", "a")
-    assert list(store.stores) == list(shards)
+    assert list(store.shards()) == list(shards)
     names = [m.name for m in shards["a"].migration_plan().pending]
     assert names
     assert store.migrate() == names + names  # each shard's, one after the other
