@@ -31,10 +31,10 @@ from pinledger.service.listeners import Listener
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.health import HealthMonitor, Loop
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.ownership.adaptation import Adaptation
+from pinledger.service.ownership.maintenance.adaptation import Adaptation
+from pinledger.service.ownership.maintenance.queue_sizes import QueueSizes
+from pinledger.service.ownership.maintenance.retirement import Retirement
 from pinledger.service.ownership.owner import Owner
-from pinledger.service.ownership.queue_sizes import QueueSizes
-from pinledger.service.ownership.retirement import Retirement
 from pinledger.service.queue_config import QueueConfig
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,7 @@ Threads: the owner thread (loop.py) polls Kafka, projects and runs maintenance; 
 members thread (membership.py) follows the ledger format, lists the group's members
 and runs the watchdog; the
 retention thread (maintenance/timeline_retention.py) keeps the timeline's partitions; the
-queue-gauges thread (observability/queue_gauges.py) reads each queue's jobs by state for
+queue-gauges thread (maintenance/queue_gauges.py) reads each queue's jobs by state for
 /metrics while this server owns the catalog; the consumer's I/O thread calls the
 rebalance callbacks; Thrift handler threads call `dequeue`, `peek`, `serves_all`,
 `peers_for` and `add_queue`; the queue directory's thread calls `set_queues`.
@@ -69,19 +69,22 @@ from pinledger.projections.store import LedgerStore, QueueRow
 from pinledger.service.config import Config
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.observability.queue_gauges import QueueGauges, QueueGaugesThread
-from pinledger.service.ownership.adaptation import Adaptation, DequeueTally
 from pinledger.service.ownership.claims import Claimed, Claims
-from pinledger.service.ownership.ledger_format import ClusterFormat
 from pinledger.service.ownership.live_traces import LiveTraces
 from pinledger.service.ownership.loop import OwnerLoop
+from pinledger.service.ownership.maintenance.adaptation import Adaptation, DequeueTally
 from pinledger.service.ownership.maintenance.claim_timeouts import ClaimTimeouts
 from pinledger.service.ownership.maintenance.garbage_collection import Collector
+from pinledger.service.ownership.maintenance.ledger_format import ClusterFormat
+from pinledger.service.ownership.maintenance.queue_gauges import QueueGauges, QueueGaugesThread
+from pinledger.service.ownership.maintenance.queue_sizes import QueueSizes
+from pinledger.service.ownership.maintenance.retirement import Retirement
 from pinledger.service.ownership.maintenance.schedule import Maintenance
 from pinledger.service.ownership.maintenance.timeline_retention import (
     RetentionThread,
     TimelineRetention,
 )
+from pinledger.service.ownership.maintenance.watchdog import Watchdog, stalled, unowned_topics
 from pinledger.service.ownership.membership import (
     Membership,
     MembersThread,
@@ -89,10 +92,7 @@ from pinledger.service.ownership.membership import (
     rate_shares,
 )
 from pinledger.service.ownership.partitions import Owned, Partitions
-from pinledger.service.ownership.queue_sizes import QueueSizes
-from pinledger.service.ownership.retirement import Retirement
 from pinledger.service.ownership.subscription import Subscription
-from pinledger.service.ownership.watchdog import Watchdog, stalled, unowned_topics
 
 log = logging.getLogger(__name__)
 

@@ -50,9 +50,9 @@ from pinledger.service.api.ratelimit import QueueRateLimits
 from pinledger.service.api.requests import Caller, DequeueRequest
 from pinledger.service.config import Config
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.ownership.adaptation import Adaptation
+from pinledger.service.ownership.maintenance.adaptation import Adaptation
+from pinledger.service.ownership.maintenance.retirement import Retirement
 from pinledger.service.ownership.owner import Owner
-from pinledger.service.ownership.retirement import Retirement
 from pinledger.service.placement import Placer
 from pinledger.service.queue_config import QueueConfig
 from pinledger.service.store_shards import Shard, ShardMap

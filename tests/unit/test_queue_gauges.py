@@ -1,5 +1,5 @@
 """Each queue's jobs by state and the age of its oldest due job, as /metrics gauges
-(service/observability/queue_gauges.py): the dashboard overview's numbers, read by the
+(service/ownership/maintenance/queue_gauges.py): the dashboard overview's numbers, read by the
 catalog's owner alone, capped, and absent rather than stale when they cannot be read."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.observability.queue_gauges import QueueGauges
+from pinledger.service.ownership.maintenance.queue_gauges import QueueGauges
 from pinledger.service.testing.runtime import TEST_CONFIG, Node, Runtime, job
 
 JOBS = "pinledger_queue_jobs"
