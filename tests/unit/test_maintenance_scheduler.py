@@ -77,6 +77,37 @@ def test_each_duty_runs_at_its_interval_from_the_lanes_start() -> None:
     assert later.runs == [12, 17, 22]
 
 
+class _Slow(_Duty):
+    """Takes `takes_s` of the fake clock's time to run."""
+
+    def __init__(self, clock: FakeClock, schedule: Schedule, takes_s: float) -> None:
+        super().__init__(clock, schedule)
+        self.fake_clock = clock
+        self.takes_s = takes_s
+
+    def run(self, now_ms: int) -> None:
+        super().run(now_ms)
+        self.fake_clock.advance(self.takes_s)
+
+
+class _SlowToo(_Slow):
+    name = "slow-too"
+
+
+def test_duties_of_one_interval_run_together_in_order_however_long_they_take() -> None:
+    """As the members tick ran them: the ledger format, then the resizes that write with
+    it, in one round every interval, not drifting apart by their run times."""
+    clock = FakeClock()
+    first = _Slow(clock, Schedule(2.0), takes_s=0.3)
+    second = _SlowToo(clock, Schedule(2.0), takes_s=0.5)
+    lane = Lane("test", [first, second], clock, lambda: True, "test")
+    for _ in range(4):
+        clock.advance(lane.until_next())
+        lane.run_due()
+    assert first.runs == pytest.approx([2.0, 4.8, 7.6, 10.4])
+    assert second.runs == [pytest.approx(t + 0.3) for t in first.runs]
+
+
 def test_a_failing_duty_is_logged_once_retried_after_its_backoff_and_the_others_run_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -216,3 +247,16 @@ def test_every_periodic_duty_the_server_builds_runs_under_the_one_scheduler() ->
             "timeline-retention": 600.0,
             "queue-gauges": 15.0,
         }
+
+
+def test_the_members_loop_of_health_is_the_members_lane() -> None:
+    """/health's `members` loop (and pinledger_loop_lag_seconds{loop="members"}): alive
+    while the lane's thread runs, progressing on each members tick (every 2 s)."""
+    with Runtime() as rt:
+        node = rt.node()
+        loop = node.owner.scheduler.loop("members")
+        assert loop.alive()
+        before = loop.progressed_at()
+        rt.advance_until(lambda: loop.progressed_at() >= before + 2, "a members tick")
+        node.stop()
+        assert not loop.alive()

@@ -27,10 +27,10 @@ class Scope(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """When a duty runs: every `every_s` seconds (monotonic, counted from the end of its
-    last run); the first run at once, or after one interval. After a failure it runs
-    again after `retry_s`, doubling with each failure in a row up to `every_s` (None:
-    after `every_s`, as after a run that worked)."""
+    """When a duty runs: every `every_s` seconds (monotonic, counted from the end of the
+    lane's round it last ran in), the first run at once or one interval after the lane
+    starts. After a failure it runs again after `retry_s`, doubling with each failure in
+    a row up to `every_s` (None: after `every_s`, as after a run that worked)."""
 
     every_s: float
     at_once: bool = False

@@ -86,25 +86,37 @@ class Lane:
 
     def run_due(self) -> None:
         """One round: every duty that is due, in order. On the owner thread, a duty's
-        error ends the round and is raised (after its next run is scheduled)."""
+        error ends the round and is raised. Each duty that ran runs next counted from
+        the round's end, so that duties of one interval keep running together, in
+        order."""
         now = self._clock.monotonic()
         due = self._schedule(now)
-        now_ms = self._clock.now_ms()
-        for duty in self.duties:
-            if due[duty.name] > now:
-                continue
-            try:
-                if duty.scope is Scope.CATALOG_OWNER and not self._leads():
-                    duty.stand_by()
+        now_ms: int | None = None  # read once a duty is due: most owner passes run none
+        ran: list[Duty] = []
+        try:
+            for duty in self.duties:
+                if due[duty.name] > now:
+                    continue
+                if now_ms is None:
+                    now_ms = self._clock.now_ms()
+                ran.append(duty)
+                try:
+                    if duty.scope is Scope.CATALOG_OWNER and not self._leads():
+                        duty.stand_by()
+                    else:
+                        duty.run(now_ms)
+                except Exception as exc:
+                    self._ran(duty, exc)
+                    if self.thread is None:
+                        raise
                 else:
-                    duty.run(now_ms)
-            except Exception as exc:
-                self._ran(duty, exc)
-                if self.thread is None:
-                    raise
-            else:
-                self._ran(duty, None)
-        self.progressed_at = self._clock.monotonic()
+                    self._ran(duty, None)
+        finally:
+            ended = self._clock.monotonic()
+            for duty in ran:
+                failures = self.health[duty.name].failures_in_a_row
+                due[duty.name] = ended + duty.schedule.after(failures)
+            self.progressed_at = ended
 
     def _schedule(self, now: float) -> dict[str, float]:
         if self._due is None:
@@ -114,7 +126,7 @@ class Lane:
         return self._due
 
     def _ran(self, duty: Duty, exc: Exception | None) -> None:
-        """Note a run's outcome, log what changed, and schedule the next run from now."""
+        """Note a run's outcome and log what changed."""
         before = self.health[duty.name]
         ended = self._clock.monotonic()
         if exc is None:
@@ -134,8 +146,6 @@ class Lane:
                     duty.schedule.after(after.failures_in_a_row),
                 )
         self.health = {**self.health, duty.name: after}
-        assert self._due is not None
-        self._due[duty.name] = ended + duty.schedule.after(after.failures_in_a_row)
 
 
 class Scheduler:
