@@ -2,22 +2,25 @@
 lanes in one place (`Duties.scheduler`). The owner calls it, so `pinledger serve`
 (server.py) and the test runtime (testing/runtime.py) run the same duties, wired once.
 
-    lane                thread                 duties, in order          every        where
-    owner               the owner's pass       claim-timeouts            1 s, at once every server
-                                               garbage-collection        GC_INTERVAL  every server
-    members             owner-members          ledger-format             2 s          every server
-                                               queue-sizes               2 s          catalog owner
-                                               retirement                2 s          catalog owner
-                                               adaptation                2 s          every server *
-                                               members                   2 s          every server
-    timeline-retention  timeline-retention     timeline-retention        600 s, at once every server
-    queue-gauges        queue-gauges           queue-gauges              QUEUE_METRICS_INTERVAL
-                                                                                      catalog owner
+    lane (its thread)        duty, in order       every                          where
+    owner (the owner's pass) claim-timeouts       1 s, the first at once         every server
+                             garbage-collection   PINLEDGER_GC_INTERVAL_S        every server
+    members (owner-members)  ledger-format        2 s                            every server
+                             queue-sizes          2 s                            catalog owner
+                             retirement           2 s                            catalog owner
+                             adaptation           2 s                            every server*
+                             members              2 s                            every server
+    timeline-retention       timeline-retention   600 s, the first at once       every server
+    queue-gauges             queue-gauges         PINLEDGER_QUEUE_METRICS_       catalog owner
+                                                  INTERVAL_S (0: no such lane)
 
-(* every server closes its measuring windows; the catalog's owner alone resizes.) Every
-server of the first two lanes acts on its own partitions or its own view. The
-catalog-owner duties are scheduled on every server and stand by on all but one, so a
-failover hands them over within one interval.
+An every-server duty acts on the server's own partitions or its own view (the members
+list, the ledger format it writes with, its share of the dequeue calls*: each server
+closes its own measuring windows, while the catalog's owner alone resizes), or on what
+the store makes safe to do from every server (the timeline's partitions). A
+catalog-owner duty is scheduled on every server and stands by on all but one, so a
+failover hands it over within one interval. A first run not at once comes one interval
+after the lane starts.
 
 Why these lanes: the owner lane's duties drop a partition whose store shard fails them,
 which only the owner thread may do (scheduler.py); the members lane keeps the order the
