@@ -247,7 +247,7 @@ class Config:
         15.0,
         """How often the catalog partition's owner reads each queue's jobs by state and
         its oldest due job for /metrics (pinledger_queue_jobs,
-        pinledger_queue_oldest_ready_seconds; service/observability/queue_gauges.py);
+        pinledger_queue_oldest_ready_seconds; service/ownership/maintenance/queue_gauges.py);
         0: never.""",
     )
     queue_metrics_cap: int = _setting(

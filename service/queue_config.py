@@ -9,8 +9,9 @@ maxJobsPerSecond  number >= 0, cluster-wide dequeue rate; 0 pauses the queue; ab
 partitions        integer >= 1, the partitions this queue takes jobs on: createQueue
                   uses it, and a change resizes the queue live (decision 0030); absent
                   means the server's default, never resized. Or an object letting the
-                  servers adapt the count between bounds (service/ownership/adaptation.py):
-                  {"min": 1, "max": 32} and optionally "growRate" (enqueues/s per
+                  servers adapt the count between bounds
+                  (service/ownership/maintenance/adaptation.py): {"min": 1, "max": 32}
+                  and optionally "growRate" (enqueues/s per
                   partition, 200), "growBacklog" (due jobs per partition, 1000),
                   "shrinkEmptyRatio" (share of empty dequeue answers, 0.5),
                   "minDequeues" (50), "cooldownSeconds" (300), "windowSeconds" (60).

@@ -31,10 +31,7 @@ from pinledger.service.listeners import Listener
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.health import HealthMonitor, Loop
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.ownership.adaptation import Adaptation
 from pinledger.service.ownership.owner import Owner
-from pinledger.service.ownership.queue_sizes import QueueSizes
-from pinledger.service.ownership.retirement import Retirement
 from pinledger.service.queue_config import QueueConfig
 
 log = logging.getLogger(__name__)
@@ -87,35 +84,8 @@ class Server:
             on_members_change=self._members_changed,
             on_unreadable_format=self._format_unreadable,
             on_rate_shares=self.rate_limits.set_shares,
-        )
-        self.owner.queue_sizes = QueueSizes(
-            self.writer,
-            lambda: self.owner.partitions.catalog is not None,
-            lambda: self.queue_config.current,
-            self.queues.rows,
-            SYSTEM_CLOCK,
-            Actor(source="pinledger:queue-config", server=config.server_id),
-        )
-        self.owner.retirement = Retirement(
-            self.writer,
-            self.store,
-            lambda: self.owner.partitions.catalog is not None,
-            self.queues.rows,
-            SYSTEM_CLOCK,
-            Actor(source="pinledger:owner", server=config.server_id),
-            config.retire_after_s,
-        )
-        self.owner.adaptation = Adaptation(
-            self.writer,
-            self.store,
-            self.owner.dequeue_tally,
-            self.metrics,
-            lambda: self.owner.partitions.catalog is not None,
-            lambda: self.queue_config.current,
-            self.queues.rows,
-            SYSTEM_CLOCK,
-            Actor(source="pinledger:adaptive", server=config.server_id),
-            config.max_priority,
+            queue_config=lambda: self.queue_config.current,
+            queue_rows=self.queues.rows,
         )
         # Before listening: a server that cannot read the cluster's ledger format stops
         # here, saying why (UnreadableFormatError).
@@ -146,10 +116,7 @@ class Server:
             },
             loops={
                 "owner": Loop(lambda: self.owner.alive, lambda: self.owner.loop.turned_at),
-                "members": Loop(
-                    lambda: self.owner.members_thread_alive,
-                    lambda: self.owner.members_progressed_at,
-                ),
+                "members": self.owner.scheduler.loop("members"),
                 "queue-directory": Loop(lambda: self.queues.alive, lambda: self.queues.turned_at),
             },
             metrics=self.metrics,

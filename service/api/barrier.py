@@ -62,7 +62,7 @@ def settle(api: Api, queue: QueueRow) -> None:
     call (one request for the end offsets), this server's own writes included. Retired
     partitions are left out: they hold no job (a stray one enqueued there by a server
     with a stale queue list is counted once its retirement is undone, within seconds:
-    service/ownership/retirement.py)."""
+    service/ownership/maintenance/retirement.py)."""
     topic = api.writer.topic(queue.name)
     keys = [(topic, p) for p in range(queue.active)]
     ends = api.writer.log.end_offsets(keys)

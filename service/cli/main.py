@@ -37,7 +37,7 @@ from pinledger.service.cli.demo import run_demo
 from pinledger.service.cli.tool import main as client_main
 from pinledger.service.config import Config, ConfigError
 from pinledger.service.listeners import PortInUseError
-from pinledger.service.ownership.ledger_format import UnreadableFormatError
+from pinledger.service.ownership.maintenance.ledger_format import UnreadableFormatError
 from pinledger.service.password import hash_password, hash_password_scrypt
 from pinledger.service.processes.supervisor import die_with_supervisor, run_processes
 from pinledger.service.server import DashboardServer, Server

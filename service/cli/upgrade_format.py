@@ -21,7 +21,7 @@ from pinledger.ledger.events import Actor
 from pinledger.ledger.log import GroupMember, Log, catalog_topic, owners_group
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.service.config import Config
-from pinledger.service.ownership.ledger_format import read_cluster_format
+from pinledger.service.ownership.maintenance.ledger_format import read_cluster_format
 
 EXIT_REFUSED = 2
 EXIT_NO_CLUSTER = 1

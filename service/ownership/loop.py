@@ -3,7 +3,8 @@
 A pass: bring the subscription up to date, ask the group to rebalance if the watchdog
 said so, poll, act on rebalance news (adopt, drop), project the records, let caught-up
 partitions serve, hand out again the jobs whose failed claim proved not to have
-landed, refill the ready windows running low, run the maintenance that is due.
+landed, refill the ready windows running low, run the owner lane's duties that are due
+(claim timeouts, garbage collection: maintenance/scheduler.py).
 kafka-python wants subscribe, seek and request_rejoin on the polling thread: they all
 happen here.
 
@@ -19,11 +20,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from pinledger.ledger.clock import Clock
 from pinledger.ledger.log import GroupReader
 from pinledger.service.observability.log_limit import RateLimitedLog
-from pinledger.service.ownership.maintenance.schedule import Maintenance
 from pinledger.service.ownership.partitions import Partitions
 from pinledger.service.ownership.subscription import Subscription
 
@@ -43,14 +44,15 @@ class OwnerLoop:
         self,
         subscription: Subscription,
         partitions: Partitions,
-        maintenance: Maintenance,
+        run_maintenance: Callable[[], None],
         rejoin: threading.Event,
         stop: threading.Event,
         clock: Clock,
     ) -> None:
         self.subscription = subscription
         self.partitions = partitions
-        self.maintenance = maintenance
+        # The owner lane's round (maintenance/scheduler.py: `Lane.run_due`).
+        self.run_maintenance = run_maintenance
         self.rejoin = rejoin
         self.stop = stop
         self.clock = clock
@@ -131,7 +133,7 @@ class OwnerLoop:
         self.partitions.promote()
         self.partitions.settle_doubts(self.clock.monotonic())
         self.partitions.refill()
-        self.maintenance.run_due()
+        self.run_maintenance()
         self.loop_at = self.clock.monotonic()
         self.passes += 1
         self._failed_in_a_row = 0

@@ -1,11 +1,12 @@
 """The owners' group as seen from this server: its live members and what each owns,
 for forwarding dequeues to peers, shared rate limits and createQueue's wait.
 
-The members thread refreshes the list every `MEMBERS_EVERY_S` (and runs the watchdog
-after each refresh, see owner.py). The rebalance callbacks of this server's own member
-are in partitions.py: they change the partitions' state under its lock.
+The members duty (maintenance/members.py) refreshes the list every `MEMBERS_EVERY_S`,
+the members lane's interval (and runs the watchdog after each refresh). The rebalance
+callbacks of this server's own member are in partitions.py: they change the partitions'
+state under its lock.
 
-`members` is replaced whole by the members thread and read by Thrift handler threads
+`members` is replaced whole by the members lane and read by Thrift handler threads
 (`peers_for`) without a lock: a list reference is swapped atomically, and readers use
 the list they got.
 """
@@ -13,17 +14,16 @@ the list they got.
 from __future__ import annotations
 
 import logging
-import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from pinledger.ledger.clock import Clock
 from pinledger.ledger.log import GroupMember, Log, LogError, queue_of_topic
-from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.ownership.partitions import Key, Partitions
 
 log = logging.getLogger(__name__)
 
+# How often the members lane's duties run (maintenance/duties.py): the members list,
+# the ledger format, the queue config's resizes, retirement and adaptation.
 MEMBERS_EVERY_S = 2.0
 # Members of the owners' group are named after the server's Thrift address.
 MEMBER_PREFIX = "pinledger@"
@@ -129,25 +129,3 @@ class Membership:
         """Addresses (host:port) of other live servers owning partitions of `topic`
         (retired ones, from `retired_from` on, left out)."""
         return peer_addresses(self.members, topic, self.member_id, retired_from)
-
-
-class MembersThread:
-    """Calls `tick` every MEMBERS_EVERY_S until `stop` is set."""
-
-    def __init__(self, tick: Callable[[], None], stop: threading.Event, clock: Clock) -> None:
-        self._tick = tick
-        self._stop = stop
-        self._clock = clock
-        # When the last tick finished, failed or not (the health endpoints' progress).
-        self.last_tick_at = clock.monotonic()
-        self._failures = RateLimitedLog(log, burst=3, window_s=60.0, clock=clock)
-        self.thread = threading.Thread(target=self._run, name="owner-members", daemon=True)
-
-    def _run(self) -> None:
-        while not self._clock.sleep(MEMBERS_EVERY_S, self._stop):
-            try:
-                self._tick()
-            except Exception as exc:
-                # The thread must outlive any error of Kafka's: the next tick retries.
-                self._failures.warning("members tick failed: %s: %s", type(exc).__name__, exc)
-            self.last_tick_at = self._clock.monotonic()

@@ -8,7 +8,8 @@ group assignment plays the part Helix plays in Pacer. The owner
 - keeps a `ReadyBuffer` per partition (a bounded window of its next ready jobs,
   refilled from Postgres) and answers dequeues from memory, appending one claim record
   per partition per dequeue and answering after the broker acknowledged,
-- appends the claim timeouts and garbage collection of its partitions.
+- appends the claim timeouts and garbage collection of its partitions, and runs the
+  server's other periodic duties (maintenance/).
 
 `Owner` is the facade the server and the Thrift handler use; the work is in the rooms:
 
@@ -18,24 +19,22 @@ group assignment plays the part Helix plays in Pacer. The owner
   projection, revocation (and the rebalance callbacks);
 - loop.py: the owner thread and its pass;
 - claims.py: dequeue (take from the ready buffers in ready_buffer.py, append claims);
-- maintenance/: one module per duty: claim timeouts and garbage collection, appended
-  as events, and the timeline's retention (its day partitions made ahead and dropped
-  past the history retention, a thread of its own);
-- membership.py: the group's live members (forwarding, rate limits, createQueue's wait)
-  and the members thread;
-- ledger_format.py: the cluster's ledger format, read from the catalog at start (a
-  format this release cannot read stops it before it joins) and on each members tick;
-- watchdog.py: rebalance requests for unserved partitions, the stuck-loop report;
+- maintenance/: every periodic duty, one module each, and the one scheduler that runs
+  them (duties.py builds them and lists their lanes): claim timeouts and garbage
+  collection, the ledger format (read at start too: a format this release cannot read
+  stops the server before it joins), the queue config's resizes, retirement,
+  adaptation, the members tick and its watchdog, the timeline's retention, the queue
+  gauges;
+- membership.py: the group's live members (forwarding, rate limits, createQueue's wait);
 - spans.py: trace spans of the owner's actions;
 
-Threads: the owner thread (loop.py) polls Kafka, projects and runs maintenance; the
-members thread (membership.py) follows the ledger format, lists the group's members
-and runs the watchdog; the
-retention thread (maintenance/timeline_retention.py) keeps the timeline's partitions; the
-queue-gauges thread (observability/queue_gauges.py) reads each queue's jobs by state for
-/metrics while this server owns the catalog; the consumer's I/O thread calls the
-rebalance callbacks; Thrift handler threads call `dequeue`, `peek`, `serves_all`,
-`peers_for` and `add_queue`; the queue directory's thread calls `set_queues`.
+Threads: the owner thread (loop.py) polls Kafka, projects and runs the owner lane's
+duties (claim timeouts, garbage collection); the scheduler's other lanes run the other
+duties on threads of their own (owner-members: the ledger format, resizes, retirement,
+adaptation, the members list and the watchdog; timeline-retention; queue-gauges); the
+consumer's I/O thread calls the rebalance callbacks; Thrift handler threads call
+`dequeue`, `peek`, `serves_all`, `peers_for` and `add_queue`; the queue directory's
+thread calls `set_queues`.
 
 Locks (two; neither is ever held while taking the other):
 
@@ -44,8 +43,9 @@ Locks (two; neither is ever held while taking the other):
   lock is enough);
 - `Subscription`'s lock guards the queue names to subscribe to (subscription.py).
 
-Events: `stop` ends both threads; `rejoin` carries the watchdog's rebalance request to
-the owner thread. Everything else belongs to one thread (each module says which).
+Events: `stop` ends the owner thread and the scheduler's; `rejoin` carries the
+watchdog's rebalance request to the owner thread. Everything else belongs to one thread
+(each module says which).
 
 Time: every read goes through the injected `Clock` (wall time for events, monotonic
 time for intervals and grace periods; sleeps wake on `stop`).
@@ -57,41 +57,28 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
 from pinledger.ledger import formats
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 from pinledger.ledger.events import Actor
-from pinledger.ledger.log import GroupMember, GroupReader, Log, LogError, owners_group
+from pinledger.ledger.log import GroupMember, GroupReader, Log, owners_group
 from pinledger.ledger.writer import LedgerWriter, Traced
 from pinledger.projections.store import LedgerStore, QueueRow
 from pinledger.service.config import Config
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.observability.queue_gauges import QueueGauges, QueueGaugesThread
-from pinledger.service.ownership.adaptation import Adaptation, DequeueTally
 from pinledger.service.ownership.claims import Claimed, Claims
-from pinledger.service.ownership.ledger_format import ClusterFormat
 from pinledger.service.ownership.live_traces import LiveTraces
 from pinledger.service.ownership.loop import OwnerLoop
-from pinledger.service.ownership.maintenance.claim_timeouts import ClaimTimeouts
-from pinledger.service.ownership.maintenance.garbage_collection import Collector
-from pinledger.service.ownership.maintenance.schedule import Maintenance
-from pinledger.service.ownership.maintenance.timeline_retention import (
-    RetentionThread,
-    TimelineRetention,
-)
-from pinledger.service.ownership.membership import (
-    Membership,
-    MembersThread,
-    member_id_of,
-    rate_shares,
-)
+from pinledger.service.ownership.maintenance.adaptation import DequeueTally
+from pinledger.service.ownership.maintenance.duties import Duties, Sources, build_duties
+from pinledger.service.ownership.maintenance.scheduler import Scheduler
+from pinledger.service.ownership.maintenance.watchdog import stalled, unowned_topics
+from pinledger.service.ownership.membership import Membership, member_id_of
 from pinledger.service.ownership.partitions import Owned, Partitions
-from pinledger.service.ownership.queue_sizes import QueueSizes
-from pinledger.service.ownership.retirement import Retirement
 from pinledger.service.ownership.subscription import Subscription
-from pinledger.service.ownership.watchdog import Watchdog, stalled, unowned_topics
+from pinledger.service.queue_config import QueueConfig
 
 log = logging.getLogger(__name__)
 
@@ -111,16 +98,20 @@ class Owner:
         clock: Clock = SYSTEM_CLOCK,
         on_unreadable_format: Callable[[str], None] = lambda _: None,
         on_rate_shares: Callable[[Mapping[str, float]], None] = lambda _: None,
+        queue_config: Callable[[], QueueConfig] = QueueConfig,
+        queue_rows: Callable[[], Iterable[QueueRow]] = tuple,
     ) -> None:
         """`on_rate_shares`: told, when it changes, the fraction of each queue's
-        partitions this server owns (its share of the queue's rate limit)."""
+        partitions this server owns (its share of the queue's rate limit).
+        `queue_config`, `queue_rows`: the queue config as the server last read its file,
+        and the catalog's queues as its queue directory last read them (what the
+        resizes, retirement and adaptation act on)."""
         self.config = config
         self.kafka = kafka
         self.clock = clock
         self.group = owners_group(config.topic_prefix)
         self.member_id = member_id_of(config.address)
         self.writer = writer
-        actor = Actor(source="pinledger:owner", server=config.server_id)
         self._stop = threading.Event()
         rejoin = threading.Event()
         self.subscription = Subscription(config.topic_prefix, writer, self.clock)
@@ -140,66 +131,41 @@ class Owner:
         self.claims = Claims(
             config.server_id, self.clock.now_ms(), self.partitions, writer, metrics
         )
-        self.timeouts = ClaimTimeouts(
-            self.partitions, writer, metrics, actor, config.claim_timeout_s
-        )
-        self.collector = Collector(
-            self.partitions,
-            writer,
-            metrics,
-            actor,
-            config.succeeded_ttl_s,
-            config.failed_ttl_s,
-        )
-        maintenance = Maintenance(self.clock, self.timeouts, self.collector, config.gc_interval_s)
         self.loop = OwnerLoop(
-            self.subscription, self.partitions, maintenance, rejoin, self._stop, self.clock
+            self.subscription,
+            self.partitions,
+            lambda: self.scheduler.lane("owner").run_due(),
+            rejoin,
+            self._stop,
+            self.clock,
         )
         self.membership = Membership(
             kafka, self.group, self.member_id, self.partitions, on_members_change
         )
-        self.watchdog = Watchdog(
-            self.group, kafka, self.subscription, self.partitions, self.loop, rejoin, self.clock
-        )
-        self._members_thread = MembersThread(self.refresh_members, self._stop, self.clock)
-        self._retention_thread = RetentionThread(
-            TimelineRetention(store, self.clock, config.history_retention_days),
-            self._stop,
-            self.clock,
-        )
-        # Each queue's jobs by state for /metrics, read by the catalog's owner alone.
-        self._queue_gauges: QueueGaugesThread | None = None
-        if config.queue_metrics_interval_s > 0:
-            gauges = QueueGauges(
-                store,
-                metrics,
-                lambda: self.partitions.catalog is not None,
-                self.clock,
-                config.max_priority,
-                config.queue_metrics_cap,
-            )
-            self._queue_gauges = QueueGaugesThread(
-                gauges, self._stop, self.clock, config.queue_metrics_interval_s
-            )
-        self._reader: GroupReader | None = None
-        # Resizes the queues whose `partitions` the queue config changes (the server
-        # sets it; queue_sizes.py).
-        self.queue_sizes: QueueSizes | None = None
-        # The members tick's duties failing now, by what they do: the message logged.
-        self._duty_failures: dict[str, str] = {}
-        # Retires a queue's drained partitions, on the catalog's owner (the server sets
-        # it; retirement.py).
-        self.retirement: Retirement | None = None
         # The dequeue calls this server answers, for the adaptive partitions
-        # (adaptation.py), which the server sets.
+        # (maintenance/adaptation.py).
         self.dequeue_tally = DequeueTally(metrics)
-        self.adaptation: Adaptation | None = None
-        self.metrics = metrics
-        self.on_rate_shares = on_rate_shares
-        self._rate_shares: dict[str, float] | None = None
-        self.format = ClusterFormat(
-            kafka, config.topic_prefix, writer, metrics, on_unreadable_format
+        self.duties: Duties = build_duties(
+            config=config,
+            store=store,
+            kafka=kafka,
+            writer=writer,
+            metrics=metrics,
+            clock=self.clock,
+            partitions=self.partitions,
+            subscription=self.subscription,
+            membership=self.membership,
+            loop=self.loop,
+            rejoin=rejoin,
+            tally=self.dequeue_tally,
+            sources=Sources(queue_config, queue_rows),
+            on_rate_shares=on_rate_shares,
+            on_unreadable_format=on_unreadable_format,
         )
+        self.scheduler: Scheduler = self.duties.scheduler(self.clock, self._stop)
+        self.format = self.duties.ledger_format
+        self._reader: GroupReader | None = None
+        self.metrics = metrics
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -219,22 +185,16 @@ class Owner:
         )
         self.partitions.attach(self._reader)
         self.loop.start(self._reader)
-        self._members_thread.thread.start()
-        self._retention_thread.thread.start()
+        self.scheduler.start()
         self.live_traces.thread.start()
-        if self._queue_gauges is not None:
-            self._queue_gauges.thread.start()
 
     def stop(self) -> None:
         started = time.monotonic()
         self._stop.set()
         self.live_traces.wake()
         self.loop.thread.join(timeout=10)
-        self._members_thread.thread.join(timeout=5)
-        self._retention_thread.thread.join(timeout=5)
+        self.scheduler.join(timeout_s=5)
         self.live_traces.thread.join(timeout=5)
-        if self._queue_gauges is not None:
-            self._queue_gauges.thread.join(timeout=5)
         self.live_traces.drain()  # the spans of the last acks this server applied
         # Serving off, and the claims in flight in the log, before leaving: the next
         # owner serves once it has projected up to the log's end it reads when assigned,
@@ -293,63 +253,11 @@ class Owner:
     def members(self) -> list[GroupMember]:
         return self.membership.members
 
-    def refresh_members(self) -> None:
-        """The members thread's tick: follow the cluster's ledger format, resize the
-        queues the queue config asks to (on the catalog's owner), list the members, run
-        the watchdog, and let the producer forget deleted topics (decision 0007:
-        kafka-python's producer would otherwise re-request their metadata forever)."""
-        try:
-            self.format.refresh()
-        except LogError as exc:
-            log.warning("cannot read the cluster's ledger format from the catalog: %s", exc)
-        if self.queue_sizes is not None:
-            self._duty("checking the queue config's partitions", self.queue_sizes.check)
-        if self.retirement is not None:
-            self._duty("checking for drained partitions to retire", self.retirement.check)
-        if self.adaptation is not None:
-            self._duty("adapting the queues' partitions", self.adaptation.check)
-        members = self.membership.refresh()
-        if members is None:
-            return
-        self._share_rates(members)
-        self.watchdog.check(members)
-        try:
-            self.kafka.forget_deleted_topics()
-        except LogError as exc:
-            log.warning("cannot check which topics were deleted: %s", exc)
-
     @property
     def rate_shares(self) -> Mapping[str, float] | None:
         """This server's share of each queue's partitions, as last told to
         `on_rate_shares` (None before the first members tick that saw them)."""
-        return self._rate_shares
-
-    def _share_rates(self, members: Sequence[GroupMember]) -> None:
-        """Tell `on_rate_shares` this server's share of each queue's partitions when it
-        changed; a group between generations (no partition assigned) changes nothing."""
-        if not any(member.partitions for member in members):
-            return
-        shares = rate_shares(
-            members, self.member_id, self.config.topic_prefix, self.partitions.retired_from
-        )
-        if shares != self._rate_shares:
-            self._rate_shares = shares
-            self.on_rate_shares(shares)
-
-    def _duty(self, what: str, check: Callable[[], object]) -> None:
-        """One duty of the members tick; the tick's other duties run whatever happens.
-        A failure is logged once while it lasts (a store shard down fails it every tick),
-        and its end once."""
-        try:
-            check()
-        except Exception as exc:
-            said = f"{what} failed: {exc}"
-            if self._duty_failures.get(what) != said:
-                log.warning("%s; trying again every tick", said)
-            self._duty_failures[what] = said
-        else:
-            if self._duty_failures.pop(what, None) is not None:
-                log.info("%s works again", what)
+        return self.duties.members.rate_shares
 
     @property
     def unavailable(self) -> str | None:
@@ -366,15 +274,6 @@ class Owner:
         server's other partitions serve, so /ready names them and stays ready (decision
         0032)."""
         return self.partitions.paused()
-
-    @property
-    def members_thread_alive(self) -> bool:
-        return self._members_thread.thread.is_alive()
-
-    @property
-    def members_progressed_at(self) -> float:
-        """Monotonic time the members thread last finished a tick."""
-        return self._members_thread.last_tick_at
 
     def serves_all(self, queue: str, partitions: int) -> bool:
         """Whether every partition of `queue` is owned by a live server, and those this

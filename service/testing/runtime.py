@@ -50,9 +50,7 @@ from pinledger.service.api.ratelimit import QueueRateLimits
 from pinledger.service.api.requests import Caller, DequeueRequest
 from pinledger.service.config import Config
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.ownership.adaptation import Adaptation
 from pinledger.service.ownership.owner import Owner
-from pinledger.service.ownership.retirement import Retirement
 from pinledger.service.placement import Placer
 from pinledger.service.queue_config import QueueConfig
 from pinledger.service.store_shards import Shard, ShardMap
@@ -145,6 +143,8 @@ class Node:
             self.writer.placer = Placer(lambda: shard_map, store.queues)
         self.queues = QueueDirectory(store, clock=self.clock)
         self.rate_limits = QueueRateLimits(self.clock.monotonic)
+        # The queue config file's contents, as a test sets them (`queue_config`).
+        self._queue_config = QueueConfig()
         self.owner = Owner(
             config,
             store,
@@ -154,34 +154,13 @@ class Node:
             on_catalog_change=self.queues.refresh,
             clock=self.clock,
             on_rate_shares=self.rate_limits.set_shares,
+            queue_config=lambda: self.queue_config,
+            queue_rows=self.queues.rows,
         )
         self.owner.loop.poll_timeout_ms = _POLL_TIMEOUT_MS
         self.queues.on_change = self.owner.set_queues
         self.queues.on_rows = self.owner.set_rows
         self.owner.set_queues(self.queues.names())
-        # The queue config file's contents, as a test sets them (`queue_config`).
-        self._queue_config = QueueConfig()
-        self.owner.adaptation = Adaptation(
-            self.writer,
-            store,
-            self.owner.dequeue_tally,
-            self.metrics,
-            lambda: self.owner.partitions.catalog is not None,
-            lambda: self.queue_config,
-            self.queues.rows,
-            self.clock,
-            Actor(source="pinledger:adaptive", server=config.server_id),
-            config.max_priority,
-        )
-        self.owner.retirement = Retirement(
-            self.writer,
-            store,
-            lambda: self.owner.partitions.catalog is not None,
-            self.queues.rows,
-            self.clock,
-            Actor(source="pinledger:owner", server=config.server_id),
-            config.retire_after_s,
-        )
         self.handler = Handler(
             config,
             store,

@@ -1,6 +1,6 @@
 """The cluster's ledger format (ledger/formats.py, decision 0025): what members
 advertise, how the catalog's records fold to the format, who blocks a raise; and a
-server's following of it (service/ownership/ledger_format.py) on the in-memory log."""
+server's following of it (service/ownership/maintenance/ledger_format.py) on the in-memory log."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pinledger.ledger.log import Append, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.service.cli import upgrade_format
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.ownership.ledger_format import (
+from pinledger.service.ownership.maintenance.ledger_format import (
     FORMAT_GAUGE,
     ClusterFormat,
     UnreadableFormatError,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
@@ -28,7 +28,7 @@ from pinledger.projections.store import PartitionBatch
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.maintenance.claim_timeouts import ClaimTimeouts, timed_out
 from pinledger.service.ownership.maintenance.garbage_collection import Collector, gc_cutoffs
-from pinledger.service.ownership.maintenance.schedule import Every, Maintenance
+from pinledger.service.ownership.maintenance.scheduler import Lane
 from pinledger.service.ownership.partitions import Owned
 from pinledger.service.ownership.sightings import Sightings
 from pinledger.service.testing.clock import FakeClock
@@ -85,20 +85,6 @@ def _claimed(local_id: int, touched_at: int) -> Job:
     return make_job(
         JobState.IN_PROGRESS, local_id=local_id, touched_at=touched_at, updated_at=touched_at
     )
-
-
-def test_a_schedule_is_due_at_once_then_once_per_interval() -> None:
-    every = Every(1.0)
-    assert every.due(100.0)
-    assert not every.due(100.9)
-    assert every.due(101.0)
-    assert not every.due(101.5)
-
-
-def test_a_schedule_started_now_waits_a_full_interval() -> None:
-    every = Every(30.0, last=100.0)
-    assert not every.due(129.9)
-    assert every.due(130.0)
 
 
 def test_claims_not_renewed_within_the_timeout_time_out_once() -> None:
@@ -239,6 +225,7 @@ def test_finished_jobs_past_their_ttl_are_collected() -> None:
         OWNER,
         succeeded_ttl_s=86_400,
         failed_ttl_s=7 * 86_400,
+        gc_interval_s=60,
     )
     assert collector.run(now) == 2
     assert store.asked == [gc_cutoffs(now, day, 7 * day)]  # the serving partition only
@@ -251,29 +238,69 @@ def test_gc_cutoffs_are_now_minus_each_ttl() -> None:
     assert gc_cutoffs(10_000, 1_000, 3_000) == (9_000, 7_000)
 
 
-class _Counting:
-    def __init__(self) -> None:
+class _CountedTimeouts(ClaimTimeouts):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.runs: list[int] = []
 
-    def run(self, now: int) -> int:
-        self.runs.append(now)
-        return 0
+    def run(self, now_ms: int) -> int:
+        self.runs.append(now_ms)
+        return super().run(now_ms)
+
+
+class _CountedCollector(Collector):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.runs: list[int] = []
+
+    def run(self, now_ms: int, limit: int = 1) -> int:
+        self.runs.append(now_ms)
+        return super().run(now_ms, limit)
+
+
+class _Broken(ClaimTimeouts):
+    name = "broken"
+
+    def run(self, now_ms: int) -> int:
+        raise LogError("the log is down")
 
 
 def test_timeouts_run_every_second_and_gc_after_its_interval() -> None:
+    """The owner lane: claim timeouts at the owner's first pass, then every second;
+    collection after its first interval."""
     clock = FakeClock()
-    timeouts, collector = _Counting(), _Counting()
-    maintenance = Maintenance(
-        clock, cast(ClaimTimeouts, timeouts), cast(Collector, collector), gc_interval_s=30
-    )
-    maintenance.run_due()
+    parts, writer = make_partitions(), cast(LedgerWriter, RecordingWriter())
+    timeouts = _CountedTimeouts(parts, writer, Metrics(), OWNER, TIMEOUT_S)
+    collector = _CountedCollector(parts, writer, Metrics(), OWNER, 60, 60, gc_interval_s=30)
+    owner_lane = Lane("owner", [timeouts, collector], clock, lambda: False, None)
+    owner_lane.run_due()
     assert len(timeouts.runs) == 1 and collector.runs == []
     clock.advance(0.5)
-    maintenance.run_due()
+    owner_lane.run_due()
     assert len(timeouts.runs) == 1
     clock.advance(0.5)
-    maintenance.run_due()
+    owner_lane.run_due()
     assert timeouts.runs[-1] == clock.now_ms() and len(timeouts.runs) == 2
     clock.advance(29)
-    maintenance.run_due()
+    owner_lane.run_due()
     assert collector.runs == [clock.now_ms()]
+
+
+def test_an_error_of_an_owner_thread_duty_fails_the_pass() -> None:
+    """On the owner thread a duty's error is the pass's (the owner loop logs it, reloads
+    its partitions and backs off): the round ends there, and the duty runs again at its
+    next interval."""
+    clock = FakeClock()
+    parts, writer = make_partitions(), cast(LedgerWriter, RecordingWriter())
+    broken = _Broken(parts, writer, Metrics(), OWNER, TIMEOUT_S)
+    timeouts = _CountedTimeouts(parts, writer, Metrics(), OWNER, TIMEOUT_S)
+    owner_lane = Lane("owner", [broken, timeouts], clock, lambda: False, None)
+    with pytest.raises(LogError, match="the log is down"):
+        owner_lane.run_due()
+    assert owner_lane.health["broken"].failure == "LogError: the log is down"
+    assert timeouts.runs == []
+    assert owner_lane.until_next() == 0  # the other duty is still due
+    clock.advance(1)
+    with pytest.raises(LogError):
+        owner_lane.run_due()
+    assert owner_lane.health["broken"].failures_in_a_row == 2

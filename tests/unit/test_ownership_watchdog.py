@@ -13,9 +13,13 @@ from pinledger.ledger.log import Append, GroupMember
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import QueueRow
 from pinledger.service.ownership.loop import OwnerLoop
+from pinledger.service.ownership.maintenance.watchdog import (
+    STALL_GRACE_S,
+    UNOWNED_GRACE_S,
+    Watchdog,
+)
 from pinledger.service.ownership.partitions import Key, Owned
 from pinledger.service.ownership.subscription import Subscription
-from pinledger.service.ownership.watchdog import STALL_GRACE_S, UNOWNED_GRACE_S, Watchdog
 from pinledger.service.testing.clock import FakeClock
 from pinledger.service.testing.fake_log import FakeLog
 from tests.unit.ownership_fixtures import make_owned, make_partitions

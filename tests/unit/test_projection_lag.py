@@ -15,7 +15,7 @@ from pinledger.ledger.events import Actor, Enqueued, Envelope
 from pinledger.ledger.log import Append, GroupMember, catalog_topic, queue_topic
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.lag import MAX_READS, ProjectionLag
-from pinledger.service.ownership.watchdog import unowned_partitions
+from pinledger.service.ownership.maintenance.watchdog import unowned_partitions
 from pinledger.service.testing.runtime import TEST_CONFIG, Node, Runtime, job
 
 A0, A1, B0 = ("p.q.a", 0), ("p.q.a", 1), ("p.q.b", 0)

@@ -1,13 +1,15 @@
 """Each queue's jobs by state and the age of its oldest due job, as /metrics gauges
-(service/observability/queue_gauges.py): the dashboard overview's numbers, read by the
-catalog's owner alone, capped, and absent rather than stale when they cannot be read."""
+(service/ownership/maintenance/queue_gauges.py): the dashboard overview's numbers, read
+by the catalog's owner alone, capped, and absent rather than stale when they cannot be
+read."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.observability.queue_gauges import QueueGauges
+from pinledger.service.ownership.maintenance.queue_gauges import QueueGauges
+from pinledger.service.ownership.maintenance.scheduler import Lane
 from pinledger.service.testing.runtime import TEST_CONFIG, Node, Runtime, job
 
 JOBS = "pinledger_queue_jobs"
@@ -106,7 +108,7 @@ def test_counts_stop_at_the_cap() -> None:
     with Runtime(CONFIG) as rt:
         _store_with_jobs(rt, 5)
         metrics = Metrics()
-        QueueGauges(rt.store, metrics, lambda: True, rt.clock, 3, cap=3).refresh()
+        QueueGauges(rt.store, metrics, rt.clock, 3, cap=3, every_s=5).run(rt.clock.now_ms())
         assert _jobs(metrics, "mail")["pending"] == 3
 
 
@@ -115,19 +117,25 @@ def test_a_server_that_stops_leading_drops_its_series_and_an_unread_queue_has_no
         _store_with_jobs(rt, 2)
         metrics = Metrics()
         leads = [True]
-        gauges = QueueGauges(rt.store, metrics, lambda: leads[0], rt.clock, 3, cap=100)
-        gauges.refresh()
+        gauges = QueueGauges(rt.store, metrics, rt.clock, 3, cap=100, every_s=5)
+        lane = Lane("queue-gauges", [gauges], rt.clock, lambda: leads[0], "t")
+
+        def turn() -> None:
+            rt.clock.advance(lane.until_next())
+            lane.run_due()
+
+        turn()
         assert _jobs(metrics, "mail")["pending"] == 2
         rt.store.fail("connection refused")
         try:
-            gauges.refresh()  # unknown: no series, never the last number read
+            turn()  # unknown: no series, never the last number read
         finally:
             rt.store.recover()
         assert JOBS not in metrics.prometheus() and OLDEST not in metrics.prometheus()
-        gauges.refresh()
+        turn()
         assert _jobs(metrics, "mail")["pending"] == 2
         leads[0] = False
-        gauges.refresh()
+        turn()
         assert JOBS not in metrics.prometheus() and OLDEST not in metrics.prometheus()
 
 
@@ -140,4 +148,4 @@ def test_the_setting_zero_turns_them_off() -> None:
         rt.clock.advance(60)
         rt.settle()
         assert JOBS not in a.metrics.prometheus()
-        assert a.owner._queue_gauges is None
+        assert "queue-gauges" not in {d.name for d in a.owner.scheduler.duties}

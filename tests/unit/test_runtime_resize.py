@@ -6,7 +6,6 @@ partition; a cluster whose ledger format predates resizes refuses one."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 from types import SimpleNamespace
 
@@ -28,8 +27,8 @@ from pinledger.ledger.log import GroupMember, catalog_topic, queue_topic
 from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.catalog_log import catalog_queues, resizes
 from pinledger.projections.store import QueueRow
+from pinledger.service.ownership.maintenance.queue_sizes import QueueSizes
 from pinledger.service.ownership.membership import member_id_of, peer_addresses
-from pinledger.service.ownership.queue_sizes import QueueSizes
 from pinledger.service.queue_config import QueueConfig, parse_queue_config
 from pinledger.service.testing.runtime import GONE, TEST_CONFIG, Node, Runtime, job
 
@@ -146,10 +145,6 @@ def test_fake_log_adds_partitions_idempotently() -> None:
         assert rt.log.partition_count(topic) == 4
 
 
-def _owns_catalog(node: Node) -> bool:
-    return node.owner.partitions.catalog is not None
-
-
 def _config(partitions: int) -> QueueConfig:
     return parse_queue_config(
         json.dumps({"queues": [{"name": "mail", "queueConfig": {"partitions": partitions}}]})
@@ -160,19 +155,13 @@ def test_raising_partitions_in_the_queue_config_grows_the_queue_once() -> None:
     with Runtime(CONFIG) as rt:
         a, b = rt.node(), rt.node()
         a.create_queue("mail")
-        config = _config(2)
         for node in (a, b):
-            node.owner.queue_sizes = QueueSizes(
-                node.writer,
-                functools.partial(_owns_catalog, node),
-                lambda: config,
-                node.queues.rows,
-                rt.clock,
-                Actor("pinledger:queue-config", server=node.config.server_id),
-            )
-        assert [n.owner.queue_sizes.check() for n in (a, b)] == [[], []]  # type: ignore[union-attr]
+            node.queue_config = _config(2)
+        now = rt.clock.now_ms()
+        assert [n.owner.duties.queue_sizes.run(now) for n in (a, b)] == [[], []]
 
-        config = _config(5)  # the file was edited: the servers re-read it
+        for node in (a, b):
+            node.queue_config = _config(5)  # the file was edited: the servers re-read it
         rt.advance_until(
             lambda: {q.name: q.partitions for q in rt.store.queues()}.get("mail") == 5,
             "the catalog owner to grow the queue to five partitions",
@@ -186,7 +175,8 @@ def test_raising_partitions_in_the_queue_config_grows_the_queue_once() -> None:
         resizes = [e for e in catalog if isinstance(e, QueueResized)]
         assert resizes == [QueueResized("mail", 5, "queue config: partitions 5")]
 
-        config = _config(3)  # lowered: partitions 3 and 4 drain
+        for node in (a, b):
+            node.queue_config = _config(3)  # lowered: partitions 3 and 4 drain
         rt.advance_until(
             lambda: {q.name: q.open for q in rt.store.queues()}.get("mail") == 3,
             "the catalog owner to shrink the queue to three partitions",
@@ -200,13 +190,12 @@ def test_the_queue_config_cannot_grow_a_queue_on_a_format_1_cluster() -> None:
         rt.writer.follow_format(formats.PLAIN)
         growth = QueueSizes(
             rt.writer,
-            lambda: True,
             lambda: _config(4),
             lambda: [QueueRow("mail", 2, 0)],
             rt.clock,
             Actor("t"),
         )
-        assert growth.check() == []
+        assert growth.run(rt.clock.now_ms()) == []
         assert rt.log.partition_count(queue_topic(CONFIG.topic_prefix, "mail")) == 2
 
 

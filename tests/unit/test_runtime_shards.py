@@ -6,14 +6,13 @@ resize places the partitions it adds, and deleting the queue clears every shard.
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 import pytest
 
 from pinledger.idl import pinlater
 from pinledger.ledger.descriptor import parse
 from pinledger.ledger.state import JobState
-from pinledger.projections.store import JobFilter, StoreUnavailableError
+from pinledger.projections.store import JobFilter
 from pinledger.service.testing.fake_store import FakeStore
 from pinledger.service.testing.runtime import GONE, TEST_CONFIG, Runtime, job
 
@@ -114,35 +113,6 @@ def test_a_shard_down_pauses_only_its_partitions_and_they_serve_again_when_it_re
             return set(enqueued) <= set(got)
 
         rt.advance_until(served_all, "every job, on a and on b, to be dequeued")
-
-
-def test_a_failing_tick_duty_is_logged_once_while_it_lasts(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """A store shard down fails the retirement's check on every members tick: one line
-    when it starts failing, one when it works again."""
-    with Runtime(CONFIG, shards=2) as rt:
-        node = rt.node(start=False)  # no members thread ticking beside the test's calls
-        caplog.set_level(logging.INFO, logger="pinledger.service.ownership.owner")
-        failing = [True]
-
-        class Retirement:
-            def check(self) -> None:
-                if failing[0]:
-                    raise StoreUnavailableError("store shard 'b': down")
-
-        node.owner.retirement = Retirement()  # type: ignore[assignment]
-        for _ in range(3):
-            node.owner.refresh_members()
-        failing[0] = False
-        node.owner.refresh_members()
-        node.owner.refresh_members()
-        said = [r.getMessage() for r in caplog.records if "drained partitions" in r.getMessage()]
-        assert said == [
-            "checking for drained partitions to retire failed: store shard 'b': down; "
-            "trying again every tick",
-            "checking for drained partitions to retire works again",
-        ]
 
 
 def test_the_home_shard_down_pauses_its_partitions_and_the_others_serve_on() -> None:

@@ -4,8 +4,6 @@ timeline rows are gone (the same history the rows gave)."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from pinledger.ledger import codec
@@ -40,10 +38,8 @@ from pinledger.projections.log_history import (
     read_history,
 )
 from pinledger.projections.projector import PartitionProjector
-from pinledger.service.ownership.maintenance.timeline_retention import (
-    RetentionThread,
-    TimelineRetention,
-)
+from pinledger.service.ownership.maintenance.scheduler import Lane
+from pinledger.service.ownership.maintenance.timeline_retention import TimelineRetention
 from pinledger.service.testing.clock import FakeClock
 from pinledger.service.testing.fake_log import FakeLog
 from pinledger.service.testing.fake_store import FakeStore
@@ -100,35 +96,45 @@ def test_only_partitions_wholly_older_than_the_cutoff_are_dropped() -> None:
 
 def test_the_keeper_makes_partitions_ahead_and_keeps_history_forever_by_default() -> None:
     store, clock = FakeStore(), FakeClock(DAY0 + 1000)
-    keeper = TimelineRetention(store, clock, retention_days=0)
-    assert keeper.run().created == 3
+    keeper = TimelineRetention(store, retention_days=0)
+    assert keeper.run(clock.now_ms()).created == 3
     clock.advance(30 * 86_400)
-    result = keeper.run()
+    result = keeper.run(clock.now_ms())
     assert (result.created, result.dropped) == (3, 0)
     assert store.day_partitions()[0] == _day(0)
 
 
 def test_the_keeper_drops_the_days_past_the_retention() -> None:
     store, clock = FakeStore(), FakeClock(DAY0 + 1000)
-    keeper = TimelineRetention(store, clock, retention_days=2)
-    keeper.run()  # days 0, 1, 2
+    keeper = TimelineRetention(store, retention_days=2)
+    keeper.run(clock.now_ms())  # days 0, 1, 2
     clock.advance(3 * 86_400)  # day 3, 00:00:01: days 0 (ended 3 days ago) is past 2 days
-    assert keeper.run().dropped == 1
+    assert keeper.run(clock.now_ms()).dropped == 1
     assert store.day_partitions()[0] == _day(1)
 
 
-def test_the_history_thread_survives_failures_and_backs_off() -> None:
+def test_the_retention_survives_failures_and_backs_off() -> None:
+    """It runs at once, sooner after a failure (1 s, doubling up to its interval), and
+    at its interval once it works again."""
     store, clock = FakeStore(), FakeClock(DAY0)
-    thread = RetentionThread(
-        TimelineRetention(store, clock, 1), threading.Event(), clock, every_s=60
-    )
+    lane = Lane("timeline-retention", [TimelineRetention(store, 1, every_s=60)], clock, bool, "t")
+    assert lane.until_next() == 0
     store.fail("connection refused")
-    assert not thread.run_once()
-    assert [thread.pause_after(failed=True) for _ in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]
+    pauses = []
+    for _ in range(8):
+        lane.run_due()
+        pauses.append(lane.until_next())
+        clock.advance(pauses[-1])
+    assert pauses == [1, 2, 4, 8, 16, 32, 60, 60]
+    assert lane.health["timeline-retention"].failures_in_a_row == 8
     store.recover()
-    assert thread.run_once()
-    assert thread.pause_after(failed=False) == 60
-    assert thread.pause_after(failed=True) == 1
+    lane.run_due()
+    assert lane.health["timeline-retention"].failure is None
+    assert lane.until_next() == 60
+    clock.advance(60)
+    store.fail("connection refused")
+    lane.run_due()
+    assert lane.until_next() == 1
 
 
 # -- a history read from the log --------------------------------------------------------

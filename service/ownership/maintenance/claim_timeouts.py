@@ -34,12 +34,16 @@ from pinledger.projections.store import HeldJob, StoreUnavailableError
 from pinledger.service.observability import job_trace
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.maintenance.duty import Duty, Schedule
 from pinledger.service.ownership.partitions import Owned, Partitions
 from pinledger.service.ownership.sightings import Sightings
 from pinledger.service.ownership.spans import job_span, naming
 
 log = logging.getLogger(__name__)
 
+# How often the claim timeouts are checked: a claim times out within a second of its
+# timeout (the owner thread, from its first pass on).
+TIMEOUT_EVERY_S = 1.0
 # At most this many claims are timed out per partition per run.
 TIMEOUT_LIMIT = 5000
 # The claims kept because this owner saw them touched lately: one line per partition
@@ -118,8 +122,11 @@ def _kept(owned: Owned, kept: Sequence[HeldJob], now: int) -> None:
     )
 
 
-class ClaimTimeouts:
-    """Appends timeouts for claims not renewed within the claim timeout."""
+class ClaimTimeouts(Duty):
+    """Appends timeouts for claims not renewed within the claim timeout (every server,
+    for its partitions, on the owner thread: `Partitions.pause` drops a partition)."""
+
+    name = "claim-timeouts"
 
     def __init__(
         self,
@@ -134,6 +141,7 @@ class ClaimTimeouts:
         self.metrics = metrics
         self.actor = actor
         self.timeout_ms = int(claim_timeout_s * 1000)
+        self.schedule = Schedule(TIMEOUT_EVERY_S, at_once=True)
 
     def run(self, now: int) -> int:
         """Append the timeouts due at `now`; the number of jobs timed out."""

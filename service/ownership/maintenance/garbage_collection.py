@@ -17,6 +17,7 @@ from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import StoreUnavailableError
 from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.maintenance.duty import Duty, Schedule
 from pinledger.service.ownership.partitions import Partitions
 
 # At most this many finished jobs are collected per partition per run.
@@ -29,8 +30,12 @@ def gc_cutoffs(now: int, succeeded_ttl_ms: int, failed_ttl_ms: int) -> tuple[int
     return now - succeeded_ttl_ms, now - failed_ttl_ms
 
 
-class Collector:
-    """Appends Collected for finished jobs past their TTL in serving partitions."""
+class Collector(Duty):
+    """Appends Collected for finished jobs past their TTL in serving partitions, every
+    PINLEDGER_GC_INTERVAL_S from one interval after the owner starts (every server, for
+    its partitions, on the owner thread: `Partitions.pause` drops a partition)."""
+
+    name = "garbage-collection"
 
     def __init__(
         self,
@@ -40,6 +45,7 @@ class Collector:
         actor: Actor,
         succeeded_ttl_s: float,
         failed_ttl_s: float,
+        gc_interval_s: float,
     ) -> None:
         self.partitions = partitions
         self.writer = writer
@@ -47,6 +53,7 @@ class Collector:
         self.actor = actor
         self.succeeded_ttl_ms = int(succeeded_ttl_s * 1000)
         self.failed_ttl_ms = int(failed_ttl_s * 1000)
+        self.schedule = Schedule(gc_interval_s)
 
     def run(self, now: int, limit: int = COLLECT_LIMIT) -> int:
         """Append the collections due at `now`; the number of jobs collected."""

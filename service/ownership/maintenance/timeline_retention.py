@@ -2,23 +2,23 @@
 created ahead of the clock, and those past the history retention
 (PINLEDGER_HISTORY_RETENTION_DAYS; 0 keeps them forever) dropped whole.
 
-It runs on a thread of its own, not on the owner thread: its DDL waits on job_events'
-locks (briefly, and up to a lock timeout), and the owner thread serves dequeues. Every
-server runs it; the store makes concurrent runs safe (creation takes an advisory lock,
-a partition already created or dropped is left alone), so no server is special. The
-thread survives every error and tries again with a backoff.
+It runs in a lane of its own (scheduler.py), not on the owner thread: its DDL waits on
+job_events' locks (briefly, and up to a lock timeout), and the owner thread serves
+dequeues; nor beside the members' duties, which it would hold up as long. Every server
+runs it; the store makes concurrent runs safe (creation takes an advisory lock, a
+partition already created or dropped is left alone), so no server is special. It runs
+at once, then every RETENTION_EVERY_S; after a failure sooner, from FIRST_RETRY_S
+doubling up to the interval.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 
-from pinledger.ledger.clock import Clock
 from pinledger.projections.day_partitions import ahead_of, retention_cutoff
 from pinledger.projections.store import DayPartitionStore
-from pinledger.service.observability.log_limit import RateLimitedLog
+from pinledger.service.ownership.maintenance.duty import Duty, Schedule
 
 log = logging.getLogger(__name__)
 
@@ -34,18 +34,21 @@ class RetentionPass:
     dropped: int
 
 
-class TimelineRetention:
-    """One pass of the lifecycle at the clock's time."""
+class TimelineRetention(Duty):
+    """One pass of the lifecycle at the time it is handed."""
 
-    def __init__(self, store: DayPartitionStore, clock: Clock, retention_days: float) -> None:
+    name = "timeline-retention"
+
+    def __init__(
+        self, store: DayPartitionStore, retention_days: float, every_s: float = RETENTION_EVERY_S
+    ) -> None:
         self.store = store
-        self.clock = clock
         self.retention_days = retention_days
+        self.schedule = Schedule(every_s, at_once=True, retry_s=FIRST_RETRY_S)
 
-    def run(self) -> RetentionPass:
-        now = self.clock.now_ms()
-        created = self.store.ensure_day_partitions(*ahead_of(now))
-        cutoff = retention_cutoff(now, self.retention_days)
+    def run(self, now_ms: int) -> RetentionPass:
+        created = self.store.ensure_day_partitions(*ahead_of(now_ms))
+        cutoff = retention_cutoff(now_ms, self.retention_days)
         dropped = 0 if cutoff is None else self.store.drop_day_partitions_before(cutoff)
         if created or dropped:
             log.info(
@@ -54,50 +57,3 @@ class TimelineRetention:
                 dropped,
             )
         return RetentionPass(created, dropped)
-
-
-class RetentionThread:
-    """Runs `keeper` at once, then every RETENTION_EVERY_S until `stop` is set; after a
-    failure, sooner (backing off from FIRST_RETRY_S)."""
-
-    def __init__(
-        self,
-        keeper: TimelineRetention,
-        stop: threading.Event,
-        clock: Clock,
-        every_s: float = RETENTION_EVERY_S,
-    ) -> None:
-        self.keeper = keeper
-        self._stop = stop
-        self._clock = clock
-        self.every_s = every_s
-        self.failures_in_a_row = 0
-        self._failures = RateLimitedLog(log, burst=3, window_s=600.0, clock=clock)
-        self.thread = threading.Thread(target=self._run, name="timeline-retention", daemon=True)
-
-    def pause_after(self, failed: bool) -> float:
-        """How long to wait before the next pass."""
-        if not failed:
-            self.failures_in_a_row = 0
-            return self.every_s
-        pause: float = min(FIRST_RETRY_S * 2.0**self.failures_in_a_row, self.every_s)
-        self.failures_in_a_row += 1
-        return pause
-
-    def run_once(self) -> bool:
-        """One pass; False when it failed (logged, rate limited)."""
-        try:
-            self.keeper.run()
-        except Exception as exc:
-            # The thread must outlive any error of the store's: the next pass retries.
-            self._failures.warning(
-                "timeline day partitions pass failed: %s: %s", type(exc).__name__, exc
-            )
-            return False
-        return True
-
-    def _run(self) -> None:
-        while True:
-            pause = self.pause_after(not self.run_once())
-            if self._clock.sleep(pause, self._stop):
-                return

@@ -10,26 +10,28 @@ ranges of the jobs_by_state index, each count stopping at the cap) and `oldest_d
 `queues x (3 + 2 x priorities) x cap` index entries, however deep the backlogs.
 
 Who: these are cluster-wide numbers, the same whichever server reads them, so one server
-reads them: the owner of the catalog partition (`leads`), every
-PINLEDGER_QUEUE_METRICS_INTERVAL_S (0 turns them off). The cost is then paid once per
+reads them: the owner of the catalog partition (scope CATALOG_OWNER), every
+PINLEDGER_QUEUE_METRICS_INTERVAL_S (0 turns them off), in a lane of its own (a read of
+many queues must not hold up the members' duties). The cost is then paid once per
 cluster, not once per server; a failover moves the catalog and the gauges with it, and
-a server that no longer leads drops its series at its next turn (for that moment two
-servers may export them: dashboards aggregate with max). A queue whose store does not
-answer has no series until it does: absent means unknown, never a stale number.
+a server that no longer leads drops its series at its next turn (`stand_by`; for that
+moment two servers may export them: dashboards aggregate with max). A queue whose store
+does not answer has no series until it does: absent means unknown, never a stale
+number.
 
-State: the gauges thread's alone.
+State: its lane's alone.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from pinledger.ledger.clock import Clock
 from pinledger.projections.store import LedgerStore, QueueTally, StoreError
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.maintenance.duty import Duty, Schedule, Scope
 
 log = logging.getLogger(__name__)
 
@@ -45,31 +47,35 @@ STATES: Mapping[str, str] = {
 }
 
 
-class QueueGauges:
+class QueueGauges(Duty):
+    name = "queue-gauges"
+    scope = Scope.CATALOG_OWNER
+
     def __init__(
         self,
         store: LedgerStore,
         metrics: Metrics,
-        leads: Callable[[], bool],
         clock: Clock,
         priorities: int,
         cap: int,
+        every_s: float,
     ) -> None:
         self.store = store
         self.metrics = metrics
-        self.leads = leads
         self.clock = clock
         self.priorities = priorities
         self.cap = cap
         self._failures = RateLimitedLog(log, burst=3, window_s=600.0, clock=clock)
+        self.schedule = Schedule(every_s)
 
-    def refresh(self) -> None:
-        """Read every queue's numbers and replace the gauges with them, when this server
-        leads; drop them when it does not."""
-        if not self.leads():
-            self.metrics.replace_gauges(JOBS, [])
-            self.metrics.replace_gauges(OLDEST, [])
-            return
+    def stand_by(self) -> None:
+        """Not the catalog's owner: no series (the catalog's owner exports them)."""
+        self.metrics.replace_gauges(JOBS, [])
+        self.metrics.replace_gauges(OLDEST, [])
+
+    def run(self, now_ms: int) -> None:
+        """Read every queue's numbers and replace the gauges with them (each queue's age
+        measured when it is read)."""
         jobs: list[tuple[Mapping[str, str], float]] = []
         oldest: list[tuple[Mapping[str, str], float]] = []
         try:
@@ -91,25 +97,3 @@ class QueueGauges:
             oldest.append(({"queue": name}, waited))
         self.metrics.replace_gauges(JOBS, jobs)
         self.metrics.replace_gauges(OLDEST, oldest)
-
-
-class QueueGaugesThread:
-    """Runs `gauges.refresh` every `every_s` until `stop` is set."""
-
-    def __init__(
-        self, gauges: QueueGauges, stop: threading.Event, clock: Clock, every_s: float
-    ) -> None:
-        self.gauges = gauges
-        self._stop = stop
-        self._clock = clock
-        self.every_s = every_s
-        self._failures = RateLimitedLog(log, burst=3, window_s=600.0, clock=clock)
-        self.thread = threading.Thread(target=self._run, name="queue-gauges", daemon=True)
-
-    def _run(self) -> None:
-        while not self._clock.sleep(self.every_s, self._stop):
-            try:
-                self.gauges.refresh()
-            except Exception as exc:
-                # The thread must outlive any error: the next turn tries again.
-                self._failures.warning("queue metrics failed: %s: %s", type(exc).__name__, exc)

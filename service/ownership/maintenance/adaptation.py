@@ -41,6 +41,8 @@ from pinledger.projections.catalog_log import catalog_envelopes, resizes
 from pinledger.projections.store import LedgerStore, QueueRow, StoreError
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.maintenance.duty import Duty, Schedule
+from pinledger.service.ownership.membership import MEMBERS_EVERY_S
 from pinledger.service.partition_policy import Measured, decide
 from pinledger.service.queue_config import Adaptive, QueueConfig
 
@@ -77,7 +79,12 @@ class _Window:
     started_ms: int
 
 
-class Adaptation:
+class Adaptation(Duty):
+    """Every server closes its windows (its share of empty dequeue answers is its own);
+    the catalog's owner alone measures and resizes (`owns_catalog`)."""
+
+    name = "adaptation"
+
     def __init__(
         self,
         writer: LedgerWriter,
@@ -103,8 +110,9 @@ class Adaptation:
         self.max_priority = max_priority
         self._windows: dict[str, _Window] = {}
         self._failures = RateLimitedLog(log, burst=3, window_s=600.0, clock=clock)
+        self.schedule = Schedule(MEMBERS_EVERY_S)
 
-    def check(self) -> list[str]:
+    def run(self, now_ms: int) -> list[str]:
         """Close the windows that are due: measure, show the share of empty dequeue
         answers, and on the catalog's owner resize what the policy asks to. The queues
         resized now."""

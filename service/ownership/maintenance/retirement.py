@@ -13,8 +13,9 @@ turn up in a retired partition all the same, the check finds it and records the
 retirement undone (`first` = the partition count): the partitions drain again, and
 retire again once empty.
 
-One server acts, the one that owns the catalog's partition, on each members tick (2 s),
-as queue_sizes.py does; a new catalog owner starts its wait afresh.
+One server acts, the one that owns the catalog's partition (scope CATALOG_OWNER), on
+each members tick (2 s), as queue_sizes.py does; a server that does not own it forgets
+its waits (`stand_by`), so a new catalog owner starts its wait afresh.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import LedgerStore, QueueRow, StoreError
 from pinledger.service.observability.log_limit import RateLimitedLog
+from pinledger.service.ownership.maintenance.duty import Duty, Schedule, Scope
+from pinledger.service.ownership.membership import MEMBERS_EVERY_S
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +40,14 @@ log = logging.getLogger(__name__)
 RECORDED_GRACE_S = 30.0
 
 
-class Retirement:
+class Retirement(Duty):
+    name = "retirement"
+    scope = Scope.CATALOG_OWNER
+
     def __init__(
         self,
         writer: LedgerWriter,
         store: LedgerStore,
-        owns_catalog: Callable[[], bool],
         queues: Callable[[], Iterable[QueueRow]],
         clock: Clock,
         actor: Actor,
@@ -50,7 +55,6 @@ class Retirement:
     ) -> None:
         self.writer = writer
         self.store = store
-        self.owns_catalog = owns_catalog
         self.queues = queues
         self.clock = clock
         self.actor = actor
@@ -61,13 +65,16 @@ class Retirement:
         # Queue -> (the `first` recorded, until when not to record it again: monotonic).
         self._recorded: dict[str, tuple[int, float]] = {}
         self._failures = RateLimitedLog(log, burst=3, window_s=600.0, clock=clock)
+        self.schedule = Schedule(MEMBERS_EVERY_S)
 
-    def check(self) -> list[str]:
+    def stand_by(self) -> None:
+        """Not the catalog's owner: what it saw drained is forgotten, so that it waits
+        the whole `after_s` again should it own the catalog once more."""
+        self._empty_since.clear()
+
+    def run(self, now_ms: int) -> list[str]:
         """Retire what has drained (and undo a retirement a job came back to); the
         queues whose retirement changed now."""
-        if not self.owns_catalog():
-            self._empty_since.clear()
-            return []
         changed = []
         rows = list(self.queues())
         for gone in self._empty_since.keys() - {row.name for row in rows}:

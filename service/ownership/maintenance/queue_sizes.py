@@ -3,10 +3,11 @@
 the queue live, as `pinledger queue resize` does: raised, the queue gets more
 partitions; lowered, the partitions past it take no new jobs and drain.
 
-One server acts: the one that owns the catalog's partition (every server reads the
-config, and one record per change is enough). It checks on each members tick (2 s),
-so a new catalog owner after a failover picks up what its predecessor had not done. A
-change it asked for is not asked again while the catalog projection catches up.
+One server acts: the one that owns the catalog's partition (scope CATALOG_OWNER: every
+server reads the config, and one record per change is enough). It checks on each
+members tick (2 s), so a new catalog owner after a failover picks up what its
+predecessor had not done. A change it asked for is not asked again while the catalog
+projection catches up.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import QueueRow
 from pinledger.service.observability.log_limit import RateLimitedLog
+from pinledger.service.ownership.maintenance.duty import Duty, Schedule, Scope
+from pinledger.service.ownership.membership import MEMBERS_EVERY_S
 from pinledger.service.queue_config import QueueConfig
 
 log = logging.getLogger(__name__)
@@ -41,18 +44,19 @@ def wanted_sizes(config: QueueConfig, queues: Iterable[QueueRow]) -> dict[str, i
     return found
 
 
-class QueueSizes:
+class QueueSizes(Duty):
+    name = "queue-sizes"
+    scope = Scope.CATALOG_OWNER
+
     def __init__(
         self,
         writer: LedgerWriter,
-        owns_catalog: Callable[[], bool],
         config: Callable[[], QueueConfig],
         queues: Callable[[], Iterable[QueueRow]],
         clock: Clock,
         actor: Actor,
     ) -> None:
         self.writer = writer
-        self.owns_catalog = owns_catalog
         self.config = config
         self.queues = queues
         self.clock = clock
@@ -60,11 +64,10 @@ class QueueSizes:
         # Queue -> (partitions asked for, until when not to ask again: monotonic).
         self._asked: dict[str, tuple[int, float]] = {}
         self._failures = RateLimitedLog(log, burst=3, window_s=600.0, clock=clock)
+        self.schedule = Schedule(MEMBERS_EVERY_S)
 
-    def check(self) -> list[str]:
+    def run(self, now_ms: int) -> list[str]:
         """Resize what the config asks to; the queues resized now."""
-        if not self.owns_catalog():
-            return []
         now = self.clock.monotonic()
         resized = []
         for name, wanted in sorted(wanted_sizes(self.config(), self.queues()).items()):
@@ -75,7 +78,7 @@ class QueueSizes:
                 self.writer.resize_queue(
                     name,
                     wanted,
-                    self.clock.now_ms(),
+                    now_ms,
                     self.actor,
                     f"queue config: partitions {wanted}",
                 )

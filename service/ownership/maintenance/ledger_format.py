@@ -1,7 +1,8 @@
 """The cluster's ledger format as one server follows it (ledger/formats.py, decision
 0025): read from the catalog topic when the server starts, where a format this release
-cannot read stops it before it joins the owners' group, and again on every tick of the
-members thread, so that a `pinledger upgrade-format` reaches every server within a
+cannot read stops it before it joins the owners' group, and again on every members
+tick (a duty of the members lane, first of its lane: the duties after it write with the
+format it read), so that a `pinledger upgrade-format` reaches every server within a
 tick. What the cluster's format allows is handed to the writer (group records from
 format 2 on)."""
 
@@ -16,6 +17,8 @@ from pinledger.ledger.log import Log, LogError, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.partition_log import read_partition
 from pinledger.service.observability.metrics import Metrics
+from pinledger.service.ownership.maintenance.duty import Duty, Schedule
+from pinledger.service.ownership.membership import MEMBERS_EVERY_S
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +57,11 @@ def read_cluster_format(
     return current, max(start, end)
 
 
-class ClusterFormat:
+class ClusterFormat(Duty):
+    """The cluster's format as this server follows it (every server)."""
+
+    name = "ledger-format"
+
     def __init__(
         self,
         kafka: Log,
@@ -73,6 +80,7 @@ class ClusterFormat:
         self._next = 0
         self._started = False
         self.current = formats.PLAIN
+        self.schedule = Schedule(MEMBERS_EVERY_S)
 
     def start(self) -> None:
         """Read the catalog's format; raise UnreadableFormatError when this release cannot
@@ -82,6 +90,9 @@ class ClusterFormat:
         if problem is not None:
             raise UnreadableFormatError(problem)
         self._started = True
+
+    def run(self, now_ms: int) -> None:
+        self.refresh()
 
     def refresh(self) -> None:
         """Read the catalog's records since the last refresh (raises LogError)."""
