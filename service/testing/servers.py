@@ -114,9 +114,15 @@ class ServerProcess:
         )
 
     def log(self) -> str:
+        """The whole log: a search must see the start-up lines, which a busy server's
+        later lines push out of any tail."""
         if self.log_path is None or not self.log_path.exists():
             return ""
-        return self.log_path.read_text(errors="replace")[-5000:]
+        return self.log_path.read_text(errors="replace")
+
+    def log_tail(self, chars: int = 5000) -> str:
+        """The log's end, for a failure message."""
+        return self.log()[-chars:]
 
     def client(self) -> Any:
         return connect(self.port)

@@ -158,11 +158,11 @@ def still_running(stage: Stage, killed: Collection[int] = ()) -> None:
         if index in killed:
             continue
         assert server.proc.pid == stage.pids[index]
-        assert server.proc.poll() is None, f"server {index} exited:\n{server.log()}"
+        assert server.proc.poll() is None, f"server {index} exited:\n{server.log_tail()}"
         server.stop()
         assert server.proc.returncode == 0, (
             f"server {index} did not stop cleanly on SIGTERM "
-            f"(exit {server.proc.returncode}):\n{server.log()}"
+            f"(exit {server.proc.returncode}):\n{server.log_tail()}"
         )
 
 

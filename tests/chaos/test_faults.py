@@ -90,7 +90,7 @@ def survive(stage: Stage, fault: Fault) -> Row:
                 f"{fault.name}: not every partition was served again within "
                 f"{RECOVERY_LIMIT_S} s of the {fault.measured_from}, without a restart.\n"
                 f"Since then: {load.since(since)}\n"
-                + "\n".join(f"server {i} log:\n{s.log()}" for i, s in enumerate(stage.servers))
+                + "\n".join(f"server {i} log:\n{s.log_tail()}" for i, s in enumerate(stage.servers))
             )
         time.sleep(2)  # more load on the recovered service
         load.stop_producing()

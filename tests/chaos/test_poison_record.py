@@ -119,7 +119,7 @@ def skip_record(stage: Stage, offset: int) -> str:
 
 
 def logs(stage: Stage) -> str:
-    return "\n".join(f"server {i} log:\n{s.log()}" for i, s in enumerate(stage.servers))
+    return "\n".join(f"server {i} log:\n{s.log_tail()}" for i, s in enumerate(stage.servers))
 
 
 def named_by_its_owner(stage: Stage, offset: int) -> int:

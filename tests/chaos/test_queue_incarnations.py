@@ -176,7 +176,7 @@ def _join(stage: Stage) -> Callable[[], None]:
 
     def finish() -> None:
         starting.join(timeout=90)
-        assert server.proc is not None and server.proc.poll() is None, server.log()
+        assert server.proc is not None and server.proc.poll() is None, server.log_tail()
         stage.pids.append(server.proc.pid)
 
     return finish
@@ -346,5 +346,5 @@ def check(row: Row) -> None:
 
 def story(stage: Stage, rounds: Rounds) -> str:
     """The timeline and the servers' logs."""
-    logs = [f"server {i} log:\n{s.log()}" for i, s in enumerate(stage.servers)]
+    logs = [f"server {i} log:\n{s.log_tail()}" for i, s in enumerate(stage.servers)]
     return "\n".join([*rounds.timeline, *logs])

@@ -108,5 +108,5 @@ def test_garbage_is_a_few_log_lines_not_a_traceback_each(names: Names, tmp_path:
         client.getQueueNames(context())  # still serving
         log = server.log()
         lines = log.count("not a PinLater call")
-        assert 1 <= lines <= 10, log
+        assert 1 <= lines <= 10, log[-5000:]
         assert "Traceback" not in log

@@ -80,7 +80,7 @@ def _replace(
     """Stop one server (cleanly, SIGTERM), start one of this release in its place."""
     old = servers[index]
     old.stop()
-    assert old.proc is not None and old.proc.returncode == 0, old.log()
+    assert old.proc is not None and old.proc.returncode == 0, old.log_tail()
     servers[index] = load.servers[index] = _server(names, None, cwd).start(cwd)
 
 
@@ -177,7 +177,7 @@ def test_a_server_refuses_a_format_it_cannot_read_and_stops_when_raised_past_it(
         LedgerWriter(kafka, prefix).raise_format(later, int(time.time() * 1000), Actor("test"))
         assert server.proc is not None
         wait_for(lambda: server.proc is not None and server.proc.poll() is not None, 30)
-        assert server.proc.returncode == EXIT_UNREADABLE_FORMAT, server.log()
+        assert server.proc.returncode == EXIT_UNREADABLE_FORMAT, server.log_tail()
         assert f"ledger format is {later}" in server.log()
     finally:
         server.stop()

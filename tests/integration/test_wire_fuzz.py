@@ -497,7 +497,7 @@ def test_every_field_of_every_method_gets_a_clear_answer_and_the_server_serves_o
     report = "\n".join(failures[:60]) + (
         f"\n... and {len(failures) - 60} more" if len(failures) > 60 else ""
     )
-    assert stalled is None, f"{stalled}\n{report}\n(server log:)\n{fuzzed.log()[-3000:]}"
+    assert stalled is None, f"{stalled}\n{report}\n(server log:)\n{fuzzed.log_tail(3000)}"
     assert not failures, f"{len(failures)} of {len(all_cases)} cases:\n{report}"
     print(f"{len(all_cases)} cases and {len(MALFORMED)} malformed frames in {elapsed:.1f} s")
 

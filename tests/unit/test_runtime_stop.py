@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from pinledger.ledger import codec
 from pinledger.ledger.events import Claimed
-from pinledger.ledger.log import Append, Log
 from pinledger.service.testing.runtime import TEST_CONFIG, Node, Runtime, job, wait_until
+from tests.unit.held_log import HeldLog
 
 PARTITIONS = 4
 CONFIG = dataclasses.replace(TEST_CONFIG, partitions=PARTITIONS)
@@ -48,22 +48,6 @@ def _two_owners(rt: Runtime, per_partition: int) -> tuple[Node, Node, list[str]]
     return a, b, jobs
 
 
-class _HeldLog:
-    """A node's log whose next append waits until the test lets it go: a claim append
-    in flight."""
-
-    def __init__(self, log: Log) -> None:
-        self._log = log
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def append(self, appends: Sequence[Append]) -> list[int]:
-        if not self.entered.is_set():
-            self.entered.set()
-            assert self.release.wait(30), "the test never let the append go"
-        return self._log.append(appends)
-
-
 def _claims_by(rt: Runtime, server: str) -> int:
     """The claim events `server` has appended to `mail` so far."""
     topic = rt.writer.topic("mail")
@@ -85,8 +69,8 @@ def _twice(handed: Sequence[str]) -> list[str]:
 def test_a_stopping_server_leaves_the_group_only_once_its_claim_in_flight_is_in_the_log() -> None:
     with Runtime(CONFIG) as rt:
         a, b, jobs = _two_owners(rt, per_partition=2)
-        held = _HeldLog(b.writer.group.log)
-        b.writer.group.log = held  # type: ignore[assignment]
+        held = HeldLog(b.writer.group.log)
+        b.writer.group.log = held
         handed: list[str] = []
         claiming = threading.Thread(target=lambda: handed.extend(b.dequeue("mail", 1)), daemon=True)
         claiming.start()

@@ -31,7 +31,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,7 +44,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from pinledger.idl import pinlater
 from pinledger.ledger import formats
 from pinledger.ledger.descriptor import parse
-from pinledger.ledger.log import Append, Log, LogError, queue_topic
+from pinledger.ledger.log import LogError, queue_topic
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.projector import ProjectionRunner, Scope
 from pinledger.projections.sharded_store import ShardedStore
@@ -62,6 +62,7 @@ from pinledger.service.testing.runtime import (
     wait_until,
 )
 from pinledger.service.testing.runtime import job as new_job
+from tests.unit.held_log import HeldLog
 
 # Reporting a failing example, hypothesis's pytest plugin imports its patch writer and
 # with it libcst where installed; libcst 1.0 warns on import (mypy_extensions.TypedDict),
@@ -673,7 +674,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self._steady()
 
     def _stop_while_claiming(self, stopping: Node, other: Node) -> None:
-        held = _HeldLog(stopping.writer.group.log)
+        held = HeldLog(stopping.writer.group.log)
         stopping.writer.group.log = held
         self.serial += 1
         worker = f"worker:w{self.serial}"
@@ -910,25 +911,6 @@ def _held_by(job: Job, worker: str) -> bool:
 
 def _seen(jobs: Jobs) -> dict[bytes, tuple[JobState, str | None, int]]:
     return {b: (j.state, j.claim_source, j.attempts_remaining) for b, (_, j) in jobs.items()}
-
-
-class _HeldLog:
-    """A server's log whose next append waits until the test lets it go: a claim
-    append in flight."""
-
-    def __init__(self, log: Log) -> None:
-        self._log = log
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def append(self, appends: Sequence[Append]) -> list[int]:
-        if not self.entered.is_set():
-            self.entered.set()
-            assert self.release.wait(30), "the test never let the append go"
-        return self._log.append(appends)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._log, name)
 
 
 _EXAMPLES = os.environ.get("PINLEDGER_STATEFUL_EXAMPLES")
