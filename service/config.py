@@ -45,8 +45,8 @@ DEFAULT_TOPIC_PREFIX = "pinledger."
 # append: the round trip, and the call's work besides the append.
 FORWARD_MARGIN_S = 5.0
 # Owner.stop joins its threads within this much in all: the owner loop 10 s, the
-# members, retention and live-traces threads 5 s each.
-OWNER_JOINS_S = 10.0 + 5.0 + 5.0 + 5.0
+# duty scheduler's lanes 5 s together, the live-traces thread 5 s.
+OWNER_JOINS_S = 10.0 + 5.0 + 5.0
 # Leaving the owners' group and closing the log, once the owner has stopped.
 STOP_MARGIN_S = 5.0
 ENV_PREFIX = "PINLEDGER_"
