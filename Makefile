@@ -33,7 +33,7 @@ demo: ## run the demo against the running stack
 	$(PYTHON) -m pinledger demo
 
 test: install system-packages stack-up ## run every test against the real Kafka and Postgres
-	$(PYTHON) -m pytest --cov=ledger --cov=projections --cov=service --cov=client --cov-report=term $(PYTEST_FLAGS)
+	$(PYTHON) -m pytest --cov=ledger --cov=projections --cov=service --cov=cli --cov=dashboard --cov=client --cov-report=term $(PYTEST_FLAGS)
 
 test-unit: ## the pure tests only (no servers needed)
 	$(PYTHON) -m pytest tests/unit $(PYTEST_FLAGS)

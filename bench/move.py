@@ -41,8 +41,8 @@ from pinledger.projections.pg.databases import sibling_database
 from pinledger.projections.store import LedgerStore
 from pinledger.service.assembly import open_shards
 from pinledger.service.config import Config
-from pinledger.service.moves import Mover
-from pinledger.service.store_shards import load_shard_map
+from pinledger.service.shards.moves import Mover
+from pinledger.service.shards.shard_map import load_shard_map
 from pinledger.service.testing.servers import ServerProcess, running, wait_for
 
 ACTOR = Actor(source="bench:move", request_id="", server="bench")

@@ -16,8 +16,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from pinledger.cli.reference import commands_page
 from pinledger.service.api.idl_reference import thrift_page
-from pinledger.service.cli.reference import commands_page
 from pinledger.service.config_reference import settings_page
 from pinledger.service.observability import catalogue
 

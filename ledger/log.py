@@ -17,7 +17,7 @@ This file is the contract: what each call promises is written here once.
 tests/contract/test_log_contract.py runs the same suite against both Kafka adapters
 (`pinledger.ledger.kafka.KafkaLog` on kafka-python, `pinledger.ledger.rdkafka.RdkafkaLog`
 on librdkafka; `pinledger.ledger.adapters.open_log` chooses one by name) and the
-in-memory fake (`pinledger.service.testing.fake_log.FakeLog`). Every failure of the
+in-memory fake (`pinledger.ledger.fake_log.FakeLog`). Every failure of the
 log, whatever its cause, is a `LogError`.
 """
 

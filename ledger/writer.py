@@ -46,7 +46,7 @@ from pinledger.ledger.log import (
 Batch = tuple[str, int, Sequence[Event]]
 # Batches with the trace context their records carry.
 Traced = tuple[Sequence[Batch], str | None]
-# Where new partitions go (service/placement.py): (queue, partitions, created) -> the
+# Where new partitions go (service/shards/placement.py): (queue, partitions, created) -> the
 # store shard of each partition to place now.
 Placer = Callable[[str, int, bool], Mapping[int, str]]
 

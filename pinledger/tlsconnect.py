@@ -1,6 +1,6 @@
 """The TLS context of a connection to a pinledger server's Thrift port, for whoever
 connects: the client library (client/tls.py) and a server forwarding to another, or a
-tool run with a server's settings (service/tls.py). Shared as the IDL is, since the
+tool run with a server's settings (service/security/tls.py). Shared as the IDL is, since the
 client may not import the service."""
 
 from __future__ import annotations

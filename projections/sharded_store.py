@@ -749,7 +749,7 @@ class ShardedStore:
         limit: int,
     ) -> TableDiff:
         # Home's: a replay into a schema goes shard by shard, each shard's own store
-        # (service/cli/replay.py), so only a one-shard map gets here.
+        # (cli/replay.py), so only a one-shard map gets here.
         return self.home.diff(
             other_schema=other_schema,
             table=table,

@@ -19,7 +19,7 @@ created ahead of need, dropped whole by the retention. `StoreAdmin` is the lifec
 `StoreShards` is where each partition lives: the store shards (decision 0031), which
 a caller asks the store about, never its type. `LedgerStore` is all of them: what the
 SQL store (projections/sql/) implements on Postgres and MariaDB,
-`service/testing/fake_store.py` in memory and projections/sharded_store.py over
+`projections/fake/store.py` in memory and projections/sharded_store.py over
 several of them; `tests/contract/` runs one suite on all four.
 
 Errors: no driver exception crosses a store. Everything that goes wrong in the
@@ -381,7 +381,7 @@ class ProjectorStore(Protocol):
 
     def start_offset(self, topic: str, partition: int) -> int:
         """Next offset to project, recorded at 0 when the store holds none: the catalog
-        topic's own, and a partition move's target shard (service/moves.py)."""
+        topic's own, and a partition move's target shard (service/shards/moves.py)."""
         ...
 
     def offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -601,7 +601,7 @@ class ReadStore(Protocol):
 
 class SessionStore(Protocol):
     """Dashboard sessions ended by a logout before their cookies expire, for every
-    server of the cluster to refuse (service/dashboard/auth.py)."""
+    server of the cluster to refuse (dashboard/auth.py)."""
 
     def end_session(self, session_id: str, until_ms: int, now: int) -> None:
         """Refuse the session `session_id` (a digest of its cookie) until `until_ms`;

@@ -19,6 +19,9 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from pinledger.dashboard.app import Dashboard
+from pinledger.dashboard.auth import Sessions
+from pinledger.dashboard.backend import AsOfReader, Backend
 from pinledger.ledger import adapters, descriptor
 from pinledger.ledger.adapters import KafkaClientLog
 from pinledger.ledger.clock import SYSTEM_CLOCK
@@ -31,18 +34,15 @@ from pinledger.projections.projector import Bound, Scope
 from pinledger.projections.replay import replay
 from pinledger.projections.sharded_store import ShardedStore
 from pinledger.projections.store import LedgerStore
-from pinledger.service import tls
 from pinledger.service.api.core import Api
 from pinledger.service.api.directory import QueueDirectory
 from pinledger.service.config import Config, ConfigError
-from pinledger.service.dashboard.app import Dashboard
-from pinledger.service.dashboard.auth import Sessions
-from pinledger.service.dashboard.backend import AsOfReader, Backend
 from pinledger.service.observability.admin_http import AdminHttpServer, Health, Progress
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.placement import Placer
 from pinledger.service.queue_config import QueueConfig, QueueConfigWatcher
-from pinledger.service.store_shards import ShardMap, ShardMapWatcher, home_dsn, load_shard_map
+from pinledger.service.security import tls
+from pinledger.service.shards.placement import Placer
+from pinledger.service.shards.shard_map import ShardMap, ShardMapWatcher, home_dsn, load_shard_map
 
 log = logging.getLogger(__name__)
 

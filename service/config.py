@@ -35,7 +35,7 @@ from pinledger.ledger.log import (
     KafkaSecurity,
     TopicPolicy,
 )
-from pinledger.service.password import AdminPassword, parse_scrypt
+from pinledger.service.security.password import AdminPassword, parse_scrypt
 
 DEFAULT_KAFKA = "127.0.0.1:19092"
 DEFAULT_PG_DSN = "postgresql://pinledger:pinledger@127.0.0.1:54329/pinledger"
@@ -121,7 +121,7 @@ class Config:
     )
     store_shards: str = _setting(
         "",
-        """The shard map file (JSON, service/store_shards.py,
+        """The shard map file (JSON, service/shards/shard_map.py,
         docs/decisions/0031-storage-shards.md); empty: `store_dsn` is the one store.""",
     )
     pg_dsn: str = _setting(DEFAULT_PG_DSN, "The store when `store_dsn` is empty.", dsn=True)

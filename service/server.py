@@ -10,6 +10,7 @@ import threading
 import time
 
 from pinledger import otel
+from pinledger.dashboard.backend import NoOwner
 from pinledger.idl import pinlater
 from pinledger.ledger.clock import SYSTEM_CLOCK
 from pinledger.ledger.commands import Limits
@@ -17,7 +18,6 @@ from pinledger.ledger.durability import Severity, findings
 from pinledger.ledger.events import Actor
 from pinledger.ledger.log import LogError, LogInspector, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.service import tls
 from pinledger.service.api.connections import ConnectionLimits, PinLaterProcessor, ThriftServer
 from pinledger.service.api.core import Api
 from pinledger.service.api.forwarding import CountingPeerPool
@@ -26,13 +26,13 @@ from pinledger.service.api.peers import PeerPool
 from pinledger.service.api.ratelimit import QueueRateLimits
 from pinledger.service.assembly import Assembly, stop_on_signals, store_probes
 from pinledger.service.config import Config
-from pinledger.service.dashboard.backend import NoOwner
 from pinledger.service.listeners import Listener
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.health import HealthMonitor, Loop
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.owner import Owner
 from pinledger.service.queue_config import QueueConfig
+from pinledger.service.security import tls
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Reads a PinLater MySQL deployment for `pinledger import-pinlater` (service/cli/
+"""Reads a PinLater MySQL deployment for `pinledger import-pinlater` (cli/
 import_pinlater.py), and keeps the importer's map of what it imported there. Not a
 store: a reader of PinLater's own databases, through the MySQL store's driver
 connection helpers and its queries in pinlater.sql.

@@ -1,4 +1,4 @@
-"""Dashboard sessions ended before their time (service/dashboard/auth.py): not a
+"""Dashboard sessions ended before their time (dashboard/auth.py): not a
 projection of the log, a note every server of the cluster reads (decision 0026)."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@
   log line names the size and the limit.
 - Anything else that is not Thrift: the connection is closed with one log line, rate
   limited, never a traceback. A TLS client on a plaintext port is told apart.
-- With TLS (service/tls.py), each connection's handshake runs first, on its own thread; a
+- With TLS (service/security/tls.py), each connection's handshake runs first, on its own thread; a
   client that fails it (plaintext, no or an untrusted certificate) is closed at once
   with one log line.
 - A server stopping (`close`, then `drain`) accepts no connection, answers the call each
@@ -43,7 +43,7 @@ from pinledger.idl import pinlater
 from pinledger.service.api.framing import MAX_FRAME_BYTES, FrameRefused, Frames
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.tls import handshake, refusal
+from pinledger.service.security.tls import handshake, refusal
 
 log = logging.getLogger(__name__)
 

@@ -23,12 +23,12 @@ import time
 from typing import Any
 
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
-from pinledger.service import tls
 from pinledger.service.api.convert import dequeue_response, dequeued_count
 from pinledger.service.api.peers import PeerPool
 from pinledger.service.api.requests import Caller, DequeueRequest
 from pinledger.service.config import Config
 from pinledger.service.observability.metrics import Metrics
+from pinledger.service.security import tls
 
 FORWARDS = "pinledger_forwarded_dequeues_total"
 FORWARDED_JOBS = "pinledger_forwarded_jobs_total"

@@ -32,7 +32,7 @@ class PeerPool:
     ) -> None:
         """`timeout_ms`: how long a forwarded dequeue is waited for; None: the default
         config's (Config.forward_timeout_s, which outlasts the peer's claim append).
-        `tls`: the peers' Thrift ports speak TLS (service/tls.py peer_tls)."""
+        `tls`: the peers' Thrift ports speak TLS (service/security/tls.py peer_tls)."""
         self.timeout_ms = (
             round(Config().forward_timeout_s * 1000) if timeout_ms is None else timeout_ms
         )

@@ -31,7 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.observability.web import Pages, WebRequest, WebResponse
-from pinledger.service.tls import handshake, refusal
+from pinledger.service.security.tls import handshake, refusal
 
 log = logging.getLogger(__name__)
 _noise = RateLimitedLog(log)
@@ -46,7 +46,7 @@ MAX_FORM_BYTES = 1024 * 1024
 
 class AdminHttpBase(ThreadingHTTPServer):
     """An admin port's HTTP server (a server's, and the host's of `serve --processes`),
-    over TLS when given a context (service/tls.py): each connection's handshake runs on
+    over TLS when given a context (service/security/tls.py): each connection's handshake runs on
     that connection's thread, so a slow client never holds up the others."""
 
     daemon_threads = True  # a scraper holding a connection must not block shutdown
@@ -235,7 +235,7 @@ class AdminHttpServer:
         tls: Tls = None,
         paused: Health = dict,
     ) -> None:
-        """`tls`: the port speaks https (service/tls.py admin_context). `paused`: the
+        """`tls`: the port speaks https (service/security/tls.py admin_context). `paused`: the
         partitions paused at a record, named by /ready."""
         self._server = _Server(
             (host, port),

@@ -190,7 +190,7 @@ class HostAdminServer:
     ) -> None:
         """`metrics_token`: what /metrics and /stats.txt ask of a scraper, and what
         this server gives the workers when it asks them for theirs. `tls`: this port
-        speaks https; `workers_tls`: so do the workers' (service/tls.py own_context)."""
+        speaks https; `workers_tls`: so do the workers' (service/security/tls.py own_context)."""
         self._server = _Server((host, port), workers, worker_host, metrics_token, tls, workers_tls)
         self._thread: threading.Thread | None = None
 

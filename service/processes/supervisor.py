@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pinledger
-from pinledger.service import tls
 from pinledger.service.config import Config
 from pinledger.service.listeners import PortInUseError, check_port_free
 from pinledger.service.processes.admin import HostAdminServer
@@ -36,6 +35,7 @@ from pinledger.service.processes.plan import (
     worker_env,
     worker_server_id,
 )
+from pinledger.service.security import tls
 
 log = logging.getLogger(__name__)
 

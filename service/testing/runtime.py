@@ -39,8 +39,11 @@ from pinledger.idl import pinlater
 from pinledger.ledger import formats
 from pinledger.ledger.clock import Clock
 from pinledger.ledger.events import Actor
+from pinledger.ledger.fake_clock import FakeClock, SkewedClock
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.log import LogError, catalog_topic, queue_topic
 from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.sharded_store import ShardedStore
 from pinledger.projections.store import LedgerStore, StoreError
 from pinledger.service.api.directory import QueueDirectory
@@ -51,12 +54,9 @@ from pinledger.service.api.requests import Caller, DequeueRequest
 from pinledger.service.config import Config
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.owner import Owner
-from pinledger.service.placement import Placer
 from pinledger.service.queue_config import QueueConfig
-from pinledger.service.store_shards import Shard, ShardMap
-from pinledger.service.testing.clock import FakeClock, SkewedClock
-from pinledger.service.testing.fake_log import FakeLog
-from pinledger.service.testing.fake_store import FakeStore
+from pinledger.service.shards.placement import Placer
+from pinledger.service.shards.shard_map import Shard, ShardMap
 
 T = TypeVar("T")
 

@@ -18,7 +18,7 @@ from selenium.webdriver.chrome.service import Service
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.projections.pg.store import Store
 from pinledger.service.config import Config
-from pinledger.service.password import hash_password
+from pinledger.service.security.password import hash_password
 from pinledger.service.testing.servers import ROOT, ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]

@@ -23,8 +23,8 @@ from pinledger.projections.projector import Scope
 from pinledger.projections.replay import replay
 from pinledger.projections.verify import verify
 from pinledger.service.assembly import open_shards
-from pinledger.service.password import hash_password
-from pinledger.service.store_shards import load_shard_map
+from pinledger.service.security.password import hash_password
+from pinledger.service.shards.shard_map import load_shard_map
 from pinledger.service.testing.servers import ServerProcess, context, wait_for
 from tests.chaos.load import Load
 from tests.settings import stack_settings

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from pinledger.ledger.adapters import KAFKA_PYTHON, LIBRDKAFKA, open_log
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.kafka import KafkaSettings
 from pinledger.ledger.log import Log, LogError
-from pinledger.service.testing.fake_log import FakeLog
 from tests.contract.store_fixtures import ALL_KINDS
 from tests.settings import stack_settings
 

@@ -20,13 +20,13 @@ import pytest
 
 from pinledger.ledger.events import PartitionPlaced
 from pinledger.projections.factory import open_store
+from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.mysql import schema as my_schema
 from pinledger.projections.mysql.store import Store as MyStore
 from pinledger.projections.pg import schema as pg_schema
 from pinledger.projections.pg.store import Store as PgStore
 from pinledger.projections.sharded_store import ShardedStore
 from pinledger.projections.store import LedgerStore, StoreError
-from pinledger.service.testing.fake_store import FakeStore
 from tests.settings import stack_settings
 
 # The real stores.

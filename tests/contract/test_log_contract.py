@@ -13,6 +13,7 @@ from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
 
 from pinledger.ledger.codec import trace_headers
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.log import (
     BROKER_MAX_MESSAGE_BYTES,
     RECORD_OVERHEAD,
@@ -28,7 +29,6 @@ from pinledger.ledger.log import (
     queue_topic,
     record_bytes,
 )
-from pinledger.service.testing.fake_log import FakeLog
 from tests.settings import stack_settings
 
 # Long enough for a rebalance of a real group on a loaded machine; waits end as soon as

@@ -20,9 +20,11 @@ from pinledger.ledger.events import (
     QueueResized,
     RecordSkipped,
 )
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.log import Append, LogRecord, catalog_topic, queue_topic
 from pinledger.ledger.state import Job, JobState
 from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.projector import (
     CatalogProjector,
     PartitionProjector,
@@ -40,8 +42,6 @@ from pinledger.projections.store import (
     TableDiff,
 )
 from pinledger.projections.verify import verify
-from pinledger.service.testing.fake_log import FakeLog
-from pinledger.service.testing.fake_store import FakeStore
 from tests.contract.store_fixtures import ON_POSTGRES, PREFIX, scratch, store
 
 __all__ = ["scratch", "store"]  # the fixtures, used by name

@@ -29,6 +29,7 @@ from pinledger.ledger.log import LogRecord, catalog_topic, queue_topic
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.actions import EVENT_TYPES
 from pinledger.projections.catalog import fold_queue_event
+from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.projector import CatalogProjector, PartitionProjector
 from pinledger.projections.store import (
     READY_START,
@@ -54,7 +55,6 @@ from pinledger.projections.store import (
     TableDiff,
     TimelineRow,
 )
-from pinledger.service.testing.fake_store import FakeStore
 from tests.contract.store_fixtures import PREFIX, SHARDS, dialect, place, store
 
 __all__ = ["store"]  # the fixture, used by name
@@ -800,7 +800,7 @@ def test_catalog_records_projected_one_at_a_time_give_the_same_rows(store: Ledge
     reason="a ShardedStore's remove_partition removes what a move left on the shards the "
     "partition is not placed on, never its placed shard's live rows; removing the rows of "
     "the store that holds a partition is each shard's own (the mover calls it shard by "
-    "shard, service/moves.py; tests/unit/test_sharded_store.py covers the strays)",
+    "shard, service/shards/moves.py; tests/unit/test_sharded_store.py covers the strays)",
 )
 def test_a_partition_moved_away_is_removed_in_batches_and_its_projector_fenced(
     store: LedgerStore,

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from pinledger.service.cli.migrate import EXIT_NEEDS_PAUSE
+from pinledger.cli.migrate import EXIT_NEEDS_PAUSE
 from pinledger.service.config import SECRETS, Config
-from pinledger.service.password import hash_password_scrypt
 from pinledger.service.queue_config import parse_queue_config
+from pinledger.service.security.password import hash_password_scrypt
 from tests.deploy import helm, rules
 
 pytestmark = pytest.mark.deploy

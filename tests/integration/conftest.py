@@ -20,7 +20,7 @@ from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.pg.store import Store
 from pinledger.service.config import Config
-from pinledger.service.password import hash_password
+from pinledger.service.security.password import hash_password
 from pinledger.service.testing.servers import ServerProcess, context, running
 from tests.contract.store_fixtures import scratch, store, store_kind
 from tests.integration.otlp_receiver import OtlpReceiver

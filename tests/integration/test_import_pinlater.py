@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 import pymysql
 import pytest
 
+from pinledger.cli.import_guard import ImportRefusedError
+from pinledger.cli.import_pinlater import run_import
 from pinledger.ledger import descriptor
 from pinledger.ledger.events import Actor, Enqueued
 from pinledger.ledger.kafka import KafkaLog
@@ -23,8 +25,6 @@ from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.pinlater.reader import PinLaterSource
 from pinledger.projections.projector import ProjectionRunner
 from pinledger.projections.store import LedgerStore
-from pinledger.service.cli.import_guard import ImportRefusedError
-from pinledger.service.cli.import_pinlater import run_import
 from tests.contract.store_fixtures import fresh_store
 from tests.settings import stack_settings
 

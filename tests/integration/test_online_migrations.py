@@ -17,6 +17,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from pinledger.cli.main import main
+from pinledger.cli.migrate import EXIT_NEEDS_PAUSE
 from pinledger.idl import pinlater
 from pinledger.ledger.kafka import KafkaLog
 from pinledger.projections.factory import open_store
@@ -27,8 +29,6 @@ from pinledger.projections.mysql.store import Store as MyStore
 from pinledger.projections.pg.sql import migrations as pg_migrations
 from pinledger.projections.pg.store import Store as PgStore
 from pinledger.projections.store import LedgerStore
-from pinledger.service.cli.main import main
-from pinledger.service.cli.migrate import EXIT_NEEDS_PAUSE
 from pinledger.service.testing.servers import ServerProcess, context, run_pinledger, wait_for
 from tests.chaos.load import Load
 from tests.contract.store_fixtures import (

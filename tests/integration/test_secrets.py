@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pinledger.idl import pinlater
-from pinledger.service.password import hash_password_scrypt
+from pinledger.service.security.password import hash_password_scrypt
 from pinledger.service.testing.servers import (
     ServerProcess,
     context,

@@ -34,8 +34,8 @@ from pinledger.client import ClientError, Job, JobContext, PinLaterClient, Tls, 
 from pinledger.client.jobs import JobState
 from pinledger.ledger.kafka import KafkaLog
 from pinledger.projections.pg.store import Store
+from pinledger.service.security.tls import HANDSHAKE_TIMEOUT_S
 from pinledger.service.testing.servers import ServerProcess, run_pinledger, running, wait_for
-from pinledger.service.tls import HANDSHAKE_TIMEOUT_S
 from tests.integration.conftest import ADMIN_PASSWORD, server_settings
 from tests.integration.secure_stack import secure_up
 from tests.integration.test_interop import run_python_client

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pinledger.cli.trace import fetch_history
 from pinledger.client.client import PinLaterClient
 from pinledger.idl import pinlater as p
 from pinledger.ledger.descriptor import parse
@@ -20,7 +21,6 @@ from pinledger.ledger.kafka import KafkaLog
 from pinledger.ledger.state import JobState
 from pinledger.projections.history import JobHistory, Outcome
 from pinledger.projections.pg.store import Store
-from pinledger.service.cli.trace import fetch_history
 from pinledger.service.config import Config
 from pinledger.service.testing.servers import (
     ROOT,

@@ -8,16 +8,16 @@ from types import SimpleNamespace
 from typing import cast
 
 from pinledger.ledger.events import Actor
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.log import LogError, NotAppendedError
 from pinledger.ledger.state import Job
 from pinledger.ledger.writer import Batch, Traced
+from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.projector import PartitionProjector
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.partitions import Owned, Partitions
 from pinledger.service.ownership.ready_buffer import ReadyBuffer
-from pinledger.service.testing.fake_log import FakeLog
-from pinledger.service.testing.fake_store import FakeStore
 
 
 class RecordingWriter:

@@ -12,21 +12,21 @@ from pathlib import Path
 
 import pytest
 
-from pinledger.service.cli.main import main
-from pinledger.service.config import Config, ConfigError
-from pinledger.service.dashboard.auth import (
+from pinledger.cli.main import main
+from pinledger.dashboard.auth import (
     LOGIN_FAILURES,
     LOGIN_WINDOW_S,
     Sessions,
     TooManyLoginsError,
 )
+from pinledger.ledger.fake_clock import FakeClock
+from pinledger.projections.fake.store import FakeStore
+from pinledger.service.config import Config, ConfigError
 from pinledger.service.observability.admin_http import AdminHttpServer
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.password import AdminPassword, hash_password_scrypt, parse_scrypt
 from pinledger.service.processes.admin import HostAdminServer
 from pinledger.service.processes.merge import WorkerView
-from pinledger.service.testing.clock import FakeClock
-from pinledger.service.testing.fake_store import FakeStore
+from pinledger.service.security.password import AdminPassword, hash_password_scrypt, parse_scrypt
 
 TOKEN = "scrape-T0ken"
 

@@ -14,6 +14,8 @@ from pinledger.idl import pinlater
 from pinledger.ledger import limits
 from pinledger.ledger.commands import Refused
 from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.ledger.fake_clock import FakeClock
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.log import LogError
 from pinledger.ledger.state import JobState
 from pinledger.projections.store import (
@@ -27,10 +29,8 @@ from pinledger.service.api import continuation, requests
 from pinledger.service.api.handler import Handler
 from pinledger.service.config import Config
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.password import hash_password
 from pinledger.service.queue_config import QueueSettings
-from pinledger.service.testing.clock import FakeClock
-from pinledger.service.testing.fake_log import FakeLog
+from pinledger.service.security.password import hash_password
 
 p = pinlater
 E = pinlater.ErrorCode

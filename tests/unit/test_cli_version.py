@@ -7,8 +7,8 @@ import importlib.metadata
 
 import pytest
 
+from pinledger.cli.main import build_parser
 from pinledger.ledger import codec
-from pinledger.service.cli.main import build_parser
 
 
 def test_version_names_the_release_and_the_record_format(

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pinledger.cli.load_run import Tickets
+from pinledger.cli.load_stats import Histogram, Window, percentile, window_rates
+from pinledger.cli.tool import main
+from pinledger.cli.tool_options import Options, UsageError, parse_options
+from pinledger.cli.tool_text import error_line
 from pinledger.client.client import PinLaterClient
 from pinledger.client.errors import ErrorCode, PinLaterError, ServerUnavailableError
 from pinledger.client.jobs import JobState
-from pinledger.service.cli.load_run import Tickets
-from pinledger.service.cli.load_stats import Histogram, Window, percentile, window_rates
-from pinledger.service.cli.tool import main
-from pinledger.service.cli.tool_options import Options, UsageError, parse_options
-from pinledger.service.cli.tool_text import error_line
 
 
 @pytest.mark.parametrize(

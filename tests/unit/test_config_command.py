@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pinledger.service.cli import config as config_cli
-from pinledger.service.cli.main import build_parser
+from pinledger.cli import config as config_cli
+from pinledger.cli.main import build_parser
 from pinledger.service.config import Config
-from pinledger.service.password import hash_password_scrypt
+from pinledger.service.security.password import hash_password_scrypt
 
 # Every setting Config has: `--check` counts them.
 SETTINGS = len(dataclasses.fields(Config))

@@ -8,26 +8,26 @@ import hashlib
 
 import pytest
 
-from pinledger.ledger import codec
-from pinledger.ledger.events import Actor, Succeeded
-from pinledger.ledger.state import Job, JobState
-from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.history import build_history
-from pinledger.projections.store import JobRow, QueueTally, ScanKey, StoreError
-from pinledger.service.dashboard import jobs, overview, paging, timeline
-from pinledger.service.dashboard.auth import Sessions
-from pinledger.service.dashboard.backend import NoOwner
-from pinledger.service.dashboard.failures import (
+from pinledger.dashboard import jobs, overview, paging, timeline
+from pinledger.dashboard.auth import Sessions
+from pinledger.dashboard.backend import NoOwner
+from pinledger.dashboard.failures import (
     NO_ERROR,
     error_key,
     group_across_queues,
     group_failures,
 )
+from pinledger.ledger import codec
+from pinledger.ledger.events import Actor, Succeeded
+from pinledger.ledger.fake_clock import FakeClock
+from pinledger.ledger.fake_log import FakeLog
+from pinledger.ledger.state import Job, JobState
+from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.fake.store import FakeStore
+from pinledger.projections.history import build_history
+from pinledger.projections.store import JobRow, QueueTally, ScanKey, StoreError
 from pinledger.service.observability import job_trace, trace_export
-from pinledger.service.password import AdminPassword, hash_password, hash_password_scrypt
-from pinledger.service.testing.clock import FakeClock
-from pinledger.service.testing.fake_log import FakeLog
-from pinledger.service.testing.fake_store import FakeStore
+from pinledger.service.security.password import AdminPassword, hash_password, hash_password_scrypt
 from tests.unit.test_history import STORY, T0, D, rows_for
 
 # -- the timeline ---------------------------------------------------------------------

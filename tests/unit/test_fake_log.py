@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from pinledger.ledger.fake_clock import FakeClock
+from pinledger.ledger.fake_log import FakeGroupReader, FakeLog
 from pinledger.ledger.log import Append, LogError, NotAppendedError, PartitionKey
-from pinledger.service.testing.clock import FakeClock
-from pinledger.service.testing.fake_log import FakeGroupReader, FakeLog
 
 
 def test_a_failing_log_raises_log_error_until_healed() -> None:

@@ -11,18 +11,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pinledger.cli import upgrade_format
 from pinledger.ledger import codec, formats
 from pinledger.ledger.events import Actor, Enqueued, Envelope, Event, FormatRaised, QueueCreated
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.log import Append, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.service.cli import upgrade_format
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.maintenance.ledger_format import (
     FORMAT_GAUGE,
     ClusterFormat,
     UnreadableFormatError,
 )
-from pinledger.service.testing.fake_log import FakeLog
 from pinledger.service.testing.runtime import TEST_CONFIG
 from tests.unit.strategies import events
 

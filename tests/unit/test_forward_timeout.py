@@ -12,6 +12,7 @@ import pytest
 
 from pinledger.ledger import codec
 from pinledger.ledger.events import Actor, Claimed, Envelope
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.group_commit import GroupCommit, Part, longest_append_s
 from pinledger.ledger.log import Append
 from pinledger.ledger.rdkafka import config as rdkafka_config
@@ -20,7 +21,6 @@ from pinledger.service.api.peers import PeerPool
 from pinledger.service.assembly import kafka_settings
 from pinledger.service.config import Config
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.testing.fake_log import FakeLog
 
 
 @pytest.mark.parametrize("append_timeout_s", [0.5, 5.0, 15.0, 60.0])

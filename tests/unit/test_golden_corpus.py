@@ -15,9 +15,9 @@ import pytest
 from pinledger.ledger import codec, formats
 from pinledger.ledger.events import CatalogEvent
 from pinledger.ledger.log import LogRecord
+from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.projector import PartitionProjector
 from pinledger.projections.skips import skips_of
-from pinledger.service.testing.fake_store import FakeStore
 from tests.golden.write_corpus import CATALOG_FIELDS, folded, skipped_json
 
 CORPUS = Path(__file__).parent.parent / "golden"

@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 from pinledger.ledger import codec, formats
 from pinledger.ledger.descriptor import local_id_for, parse
 from pinledger.ledger.events import Actor, Claimed, Enqueued, Envelope
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.group_commit import GroupCommit, Part
 from pinledger.ledger.log import Append, LogError, NotAppendedError
 from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.projector import ProjectionRunner, Scope
 from pinledger.projections.verify import verify
-from pinledger.service.testing.fake_log import FakeLog
-from pinledger.service.testing.fake_store import FakeStore
 from tests.unit.strategies import envelopes
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

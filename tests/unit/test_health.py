@@ -3,9 +3,9 @@ dependencies; the gauges follow every round."""
 
 from __future__ import annotations
 
+from pinledger.ledger.fake_clock import FakeClock
 from pinledger.service.observability.health import LAG, UP, HealthMonitor, Loop
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.testing.clock import FakeClock
 
 
 class Dependency:

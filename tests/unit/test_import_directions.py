@@ -2,10 +2,12 @@
 no two rooms import each other (docs/decisions/0009-package-layout.md).
 
 Data flows one way: wire -> server -> ledger -> log -> owner -> projections -> reads.
-The pure ledger core knows no adapter; adapters know only their port; the service
-never imports the client library; only the command line (service/cli) may import
-both the server and the client; the one testing place is imported by nobody in the
-runtime. The test reads the source (ast), so it checks imports inside functions too.
+The pure ledger core knows no adapter; adapters know only their port, and each port's
+fake sits beside it knowing only the port; the service never imports the client library;
+only the command line (cli/) may import both the server and the client; the dashboard
+(dashboard/) reads through the ports and acts through the API core; the one testing place
+is imported by nobody in the runtime. The test reads the source (ast), so it checks
+imports inside functions too.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.source_folders import FOLDERS
+
 ROOT = Path(__file__).resolve().parents[2]
-TOP = ("ledger", "projections", "service", "client")
+TOP = FOLDERS
 
 # room -> rooms it may import (besides itself). A module belongs to the longest room
 # prefix that names it. Rooms not listed may import nothing of pinledger but themselves.
 ALLOWED: dict[str, set[str]] = {
-    "__main__": {"service.cli"},
+    "__main__": {"cli"},
     "idl": set(),
     # The OpenTelemetry SDK set up from the OTEL_* variables, for the server and the
     # client library alike.
@@ -32,6 +36,9 @@ ALLOWED: dict[str, set[str]] = {
     "tlsconnect": set(),
     "ledger": set(),
     "ledger.clock": set(),
+    # The in-memory log, beside its port (ledger/log.py); the contract suite holds it to
+    # the Kafka adapters.
+    "ledger.fake_log": {"ledger", "ledger.clock"},
     "ledger.kafka": {"ledger", "ledger.clock"},
     # The librdkafka adapter delegates group membership to the kafka-python adapter
     # (docs/decisions/0021-librdkafka-adapter.md) and shares its settings.
@@ -47,6 +54,10 @@ ALLOWED: dict[str, set[str]] = {
     # The PinLater importer's reader of PinLater's MySQL databases (not a store): the
     # MySQL driver's connection helpers and the named-query reader.
     "projections.pinlater": {"projections", "projections.mysql", "projections.sql"},
+    # The in-memory store, beside its port (projections/store.py); the contract suite
+    # holds it to the SQL stores. It plans migrations from the Postgres dialect's list, as
+    # a fresh database would run them.
+    "projections.fake": {"ledger", "ledger.clock", "projections", "projections.pg"},
     # The one place a store adapter is chosen, by the DSN's scheme.
     "projections.factory": {"projections", "projections.pg", "projections.mysql"},
     # The client library shares the wire (idl) and the pure core, nothing else.
@@ -79,9 +90,11 @@ ALLOWED: dict[str, set[str]] = {
         "ledger.clock",
         "projections",
     },
+    # Store shards: the shard map, placement, moves. A leaf of the service's root.
+    "service.shards": {"service", "ledger", "ledger.clock", "projections"},
     # The dashboard reads through the ports and acts through the API core; its pages are
     # served by the admin HTTP server (observability/web.py).
-    "service.dashboard": {
+    "dashboard": {
         "service",
         "service.api",
         "service.observability",
@@ -98,8 +111,9 @@ ALLOWED: dict[str, set[str]] = {
     "service.assembly": {
         "service",
         "service.api",
-        "service.dashboard",
+        "dashboard",
         "service.observability",
+        "service.shards",
         "ledger",
         "ledger.clock",
         "ledger.adapters",
@@ -113,7 +127,7 @@ ALLOWED: dict[str, set[str]] = {
         "service",
         "service.listeners",
         "service.api",
-        "service.dashboard",
+        "dashboard",
         "service.ownership",
         "service.observability",
         "idl",
@@ -127,8 +141,9 @@ ALLOWED: dict[str, set[str]] = {
     # The supervisor of `serve --processes`: its host admin port shares the admin
     # server's handler (observability/admin_http.py), and the listener's port check.
     "service.processes": {"service", "service.observability", "service.listeners"},
-    # The command line and the testing place may import anything.
-    "service.cli": {"*"},
+    # The command line and the testing place may import anything (the command line never
+    # the testing place: test_nothing_in_the_runtime_imports_the_testing_place).
+    "cli": {"*"},
     "service.testing": {"*"},
 }
 # Longest first, so a module belongs to its finest room.
@@ -172,7 +187,7 @@ def _imports(path: Path) -> set[str]:
             elif base.startswith("pinledger."):
                 base = base.removeprefix("pinledger.")
                 names.add(base)
-                # `from pinledger.service.cli import trace` imports a submodule.
+                # `from pinledger.cli import trace` imports a submodule.
                 names.update(f"{base}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
             for alias in node.names:
@@ -216,12 +231,12 @@ def test_no_room_is_imported_by_a_room_it_imports() -> None:
     assert cycles == []
 
 
-@pytest.mark.parametrize("runtime", ["ledger", "projections", "service", "client"])
+@pytest.mark.parametrize("runtime", FOLDERS)
 def test_nothing_in_the_runtime_imports_the_testing_place(runtime: str) -> None:
     offenders = [
         _module_name(path)
         for path in sorted((ROOT / runtime).rglob("*.py"))
-        if not _module_name(path).startswith(("service.testing", "service.cli"))
+        if not _module_name(path).startswith("service.testing")
         and any(name.startswith("service.testing") for name in _imports(path))
     ]
     assert offenders == []

@@ -120,7 +120,7 @@ def test_a_bare_name_is_caught(source: str) -> None:
     "source",
     [
         "import pinledger.ledger.state",
-        "from pinledger.service.cli import main",
+        "from pinledger.cli import main",
         "from pinledger import idl",
         "from tests.settings import x",
         "from bench import peers",

@@ -1,21 +1,21 @@
 """The events `pinledger import-pinlater` appends for a PinLater job, folded through the
-state machine: every state comes out as PinLater held it (service/cli/
+state machine: every state comes out as PinLater held it (cli/
 import_pinlater.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pinledger.ledger.events import Actor
-from pinledger.ledger.state import Job, JobState, Stamp, evolve
-from pinledger.projections.pinlater.reader import PinLaterJob
-from pinledger.service.cli.import_guard import ImportRefusedError
-from pinledger.service.cli.import_pinlater import (
+from pinledger.cli.import_guard import ImportRefusedError
+from pinledger.cli.import_pinlater import (
     SOURCE,
     check_importable,
     enqueue_event,
     follow_ups,
 )
+from pinledger.ledger.events import Actor
+from pinledger.ledger.state import Job, JobState, Stamp, evolve
+from pinledger.projections.pinlater.reader import PinLaterJob
 
 NOW = 1_700_000_000_000
 PAST, FUTURE = NOW - 60_000, NOW + 3_600_000

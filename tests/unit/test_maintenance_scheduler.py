@@ -15,12 +15,12 @@ import time
 import pytest
 
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
+from pinledger.ledger.fake_clock import FakeClock
 from pinledger.projections.store import StoreUnavailableError
 from pinledger.service.ownership import maintenance
 from pinledger.service.ownership.maintenance.duties import Duties
 from pinledger.service.ownership.maintenance.duty import Duty, Schedule, Scope
 from pinledger.service.ownership.maintenance.scheduler import Lane, Scheduler
-from pinledger.service.testing.clock import FakeClock
 from pinledger.service.testing.runtime import TEST_CONFIG, Runtime, wait_until
 
 SCHEDULER_LOG = "pinledger.service.ownership.maintenance.scheduler"

@@ -12,9 +12,10 @@ import re
 from pathlib import Path
 
 from pinledger.service.observability.catalogue import BY_NAME, CATALOGUE, spec
+from tests.source_folders import FOLDERS
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("ledger", "projections", "service", "client", "pinledger")
+SOURCES = (*FOLDERS, "pinledger")
 CATALOGUE_FILE = ROOT / "service" / "observability" / "catalogue.py"
 NAME = re.compile(r"pinledger_[a-z0-9_]*[a-z0-9]")
 # Strings that look like metric names and are not.

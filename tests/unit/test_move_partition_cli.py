@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from pinledger.service.cli.move_partition import _refusal, add_arguments
+from pinledger.cli.move_partition import _refusal, add_arguments
 from pinledger.service.testing.runtime import TEST_CONFIG
 
 MAPPED = dataclasses.replace(TEST_CONFIG, store_shards="/etc/pinledger/shards.json")

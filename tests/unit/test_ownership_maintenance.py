@@ -20,9 +20,11 @@ from pinledger.ledger.events import (
     Succeeded,
     TimedOut,
 )
+from pinledger.ledger.fake_clock import FakeClock
 from pinledger.ledger.log import LogError
 from pinledger.ledger.state import Job, JobState, Verdict
 from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.projector import Transition
 from pinledger.projections.store import PartitionBatch
 from pinledger.service.observability.metrics import Metrics
@@ -31,8 +33,6 @@ from pinledger.service.ownership.maintenance.garbage_collection import Collector
 from pinledger.service.ownership.maintenance.scheduler import Lane
 from pinledger.service.ownership.partitions import Owned
 from pinledger.service.ownership.sightings import Sightings
-from pinledger.service.testing.clock import FakeClock
-from pinledger.service.testing.fake_store import FakeStore
 from tests.unit.factories import NOW, make_job
 from tests.unit.ownership_fixtures import RecordingWriter, make_owned, make_partitions
 

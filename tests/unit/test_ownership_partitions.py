@@ -12,12 +12,12 @@ from typing import cast
 import pytest
 
 from pinledger.ledger.events import Actor, Claimed, Succeeded
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.log import Append, LogError, NotAppendedError
 from pinledger.ledger.writer import LedgerWriter, Traced
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.claims import Claims, serving_parts
 from pinledger.service.ownership.partitions import Owned
-from pinledger.service.testing.fake_log import FakeLog
 from tests.unit.factories import NOW, make_job
 from tests.unit.ownership_fixtures import RecordingWriter, make_owned, make_partitions
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pinledger.ledger.fake_clock import FakeClock
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.log import GroupMember
 from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.fake.store import FakeStore
 from pinledger.service.config import Config
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.owner import Owner, stalled, unowned_topics
-from pinledger.service.testing.clock import FakeClock
-from pinledger.service.testing.fake_log import FakeLog
-from pinledger.service.testing.fake_store import FakeStore
 
 GRACE = 3.0
 

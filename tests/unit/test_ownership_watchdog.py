@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import cast
 
+from pinledger.ledger.fake_clock import FakeClock
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.log import Append, GroupMember
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import QueueRow
@@ -20,8 +22,6 @@ from pinledger.service.ownership.maintenance.watchdog import (
 )
 from pinledger.service.ownership.partitions import Key, Owned
 from pinledger.service.ownership.subscription import Subscription
-from pinledger.service.testing.clock import FakeClock
-from pinledger.service.testing.fake_log import FakeLog
 from tests.unit.ownership_fixtures import make_owned, make_partitions
 
 

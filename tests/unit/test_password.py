@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pinledger.service.password import (
+from pinledger.service.security.password import (
     SCRYPT_N,
     SCRYPT_P,
     SCRYPT_R,

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from pinledger.ledger.fake_clock import FakeClock
 from pinledger.service.api.peers import PeerPool
-from pinledger.service.testing.clock import FakeClock
 
 
 class FakeClient:

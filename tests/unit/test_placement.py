@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 from pinledger.ledger import codec, formats
 from pinledger.ledger.events import Actor, Event, PartitionPlaced, QueueCreated, QueueResized
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.log import catalog_topic
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import QueueRow
-from pinledger.service.placement import Placer, place
-from pinledger.service.store_shards import Shard, ShardMap, single
-from pinledger.service.testing.fake_log import FakeLog
+from pinledger.service.shards.placement import Placer, place
+from pinledger.service.shards.shard_map import Shard, ShardMap, single
 
 DSN = "postgresql://app@db/ledger"
 A, B, C = Shard("a", DSN), Shard("b", DSN), Shard("c", DSN)

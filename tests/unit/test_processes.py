@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pinledger.idl import pinlater
+from pinledger.ledger.fake_clock import FakeClock
 from pinledger.service.api.forwarding import FORWARDED_JOBS, FORWARDS, CountingPeerPool
 from pinledger.service.api.requests import DequeueRequest
 from pinledger.service.config import Config, ConfigError
@@ -27,7 +28,6 @@ from pinledger.service.processes.plan import (
     worker_server_id,
 )
 from pinledger.service.processes.supervisor import worker_command
-from pinledger.service.testing.clock import FakeClock
 
 
 def test_a_worker_serves_alone_on_its_own_ports_whatever_the_supervisor_had() -> None:

@@ -18,6 +18,7 @@ from pinledger.ledger import codec, formats
 from pinledger.ledger.commands import RefusalCode, Refused
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.events import Actor, Claimed, Enqueued, Envelope, Event, Succeeded
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.group_commit import GroupCommit, Part
 from pinledger.ledger.log import (
     BROKER_MAX_MESSAGE_BYTES,
@@ -30,7 +31,6 @@ from pinledger.ledger.log import (
 )
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.service.server import warn_if_unsafe
-from pinledger.service.testing.fake_log import FakeLog
 from pinledger.service.testing.runtime import TEST_CONFIG, Runtime
 from tests.unit.strategies import envelopes, events
 

@@ -11,11 +11,11 @@ import re
 
 import pytest
 
+from pinledger.cli import main, tool_options
+from pinledger.cli.reference import commands_page
 from pinledger.idl import pinlater
 from pinledger.service.api import idl_reference
 from pinledger.service.api.idl_reference import parse, thrift_page
-from pinledger.service.cli import main, tool_options
-from pinledger.service.cli.reference import commands_page
 
 
 def _sections(page: str) -> dict[str, str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pinledger.service.cli.replay import progress_printer
+from pinledger.cli.replay import progress_printer
 
 
 def test_the_progress_line_counts_events_against_the_logs_records(

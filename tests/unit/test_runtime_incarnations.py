@@ -14,7 +14,7 @@ from pinledger.idl import pinlater
 from pinledger.ledger import codec
 from pinledger.ledger.events import Envelope, QueueDeleted
 from pinledger.ledger.log import Append, catalog_topic, queue_topic
-from pinledger.service.password import hash_password
+from pinledger.service.security.password import hash_password
 from pinledger.service.testing.runtime import (
     CALLER,
     GONE,

@@ -19,8 +19,8 @@ from pinledger.ledger import formats
 from pinledger.ledger.descriptor import parse
 from pinledger.ledger.log import queue_topic
 from pinledger.projections.sharded_store import ShardedStore
-from pinledger.service.moves import Mover, MoveRefusedError
-from pinledger.service.store_shards import single
+from pinledger.service.shards.moves import Mover, MoveRefusedError
+from pinledger.service.shards.shard_map import single
 from pinledger.service.testing.runtime import GONE, TEST_CONFIG, Runtime, job
 from tests.unit.test_runtime_shards import _held
 
@@ -107,7 +107,7 @@ def test_a_move_stopped_half_way_resumes_from_the_targets_offset() -> None:
         ticks = itertools.count(0.0, 3.0)  # a progress line after every batch
         mover.clock = lambda: next(ticks)
         mover_batch = pytest.MonkeyPatch()
-        mover_batch.setattr("pinledger.service.moves.BATCH", 3)
+        mover_batch.setattr("pinledger.service.shards.moves.BATCH", 3)
         try:
             with pytest.raises(KeyboardInterrupt):
                 mover.move("mail", 2, "b", rt.clock.now_ms)
@@ -199,7 +199,7 @@ def test_a_move_stopped_after_its_switch_waits_before_cleaning_and_never_cleans_
             if rt.store.queues()[0].shards[0] == "b":
                 raise KeyboardInterrupt  # during the wait after the switch
 
-        monkeypatch.setattr("pinledger.service.moves.time.sleep", killed)
+        monkeypatch.setattr("pinledger.service.shards.moves.time.sleep", killed)
         with pytest.raises(KeyboardInterrupt):
             mover.move("mail", 0, "b", rt.clock.now_ms)
         assert rt.store.queues()[0].shards[0] == "b"

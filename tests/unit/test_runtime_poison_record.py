@@ -12,15 +12,15 @@ import logging
 
 import pytest
 
+from pinledger.cli.skip_record import SkipRefusedError, skip
 from pinledger.idl import pinlater
 from pinledger.ledger import codec, formats
 from pinledger.ledger.descriptor import JobDescriptor, local_id_for, parse
 from pinledger.ledger.events import Actor, Enqueued, Envelope, RecordSkipped
 from pinledger.ledger.log import Append, queue_topic
 from pinledger.projections.sharded_store import ShardedStore
-from pinledger.service.cli.skip_record import SkipRefusedError, skip
-from pinledger.service.moves import Mover
 from pinledger.service.ownership.paused import PAUSED_GAUGE, RETRY_FIRST_S
+from pinledger.service.shards.moves import Mover
 from pinledger.service.testing.runtime import GONE, TEST_CONFIG, Node, Runtime, job, wait_until
 
 CONFIG = dataclasses.replace(TEST_CONFIG, partitions=2)

@@ -12,8 +12,8 @@ import pytest
 from pinledger.idl import pinlater
 from pinledger.ledger.descriptor import parse
 from pinledger.ledger.state import JobState
+from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.store import JobFilter
-from pinledger.service.testing.fake_store import FakeStore
 from pinledger.service.testing.runtime import GONE, TEST_CONFIG, Runtime, job
 
 CONFIG = dataclasses.replace(TEST_CONFIG, partitions=4)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from pinledger.ledger.events import PartitionMoved, PartitionPlaced
 from pinledger.ledger.log import catalog_topic, queue_topic
 from pinledger.ledger.state import Job, JobState
+from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.sharded_store import ShardedStore, ShardMissingError
 from pinledger.projections.store import (
     EventRow,
@@ -33,7 +34,6 @@ from pinledger.projections.store import (
     StoreError,
     StoreUnavailableError,
 )
-from pinledger.service.testing.fake_store import FakeStore
 
 PREFIX = "shards."
 CATALOG = catalog_topic(PREFIX)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from pinledger.cli.main import build_parser
+from pinledger.cli.skip_record import SkipRefusedError, describe, skip
 from pinledger.ledger import codec
 from pinledger.ledger.events import (
     Actor,
@@ -15,12 +17,10 @@ from pinledger.ledger.events import (
     QueueCreated,
     RecordSkipped,
 )
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.log import Append, LogRecord, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.service.cli.main import build_parser
-from pinledger.service.cli.skip_record import SkipRefusedError, describe, skip
-from pinledger.service.testing.fake_log import FakeLog
-from pinledger.service.testing.fake_store import FakeStore
+from pinledger.projections.fake.store import FakeStore
 
 ADMIN = Actor(source="test:admin", request_id="", server="test")
 PREFIX = "t."

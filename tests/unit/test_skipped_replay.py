@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from pinledger.ledger import formats
 from pinledger.ledger.events import Actor, Enqueued, RecordSkipped
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.log import Append, queue_topic
 from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.fake.store import FakeDatabase, FakeStore
 from pinledger.projections.projector import Bound, ProjectionRunner, Scope
 from pinledger.projections.replay import replay
 from pinledger.projections.verify import verify
-from pinledger.service.testing.fake_log import FakeLog
-from pinledger.service.testing.fake_store import FakeDatabase, FakeStore
 
 ADMIN = Actor(source="test:admin", request_id="", server="test")
 PREFIX = "t."

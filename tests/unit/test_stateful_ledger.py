@@ -46,13 +46,13 @@ from pinledger.ledger import formats
 from pinledger.ledger.descriptor import parse
 from pinledger.ledger.log import LogError, queue_topic
 from pinledger.ledger.state import Job, JobState
+from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.projector import ProjectionRunner, Scope
 from pinledger.projections.sharded_store import ShardedStore
 from pinledger.projections.store import EventRow, QueueRow
 from pinledger.projections.verify import verify
-from pinledger.service.moves import Mover, MoveRefusedError
-from pinledger.service.password import hash_password
-from pinledger.service.testing.fake_store import FakeStore
+from pinledger.service.security.password import hash_password
+from pinledger.service.shards.moves import Mover, MoveRefusedError
 from pinledger.service.testing.runtime import (
     GONE,
     TEST_CONFIG,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.sharded_store import ShardedStore
 from pinledger.projections.store import StoreUnavailableError
 from pinledger.service.assembly import store_probes
-from pinledger.service.testing.fake_store import FakeStore
 
 
 def test_one_store_is_probed_by_its_kind() -> None:

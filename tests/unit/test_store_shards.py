@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pinledger.service.store_shards import (
+from pinledger.service.shards.shard_map import (
     DEFAULT_SHARD,
     Shard,
     ShardMap,

@@ -10,16 +10,17 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.mysql.store import Store as MyStore
 from pinledger.projections.pg.store import Store as PgStore
 from pinledger.projections.sharded_store import ShardedStore
 from pinledger.projections.sql.store import SqlStore
-from pinledger.service.testing.fake_store import FakeStore
+from tests.source_folders import FOLDERS
 
 ROOT = Path(__file__).resolve().parents[2]
 # Where a store may know its own kind: the stores themselves, and the tests of them.
 EXEMPT = ("projections", "tests")
-SEARCHED = ("pinledger", "ledger", "service", "client", "bench")
+SEARCHED = ("pinledger", *(f for f in FOLDERS if f not in EXEMPT), "bench")
 
 # The concrete stores, by the module and name they are imported from.
 CONCRETE = {
@@ -93,18 +94,18 @@ def test_the_check_sees_aliases_tuples_unions_and_module_paths() -> None:
 from pinledger.projections.sharded_store import ShardedStore as Sharded
 from pinledger.projections.pg.store import Store as PgStore
 from pinledger.projections import sharded_store
-import pinledger.service.testing.fake_store
+import pinledger.projections.fake.store
 from pinledger.projections.store import LedgerStore
 
 isinstance(a, Sharded)
 isinstance(b, (int, PgStore))
 isinstance(c, str | sharded_store.ShardedStore)
-issubclass(d, pinledger.service.testing.fake_store.FakeStore)
+issubclass(d, pinledger.projections.fake.store.FakeStore)
 isinstance(e, LedgerStore)
 """
     assert type_checks(source) == [
         (8, "pinledger.projections.sharded_store.ShardedStore"),
         (9, "pinledger.projections.pg.store.Store"),
         (10, "pinledger.projections.sharded_store.ShardedStore"),
-        (11, "pinledger.service.testing.fake_store.FakeStore"),
+        (11, "pinledger.projections.fake.store.FakeStore"),
     ]

@@ -1,4 +1,4 @@
-"""TLS settings of the Thrift port and of its clients (service/tls.py,
+"""TLS settings of the Thrift port and of its clients (service/security/tls.py,
 client/tls.py, `pinledger client`'s flags): what each combination builds, and the one
 clear error for each that cannot work. Certificates are made here with openssl."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from pinledger.cli.tool_options import UsageError, parse_options
 from pinledger.client.tls import Tls, TlsSettingsError
-from pinledger.service import tls
-from pinledger.service.cli.tool_options import UsageError, parse_options
 from pinledger.service.config import Config, ConfigError
+from pinledger.service.security import tls
 
 
 @pytest.fixture(scope="module")

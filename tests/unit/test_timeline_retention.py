@@ -18,6 +18,8 @@ from pinledger.ledger.events import (
     Failed,
     Succeeded,
 )
+from pinledger.ledger.fake_clock import FakeClock
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.log import Append, LogError, Position
 from pinledger.projections.day_partitions import (
     DAY_MS,
@@ -30,6 +32,7 @@ from pinledger.projections.day_partitions import (
     retention_cutoff,
     to_drop,
 )
+from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.history import build_history
 from pinledger.projections.log_history import (
     HistoryScanLimitError,
@@ -40,9 +43,6 @@ from pinledger.projections.log_history import (
 from pinledger.projections.projector import PartitionProjector
 from pinledger.service.ownership.maintenance.scheduler import Lane
 from pinledger.service.ownership.maintenance.timeline_retention import TimelineRetention
-from pinledger.service.testing.clock import FakeClock
-from pinledger.service.testing.fake_log import FakeLog
-from pinledger.service.testing.fake_store import FakeStore
 
 DAY0 = day_start(1_700_000_000_000)  # 2023-11-14 00:00 UTC
 TOPIC = "t.q.mail"

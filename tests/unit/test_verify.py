@@ -9,12 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pinledger.ledger.events import Actor
+from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.writer import LedgerWriter
+from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.projector import ProjectionRunner, Scope
 from pinledger.projections.verify import partition_tasks, verify, verify_partition
 from pinledger.projections.verify_fold import IdRange, TableDiff, compare_sorted
-from pinledger.service.testing.fake_log import FakeLog
-from pinledger.service.testing.fake_store import FakeStore
 from tests.integration.workload import Workload
 
 ADMIN = Actor(source="test:admin", request_id="", server="test")

@@ -18,7 +18,7 @@ from pinledger.client.job_context import JobContext
 from pinledger.client.jobs import Ack, Checkpoint, DequeuedJob
 from pinledger.client.retry import constant
 from pinledger.client.worker import Worker
-from pinledger.service.testing.clock import FakeClock
+from pinledger.ledger.fake_clock import FakeClock
 
 Q = "q"
 WAIT_S = 30  # a bound on waits for other threads, never reached when all is well

@@ -18,7 +18,7 @@ from pinledger.client.worker import WorkerCounters
 from pinledger.client.worker.heartbeat import beat, heartbeat_thread
 from pinledger.client.worker.outbox import MAX_ACK_DELAY_S, Outbox
 from pinledger.client.worker.outcome import RUN_OUTCOMES, Outcome
-from pinledger.service.testing.clock import FakeClock
+from pinledger.ledger.fake_clock import FakeClock
 
 Q = "q"
 A, B, C = "q:s1:p0:1", "q:s1:p0:2", "q:s1:p0:3"
