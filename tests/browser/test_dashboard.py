@@ -341,8 +341,7 @@ def test_a_queue_of_100k_jobs_pages_within_the_read_limits(
     for start in range(0, 100_000, 10_000):
         _enqueue(client, queue, [b"bulk %d" % i for i in range(start, start + 10_000)])
     wait_for(
-        lambda: _count_once_projected(client, queue, pinlater.PinLaterJobState.PENDING)
-        == 100_000,
+        lambda: _count_once_projected(client, queue, pinlater.PinLaterJobState.PENDING) == 100_000,
         timeout=120,
     )
     browser.get(_page(server, f"/queue?name={queue}"))

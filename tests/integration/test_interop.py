@@ -74,7 +74,7 @@ def _need_file(path: Path, package: str) -> None:
 def _run(cmd: list[str], what: str, timeout: float, server: Server | None = None) -> str:
     """Run `cmd`; return its stdout, or fail the test with everything it printed (and the
     tail of the server's log, when a client against `server` failed)."""
-    server_log = "" if server is None else f"\n--- server log (tail) ---\n{server.log_tail()}"
+    server_log = "" if server is None else f"\n--- server log (tail) ---\n{server.log()}"
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
