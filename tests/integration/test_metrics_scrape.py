@@ -180,9 +180,8 @@ def test_a_live_server_exports_the_whole_catalogue_and_nothing_else(
         try:
             wait_for(complete, timeout=90, pause=0.5)
         except AssertionError:
-            pytest.fail(
-                f"catalogued metrics never exported: {latest[0].missing()}\n{server.log_tail()}"
-            )
+            missing = latest[0].missing()
+            pytest.fail(f"catalogued metrics never exported: {missing}\n{server.log_tail()}")
         found = latest[0]
 
         unknown = sorted(n for n in found.samples if n.startswith("pinledger_") and not _spec_of(n))
