@@ -137,6 +137,11 @@ class ImportedJob(NamedTuple):
     priority: int
 
 
+# A scan key's numbers must fit the columns they are compared with (bigint, integer).
+_I64 = 2**63
+_I32 = 2**31
+
+
 @dataclass(slots=True)
 class PartitionBatch:
     """What one projected batch of records changes in one partition, committed in one
@@ -175,11 +180,28 @@ class JobRow:
 
 @dataclass(frozen=True, slots=True)
 class ScanKey:
-    """Where a scan page ended: the next page starts strictly after it."""
+    """Where a scan page ended: the next page starts strictly after it. Its text form,
+    `<run_after>.<partition>.<local_id>`, is scanJobs' continuation and the dashboard's
+    page token alike, written and read only here."""
 
     run_after: int
     partition: int
     local_id: int
+
+    def token(self) -> str:
+        return f"{self.run_after}.{self.partition}.{self.local_id}"
+
+    @classmethod
+    def from_token(cls, token: str) -> ScanKey:
+        """The key `token()` wrote; ValueError for any other text, and for numbers beyond
+        the columns they are compared with (bigint, integer)."""
+        parts = token.split(".")
+        if len(parts) != 3:
+            raise ValueError(f"{token!r} is not <run_after>.<partition>.<local_id>")
+        run_after, partition, local_id = (int(p) for p in parts)
+        if not (0 <= partition < _I32 and 0 <= local_id < _I64 and -_I64 <= run_after < _I64):
+            raise ValueError(f"{token!r} is beyond the columns' ranges")
+        return cls(run_after, partition, local_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,6 @@ from pinledger.service.api.errors import pinlater_error
 
 CONTINUATION_START: str = pinlater.CONTINUATION_START
 CONTINUATION_END: str = pinlater.CONTINUATION_END
-# A token's numbers must fit the columns they are compared with (bigint, integer).
-_I64 = 2**63
-_I32 = 2**31
 
 
 def _invalid(why: str) -> Exception:
@@ -30,18 +27,12 @@ def parse_continuation(token: Any) -> ScanKey | None:
     wrong = limits.problem(limits.CONTINUATION, token)
     if wrong is not None:
         raise _invalid(f"continuation {wrong}")
-    parts = token.split(".")
     try:
-        if len(parts) != 3:
-            raise ValueError
-        run_after, partition, local_id = (int(p) for p in parts)
-        if not (0 <= partition < _I32 and 0 <= local_id < _I64 and -_I64 <= run_after < _I64):
-            raise ValueError
+        return ScanKey.from_token(token)
     except ValueError:
         raise _invalid(f"continuation {token!r} is not one this server returned") from None
-    return ScanKey(run_after, partition, local_id)
 
 
 def continuation_after(key: ScanKey) -> str:
     """The token `parse_continuation` reads back as `key`."""
-    return f"{key.run_after}.{key.partition}.{key.local_id}"
+    return key.token()
