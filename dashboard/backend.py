@@ -11,7 +11,7 @@ from pinledger.ledger.events import Actor
 from pinledger.ledger.log import GroupMember
 from pinledger.ledger.writer import LedgerWriter, Traced
 from pinledger.projections.asof import QueueAsOf
-from pinledger.service.api.core import Api, ClaimedJob
+from pinledger.service.api.core import Api, DequeuedJob
 
 # A queue as it was at a moment (ms): a bounded replay into a scratch schema
 # (projections/asof.py), built by the assembler, which knows the adapters.
@@ -48,7 +48,9 @@ class NoOwner:
     def peers_for(self, queue: str) -> list[str]:
         return []
 
-    def peek(self, queue: str, limit: int, now: int, coverage: float = 1.0) -> Sequence[ClaimedJob]:
+    def peek(
+        self, queue: str, limit: int, now: int, coverage: float = 1.0
+    ) -> Sequence[DequeuedJob]:
         return []
 
     def note_dequeue(self, queue: str, jobs: int) -> None:
@@ -62,7 +64,7 @@ class NoOwner:
         actor: Actor,
         coverage: float = 1.0,
         alongside: Traced | None = None,
-    ) -> Sequence[ClaimedJob]:
+    ) -> Sequence[DequeuedJob]:
         """Nothing to claim here; a dequeue's acks are appended all the same."""
         if alongside is not None:
             self.writer.append_many(alongside[0], now, actor, alongside[1])

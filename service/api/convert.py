@@ -9,7 +9,7 @@ from typing import Any
 from pinledger.idl import pinlater
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.projections.store import JobRow
-from pinledger.service.api.core import ClaimedJob
+from pinledger.service.api.core import DequeuedJob
 
 
 def descriptor_of(queue: str, row: JobRow) -> str:
@@ -38,7 +38,7 @@ def enqueue_response(descriptors: Iterable[JobDescriptor]) -> Any:
     return pinlater.PinLaterEnqueueResponse(jobDescriptors=[str(d) for d in descriptors])
 
 
-def dequeue_response(claimed: Sequence[ClaimedJob], queue: str) -> Any:
+def dequeue_response(claimed: Sequence[DequeuedJob], queue: str) -> Any:
     jobs, metadata, traceparents = {}, {}, {}
     for item in claimed:
         key = str(JobDescriptor(queue, item.partition, item.job.priority, item.job.local_id))

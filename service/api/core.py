@@ -36,8 +36,10 @@ from pinledger.service.queue_config import QueueConfig
 BULK_CHUNK = 1000
 
 
-class ClaimedJob(Protocol):
-    """A job an owner handed to a dequeue, with the partition it lives in."""
+class DequeuedJob(Protocol):
+    """A job an owner handed to a dequeue, with the partition it lives in (the owner's
+    ownership/claims.py `DequeuedJob`; the record of it in the log is ledger's `Claimed`
+    event)."""
 
     @property
     def partition(self) -> int: ...
@@ -47,7 +49,7 @@ class ClaimedJob(Protocol):
     def traceparent(self) -> str | None: ...
 
 
-class Owners(Protocol):
+class OwnerPort(Protocol):
     """What the API asks of this server's partition owner."""
 
     def add_queue(self, name: str) -> None: ...
@@ -55,7 +57,7 @@ class Owners(Protocol):
     def peers_for(self, queue: str) -> list[str]: ...
     def peek(
         self, queue: str, limit: int, now: int, coverage: float = 1.0
-    ) -> Sequence[ClaimedJob]: ...
+    ) -> Sequence[DequeuedJob]: ...
     def dequeue(
         self,
         queue: str,
@@ -64,7 +66,7 @@ class Owners(Protocol):
         actor: Actor,
         coverage: float = 1.0,
         alongside: Traced | None = None,
-    ) -> Sequence[ClaimedJob]: ...
+    ) -> Sequence[DequeuedJob]: ...
     @property
     def unavailable(self) -> str | None:
         """Why this server's partitions are not served now, or None."""
@@ -82,7 +84,7 @@ class Api:
     config: Config
     store: LedgerStore
     writer: LedgerWriter
-    owner: Owners
+    owner: OwnerPort
     metrics: Metrics
     queues: QueueDirectory
     rate_limits: QueueRateLimits

@@ -19,7 +19,7 @@ from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import LedgerStore
 from pinledger.service.api import acks, bulk, dequeue, enqueue, queues, reads
 from pinledger.service.api import requests as parse
-from pinledger.service.api.core import Api, Owners
+from pinledger.service.api.core import Api, OwnerPort
 from pinledger.service.api.directory import QueueDirectory
 from pinledger.service.api.errors import rpc
 from pinledger.service.api.peers import PeerPool
@@ -39,7 +39,7 @@ class Handler:
         config: Config,
         store: LedgerStore,
         writer: LedgerWriter,
-        owner: Owners,
+        owner: OwnerPort,
         metrics: Metrics,
         queues: QueueDirectory,
         rate_limits: QueueRateLimits,

@@ -38,7 +38,7 @@ from pinledger.service.ownership.spans import job_span, naming
 log = logging.getLogger(__name__)
 
 
-class Claimed(NamedTuple):
+class DequeuedJob(NamedTuple):
     """A job handed to a dequeue, with the partition it lives in and the trace context
     its worker continues: the attempt's (job_trace.py), or the job's for a dry run; None
     when its enqueue was not traced (a named tuple: one per job dequeued)."""
@@ -108,14 +108,14 @@ class Claims:
         if self._closed and self._in_flight == 0:
             self._settled.notify_all()
 
-    def peek(self, queue: str, limit: int, now: int, coverage: float = 1.0) -> list[Claimed]:
+    def peek(self, queue: str, limit: int, now: int, coverage: float = 1.0) -> list[DequeuedJob]:
         """dryRun: the jobs a dequeue would get, untouched."""
         with self.partitions.lock:
             found = [
                 (
                     job.priority,
                     job.run_after,
-                    Claimed(
+                    DequeuedJob(
                         o.partition,
                         job,
                         job_trace.job_traceparent(
@@ -138,7 +138,7 @@ class Claims:
         actor: Actor,
         coverage: float = 1.0,
         alongside: Traced | None = None,
-    ) -> list[Claimed]:
+    ) -> list[DequeuedJob]:
         """Claim up to `limit` due jobs from owned partitions of `queue`: one claim
         record per partition, answered once the broker has them. `alongside` (the
         call's piggybacked acks) is appended in the same round trip, before the claims,
@@ -225,7 +225,7 @@ class Claims:
         # Each worker gets the context of the attempt its claim starts (in the job's
         # own trace), so that its processing nests in the attempt.
         return [
-            Claimed(
+            DequeuedJob(
                 parts[index].partition,
                 job,
                 None

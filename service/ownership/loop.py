@@ -26,7 +26,7 @@ from pinledger.ledger.clock import Clock
 from pinledger.ledger.log import GroupReader
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.ownership.partitions import Partitions
-from pinledger.service.ownership.subscription import Subscription
+from pinledger.service.ownership.topics import OwnedTopics
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +42,14 @@ MAX_FAILED_PASS_PAUSE_S = 2.0
 class OwnerLoop:
     def __init__(
         self,
-        subscription: Subscription,
+        topics: OwnedTopics,
         partitions: Partitions,
         run_maintenance: Callable[[], None],
         rejoin: threading.Event,
         stop: threading.Event,
         clock: Clock,
     ) -> None:
-        self.subscription = subscription
+        self.topics = topics
         self.partitions = partitions
         # The owner lane's round (maintenance/scheduler.py: `Lane.run_due`).
         self.run_maintenance = run_maintenance
@@ -120,7 +120,7 @@ class OwnerLoop:
         if self.partitions.reload_pending and not self._reload():
             self._pause_after_failure()
             return
-        self.subscription.resubscribe(reader)
+        self.topics.resubscribe(reader)
         if self.rejoin.is_set():
             self.rejoin.clear()
             reader.request_rejoin()

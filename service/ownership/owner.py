@@ -13,7 +13,7 @@ group assignment plays the part Helix plays in Pacer. The owner
 
 `Owner` is the facade the server and the Thrift handler use; the work is in the rooms:
 
-- subscription.py: which topics to subscribe to (the catalog's queues, and those
+- topics.py: which topics to subscribe to (the catalog's queues, and those
   created here);
 - partitions.py: the owned partitions, adoption and catch-up on assignment,
   projection, revocation (and the rebalance callbacks);
@@ -25,7 +25,7 @@ group assignment plays the part Helix plays in Pacer. The owner
   stops the server before it joins), the queue config's resizes, retirement,
   adaptation, the members tick and its watchdog, the timeline's retention, the queue
   gauges;
-- membership.py: the group's live members (forwarding, rate limits, createQueue's wait);
+- peers.py: the group's live members (forwarding, rate limits, createQueue's wait);
 - spans.py: trace spans of the owner's actions;
 
 Threads: the owner thread (loop.py) polls Kafka, projects and runs the owner lane's
@@ -41,7 +41,7 @@ Locks (two; neither is ever held while taking the other):
 - `Partitions.lock` guards the ownership table, each owned partition's serving state,
   ready buffer and trace contexts, and the rebalance news (partitions.py says why one
   lock is enough);
-- `Subscription`'s lock guards the queue names to subscribe to (subscription.py).
+- `OwnedTopics`'s lock guards the queue names to subscribe to (topics.py).
 
 Events: `stop` ends the owner thread and the scheduler's; `rejoin` carries the
 watchdog's rebalance request to the owner thread. Everything else belongs to one thread
@@ -68,21 +68,21 @@ from pinledger.projections.store import LedgerStore, QueueRow
 from pinledger.service.config import Config
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.ownership.claims import Claimed, Claims
+from pinledger.service.ownership.claims import Claims, DequeuedJob
 from pinledger.service.ownership.live_traces import LiveTraces
 from pinledger.service.ownership.loop import OwnerLoop
 from pinledger.service.ownership.maintenance.adaptation import DequeueTally
 from pinledger.service.ownership.maintenance.duties import Duties, Sources, build_duties
 from pinledger.service.ownership.maintenance.scheduler import Scheduler
 from pinledger.service.ownership.maintenance.watchdog import stalled, unowned_topics
-from pinledger.service.ownership.membership import Membership, member_id_of
 from pinledger.service.ownership.partitions import Owned, Partitions
-from pinledger.service.ownership.subscription import Subscription
+from pinledger.service.ownership.peers import Peers, member_id_of
+from pinledger.service.ownership.topics import OwnedTopics
 from pinledger.service.queue_config import QueueConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Claimed", "Owned", "Owner", "stalled", "unowned_topics"]
+__all__ = ["DequeuedJob", "Owned", "Owner", "stalled", "unowned_topics"]
 
 
 class Owner:
@@ -114,7 +114,7 @@ class Owner:
         self.writer = writer
         self._stop = threading.Event()
         rejoin = threading.Event()
-        self.subscription = Subscription(config.topic_prefix, writer, self.clock)
+        self.topics = OwnedTopics(config.topic_prefix, writer, self.clock)
         self.live_traces = LiveTraces(store, metrics, config.trace_queue, self._stop)
         self.partitions = Partitions(
             config.topic_prefix,
@@ -132,16 +132,14 @@ class Owner:
             config.server_id, self.clock.now_ms(), self.partitions, writer, metrics
         )
         self.loop = OwnerLoop(
-            self.subscription,
+            self.topics,
             self.partitions,
             lambda: self.scheduler.lane("owner").run_due(),
             rejoin,
             self._stop,
             self.clock,
         )
-        self.membership = Membership(
-            kafka, self.group, self.member_id, self.partitions, on_members_change
-        )
+        self.peers = Peers(kafka, self.group, self.member_id, self.partitions, on_members_change)
         # The dequeue calls this server answers, for the adaptive partitions
         # (maintenance/adaptation.py).
         self.dequeue_tally = DequeueTally(metrics)
@@ -153,8 +151,8 @@ class Owner:
             metrics=metrics,
             clock=self.clock,
             partitions=self.partitions,
-            subscription=self.subscription,
-            membership=self.membership,
+            topics=self.topics,
+            peers=self.peers,
             loop=self.loop,
             rejoin=rejoin,
             tally=self.dequeue_tally,
@@ -176,7 +174,7 @@ class Owner:
         self.format.start()
         self._reader = self.kafka.group_reader(
             self.group,
-            self.subscription.initial(),
+            self.topics.initial(),
             self.member_id,
             self.partitions.revoked,
             self.partitions.assigned,
@@ -222,7 +220,7 @@ class Owner:
     def set_queues(self, names: Iterable[str]) -> None:
         """The queues the catalog lists (the queue directory calls this when they
         change); the owner thread subscribes to their topics."""
-        self.subscription.set_queues(names)
+        self.topics.set_queues(names)
 
     def set_rows(self, rows: Iterable[QueueRow]) -> None:
         """Every queue's row as the catalog projection has it (the queue directory
@@ -242,16 +240,16 @@ class Owner:
     def add_queue(self, name: str) -> None:
         """A queue this server has just created: own its partitions now, before the
         catalog projection lists it."""
-        self.subscription.add_queue(name)
+        self.topics.add_queue(name)
 
     def wanted_topics(self) -> set[str]:
-        return self.subscription.wanted_topics()
+        return self.topics.wanted_topics()
 
-    # -- membership (for forwarding and shared rate limits) ---------------------------
+    # -- peers (for forwarding and shared rate limits) ---------------------------------
 
     @property
     def members(self) -> list[GroupMember]:
-        return self.membership.members
+        return self.peers.members
 
     @property
     def rate_shares(self) -> Mapping[str, float] | None:
@@ -278,13 +276,11 @@ class Owner:
     def serves_all(self, queue: str, partitions: int) -> bool:
         """Whether every partition of `queue` is owned by a live server, and those this
         server owns are serving: what a new queue needs before its jobs can be served."""
-        return self.membership.serves_all(self.writer.topic(queue), partitions)
+        return self.peers.serves_all(self.writer.topic(queue), partitions)
 
     def peers_for(self, queue: str) -> list[str]:
         """Addresses (host:port) of other live servers owning partitions of `queue`."""
-        return self.membership.peers_for(
-            self.writer.topic(queue), self.partitions.retired_from(queue)
-        )
+        return self.peers.peers_for(self.writer.topic(queue), self.partitions.retired_from(queue))
 
     # -- dequeue (Thrift handler threads) and maintenance -------------------------------
 
@@ -296,7 +292,7 @@ class Owner:
     def new_claim(self, source: str) -> str:
         return self.claims.new_claim(source)
 
-    def peek(self, queue: str, limit: int, now: int, coverage: float = 1.0) -> list[Claimed]:
+    def peek(self, queue: str, limit: int, now: int, coverage: float = 1.0) -> list[DequeuedJob]:
         """dryRun: the jobs a dequeue would get, untouched."""
         return self.claims.peek(queue, limit, now, coverage)
 
@@ -308,7 +304,7 @@ class Owner:
         actor: Actor,
         coverage: float = 1.0,
         alongside: Traced | None = None,
-    ) -> list[Claimed]:
+    ) -> list[DequeuedJob]:
         """Claim up to `limit` due jobs from owned partitions of `queue`: one claim
         record per partition, answered once the broker has them (with `alongside`, the
         call's acks, in the same round trip)."""

@@ -21,7 +21,7 @@ from pinledger.service.ownership.maintenance.watchdog import (
     Watchdog,
 )
 from pinledger.service.ownership.partitions import Key, Owned
-from pinledger.service.ownership.subscription import Subscription
+from pinledger.service.ownership.topics import OwnedTopics
 from tests.unit.ownership_fixtures import make_owned, make_partitions
 
 
@@ -40,7 +40,7 @@ def _watchdog(
     clock: FakeClock, log: FakeLog, owned: Sequence[Owned] = ()
 ) -> tuple[Watchdog, threading.Event]:
     partitions = make_partitions(*owned, log=log)
-    subscription = Subscription("p.", LedgerWriter(log, "p."), clock)
+    subscription = OwnedTopics("p.", LedgerWriter(log, "p."), clock)
     subscription.set_queues({"mail", "thumbs"})
     loop = cast(OwnerLoop, SimpleNamespace(loop_at=clock.monotonic(), thread=threading.Thread()))
     rejoin = threading.Event()

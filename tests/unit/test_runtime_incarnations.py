@@ -51,7 +51,7 @@ def test_a_reload_between_a_queues_deletion_and_its_topics_removal_brings_nothin
         # The owner's subscription follows the catalog a moment later (a queue
         # directory's refresh, then a rebalance): held here, so that the reload below
         # falls in that moment.
-        subscription = node.owner.subscription
+        subscription = node.owner.topics
         set_queues = subscription.set_queues
         subscription.set_queues = lambda names: None  # type: ignore[method-assign]
         _append_deletion_only(rt, "mail")

@@ -28,7 +28,7 @@ from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.catalog_log import catalog_queues, resizes
 from pinledger.projections.store import QueueRow
 from pinledger.service.ownership.maintenance.queue_sizes import QueueSizes
-from pinledger.service.ownership.membership import member_id_of, peer_addresses
+from pinledger.service.ownership.peers import member_id_of, peer_addresses
 from pinledger.service.queue_config import QueueConfig, parse_queue_config
 from pinledger.service.testing.runtime import GONE, TEST_CONFIG, Node, Runtime, job
 

@@ -42,7 +42,7 @@ from pinledger.projections.store import LedgerStore, QueueRow, StoreError
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.maintenance.duty import Duty, Schedule
-from pinledger.service.ownership.membership import MEMBERS_EVERY_S
+from pinledger.service.ownership.peers import MEMBERS_EVERY_S
 from pinledger.service.partition_policy import Measured, decide
 from pinledger.service.queue_config import Adaptive, QueueConfig
 

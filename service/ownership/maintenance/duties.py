@@ -56,9 +56,9 @@ from pinledger.service.ownership.maintenance.retirement import Retirement
 from pinledger.service.ownership.maintenance.scheduler import Lane, Scheduler
 from pinledger.service.ownership.maintenance.timeline_retention import TimelineRetention
 from pinledger.service.ownership.maintenance.watchdog import Watchdog
-from pinledger.service.ownership.membership import Membership
 from pinledger.service.ownership.partitions import Partitions
-from pinledger.service.ownership.subscription import Subscription
+from pinledger.service.ownership.peers import Peers
+from pinledger.service.ownership.topics import OwnedTopics
 from pinledger.service.queue_config import QueueConfig
 
 
@@ -129,8 +129,8 @@ def build_duties(
     metrics: Metrics,
     clock: Clock,
     partitions: Partitions,
-    subscription: Subscription,
-    membership: Membership,
+    topics: OwnedTopics,
+    peers: Peers,
     loop: OwnerLoop,
     rejoin: threading.Event,
     tally: DequeueTally,
@@ -147,7 +147,7 @@ def build_duties(
     server = config.server_id
     owner = Actor(source="pinledger:owner", server=server)
     watchdog = Watchdog(
-        owners_group(config.topic_prefix), kafka, subscription, partitions, loop, rejoin, clock
+        owners_group(config.topic_prefix), kafka, topics, partitions, loop, rejoin, clock
     )
     return Duties(
         claim_timeouts=ClaimTimeouts(partitions, writer, metrics, owner, config.claim_timeout_s),
@@ -184,7 +184,7 @@ def build_duties(
             config.max_priority,
         ),
         members=Members(
-            membership,
+            peers,
             watchdog,
             kafka,
             config.topic_prefix,

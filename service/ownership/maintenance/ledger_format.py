@@ -18,7 +18,7 @@ from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.partition_log import read_partition
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.maintenance.duty import Duty, Schedule
-from pinledger.service.ownership.membership import MEMBERS_EVERY_S
+from pinledger.service.ownership.peers import MEMBERS_EVERY_S
 
 log = logging.getLogger(__name__)
 

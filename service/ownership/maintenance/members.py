@@ -2,13 +2,13 @@
 members, then, in this order because each needs the list just read,
 
 - tell the rate limits this server's share of each queue's partitions, when it changed
-  (membership.py's `rate_shares`; service/api/ratelimit.py),
+  (peers.py's `rate_shares`; service/api/ratelimit.py),
 - run the watchdog (watchdog.py): rebalance requests for unserved partitions, the
   projection lag, the stuck-loop report,
 - let the producer forget deleted topics (decision 0007: kafka-python's producer would
   otherwise re-request their metadata forever).
 
-A tick whose listing Kafka did not answer does none of them (membership.py logs it).
+A tick whose listing Kafka did not answer does none of them (peers.py logs it).
 The last duty of the members lane (duties.py), after the ledger format and the queue
 resizes, as the owner's members tick always ran them.
 """
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pinledger.ledger.log import GroupMember, Log, LogError
 from pinledger.service.ownership.maintenance.duty import Duty, Schedule
 from pinledger.service.ownership.maintenance.watchdog import Watchdog
-from pinledger.service.ownership.membership import MEMBERS_EVERY_S, Membership, rate_shares
+from pinledger.service.ownership.peers import MEMBERS_EVERY_S, Peers, rate_shares
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class Members(Duty):
 
     def __init__(
         self,
-        membership: Membership,
+        peers: Peers,
         watchdog: Watchdog,
         kafka: Log,
         prefix: str,
@@ -40,7 +40,7 @@ class Members(Duty):
     ) -> None:
         """`on_rate_shares`: told, when it changes, the fraction of each queue's
         partitions this server owns (its share of the queue's rate limit)."""
-        self.membership = membership
+        self.peers = peers
         self.watchdog = watchdog
         self.kafka = kafka
         self.prefix = prefix
@@ -52,7 +52,7 @@ class Members(Duty):
         self.schedule = Schedule(MEMBERS_EVERY_S)
 
     def run(self, now_ms: int) -> None:
-        members = self.membership.refresh()
+        members = self.peers.refresh()
         if members is None:
             return
         self._share_rates(members)
@@ -67,7 +67,7 @@ class Members(Duty):
         changed; a group between generations (no partition assigned) changes nothing."""
         if not any(member.partitions for member in members):
             return
-        shares = rate_shares(members, self.membership.member_id, self.prefix, self.retired_from)
+        shares = rate_shares(members, self.peers.member_id, self.prefix, self.retired_from)
         if shares != self.rate_shares:
             self.rate_shares = shares
             self.on_rate_shares(shares)

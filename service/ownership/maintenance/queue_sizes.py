@@ -23,7 +23,7 @@ from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import QueueRow
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.ownership.maintenance.duty import Duty, Schedule, Scope
-from pinledger.service.ownership.membership import MEMBERS_EVERY_S
+from pinledger.service.ownership.peers import MEMBERS_EVERY_S
 from pinledger.service.queue_config import QueueConfig
 
 log = logging.getLogger(__name__)

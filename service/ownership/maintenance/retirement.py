@@ -31,7 +31,7 @@ from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import LedgerStore, QueueRow, StoreError
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.ownership.maintenance.duty import Duty, Schedule, Scope
-from pinledger.service.ownership.membership import MEMBERS_EVERY_S
+from pinledger.service.ownership.peers import MEMBERS_EVERY_S
 
 log = logging.getLogger(__name__)
 

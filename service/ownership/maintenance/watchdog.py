@@ -39,7 +39,7 @@ from pinledger.projections.store import StoreError
 from pinledger.service.ownership.lag import ProjectionLag
 from pinledger.service.ownership.loop import OwnerLoop
 from pinledger.service.ownership.partitions import Key, Partitions
-from pinledger.service.ownership.subscription import Subscription
+from pinledger.service.ownership.topics import OwnedTopics
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class Watchdog:
         self,
         group: str,
         kafka: Log,
-        subscription: Subscription,
+        topics: OwnedTopics,
         partitions: Partitions,
         loop: OwnerLoop,
         rejoin: threading.Event,
@@ -118,7 +118,7 @@ class Watchdog:
     ) -> None:
         self.group = group
         self.kafka = kafka
-        self.subscription = subscription
+        self.topics = topics
         self.partitions = partitions
         self.loop = loop
         self.rejoin = rejoin
@@ -129,7 +129,7 @@ class Watchdog:
         self._lagging_since: dict[Key, tuple[int, float]] = {}
         # Whether the owner loop's current stall has been reported.
         self._loop_stall_reported = False
-        self.lag = ProjectionLag(partitions.metrics, subscription.prefix)
+        self.lag = ProjectionLag(partitions.metrics, topics.prefix)
 
     def check(self, members: Sequence[GroupMember]) -> None:
         """All three checks, after a members refresh."""
@@ -142,7 +142,7 @@ class Watchdog:
         KafkaGroupReader.request_rejoin): its jobs could be enqueued but never served.
         A group described with no members counts too: this server is alive, so its
         consumer has dropped out of the group (seen in CI: two minutes with no owner)."""
-        queue_topics = self.subscription.queue_topics()
+        queue_topics = self.topics.queue_topics()
         try:
             topics = self.kafka.existing(queue_topics)  # not a queue being deleted
         except LogError as exc:
@@ -153,7 +153,7 @@ class Watchdog:
         if members:
             suspects |= partly_owned_topics(counts or {}, members)
         if counts is not None:
-            catalog = catalog_topic(self.subscription.prefix)
+            catalog = catalog_topic(self.topics.prefix)
             self.partitions.metrics.set_gauge(
                 "pinledger_unowned_partitions", unowned_partitions(counts, members, catalog)
             )
@@ -181,7 +181,7 @@ class Watchdog:
             rows = self.partitions.store.queues()
         except StoreError:
             return None
-        counts = {queue_topic(self.subscription.prefix, row.name): row.partitions for row in rows}
+        counts = {queue_topic(self.topics.prefix, row.name): row.partitions for row in rows}
         return {topic: count for topic, count in counts.items() if topic in topics}
 
     def check_lag(self) -> None:

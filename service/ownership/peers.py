@@ -86,7 +86,7 @@ def assignment_of(
     return [(t, p) for t, p, member in assigned if t == topic and member == member_id]
 
 
-class Membership:
+class Peers:
     def __init__(
         self,
         kafka: Log,

@@ -5,7 +5,7 @@ limit."""
 from __future__ import annotations
 
 from pinledger.ledger.log import GroupMember
-from pinledger.service.ownership.membership import (
+from pinledger.service.ownership.peers import (
     assignment_of,
     member_id_of,
     peer_addresses,

@@ -26,7 +26,7 @@ from pinledger.ledger.writer import LedgerWriter
 CREATED_GRACE_S = 30.0
 
 
-class Subscription:
+class OwnedTopics:
     def __init__(self, prefix: str, writer: LedgerWriter, clock: Clock) -> None:
         self.prefix = prefix
         self.catalog_topic = catalog_topic(prefix)
