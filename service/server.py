@@ -27,7 +27,7 @@ from pinledger.service.api.ratelimit import QueueRateLimits
 from pinledger.service.assembly import Assembly, stop_on_signals, store_probes
 from pinledger.service.config import Config
 from pinledger.service.listeners import Listener
-from pinledger.service.observability import telemetry
+from pinledger.service.observability import catalogue, telemetry
 from pinledger.service.observability.health import HealthMonitor, Loop
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.owner import Owner
@@ -68,7 +68,7 @@ class Server:
         self.store, self.kafka, self.writer = self.parts.store, self.parts.kafka, self.parts.writer
         self.queues, self.queue_config = self.parts.queues, self.parts.queue_config
         self.writer.time_appends(
-            lambda seconds: self.metrics.observe("pinledger_log_append_seconds", seconds)
+            lambda seconds: self.metrics.observe(catalogue.LOG_APPEND_SECONDS, seconds)
         )
         self.writer.ensure_catalog(
             SYSTEM_CLOCK.now_ms(), Actor(source="pinledger:server", server=config.server_id)

@@ -8,6 +8,7 @@ from pinledger.ledger.events import Checkpointed, Event
 from pinledger.projections.store import QueueRow
 from pinledger.service.api.core import Api, append_by_partition, check_jobs, load_queue
 from pinledger.service.api.requests import AckRequest, Caller, CheckpointRequest
+from pinledger.service.observability import catalogue
 
 
 def apply_acks(api: Api, caller: Caller | None, request: AckRequest, queue: QueueRow) -> None:
@@ -35,10 +36,10 @@ def ack_events(api: Api, queue: QueueRow, request: AckRequest) -> dict[int, list
 def count_acks(api: Api, request: AckRequest, queue: QueueRow) -> None:
     """Once the acks are in the log."""
     api.metrics.count(
-        "pinledger_jobs_total", len(request.succeeded), queue=queue.name, action="ack_success"
+        catalogue.JOBS_TOTAL, len(request.succeeded), queue=queue.name, action="ack_success"
     )
     api.metrics.count(
-        "pinledger_jobs_total", len(request.failed), queue=queue.name, action="ack_failure"
+        catalogue.JOBS_TOTAL, len(request.failed), queue=queue.name, action="ack_failure"
     )
 
 
@@ -62,5 +63,5 @@ def checkpoint_jobs(api: Api, caller: Caller | None, request: CheckpointRequest)
         events.setdefault(item.job.partition, []).append(decide_checkpoint(event, api.limits))
     append_by_partition(api, queue, events, caller)
     api.metrics.count(
-        "pinledger_jobs_total", len(request.checkpoints), queue=queue.name, action="checkpoint"
+        catalogue.JOBS_TOTAL, len(request.checkpoints), queue=queue.name, action="checkpoint"
     )

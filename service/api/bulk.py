@@ -15,6 +15,7 @@ from pinledger.service.api.barrier import settle
 from pinledger.service.api.core import Api, append_by_partition, load_queue
 from pinledger.service.api.reads import job_filter
 from pinledger.service.api.requests import Caller, DeleteJobsRequest, RetryRequest
+from pinledger.service.observability import catalogue
 
 
 def _append_bulk(
@@ -53,7 +54,7 @@ def retry_failed_jobs(api: Api, caller: Caller | None, request: RetryRequest) ->
         lambda jobs: list(decide_retry(jobs, request.attempts, request.run_after, now, len(jobs))),
         caller,
     )
-    api.metrics.count("pinledger_jobs_total", count, queue=queue.name, action="retry")
+    api.metrics.count(catalogue.JOBS_TOTAL, count, queue=queue.name, action="retry")
     return count
 
 
@@ -70,7 +71,7 @@ def delete_jobs(api: Api, caller: Caller | None, request: DeleteJobsRequest) -> 
         lambda jobs: list(decide_delete(jobs, where.state, len(jobs), guarded)),
         caller,
     )
-    api.metrics.count("pinledger_jobs_total", count, queue=queue.name, action="delete")
+    api.metrics.count(catalogue.JOBS_TOTAL, count, queue=queue.name, action="delete")
     return count
 
 
@@ -91,7 +92,7 @@ def retry_selected(
         lambda jobs: list(decide_retry(jobs, attempts, None, now, len(jobs))),
         caller,
     )
-    api.metrics.count("pinledger_jobs_total", count, queue=queue.name, action="retry")
+    api.metrics.count(catalogue.JOBS_TOTAL, count, queue=queue.name, action="retry")
     return count
 
 
@@ -110,5 +111,5 @@ def delete_selected(
     count = _append_bulk(
         api, queue, rows, lambda jobs: list(decide_delete(jobs, state, len(jobs), guarded)), caller
     )
-    api.metrics.count("pinledger_jobs_total", count, queue=queue.name, action="delete")
+    api.metrics.count(catalogue.JOBS_TOTAL, count, queue=queue.name, action="delete")
     return count

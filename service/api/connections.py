@@ -41,14 +41,15 @@ from thriftpy2.transport import (
 
 from pinledger.idl import pinlater
 from pinledger.service.api.framing import MAX_FRAME_BYTES, FrameRefused, Frames
+from pinledger.service.observability import catalogue
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.security.tls import handshake, refusal
 
 log = logging.getLogger(__name__)
 
-OPEN = "pinledger_connections_open"
-CLOSED = "pinledger_connections_closed_total"
+OPEN = catalogue.CONNECTIONS_OPEN
+CLOSED = catalogue.CONNECTIONS_CLOSED_TOTAL
 # A refused connection's first call is read and answered on one of a few threads;
 # past them it is closed at once.
 _REFUSERS = 4

@@ -14,7 +14,7 @@ from pinledger.service.api.acks import ack_events, count_acks
 from pinledger.service.api.core import Api, append_by_partition, by_partition, load_queue
 from pinledger.service.api.errors import pinlater_error
 from pinledger.service.api.requests import Caller, DequeueRequest
-from pinledger.service.observability import telemetry
+from pinledger.service.observability import catalogue, telemetry
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def dequeue_jobs(api: Api, caller: Caller | None, request: DequeueRequest) -> An
     api.owner.note_dequeue(queue.name, jobs)
     # The jobs claimed here: a peer charged those it claimed for this call.
     api.rate_limits.charge(queue.name, len(claimed))
-    api.metrics.count("pinledger_jobs_total", jobs, queue=queue.name, action="dequeue")
+    api.metrics.count(catalogue.JOBS_TOTAL, jobs, queue=queue.name, action="dequeue")
     return response
 
 

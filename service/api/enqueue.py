@@ -14,7 +14,7 @@ from pinledger.projections.store import QueueRow
 from pinledger.service.api import convert
 from pinledger.service.api.core import Api, load_queue
 from pinledger.service.api.requests import Caller, EnqueueRequest
-from pinledger.service.observability import job_trace, telemetry
+from pinledger.service.observability import catalogue, job_trace, telemetry
 
 # Why a queue's new jobs go to one partition for a moment (Config.enqueue_sticky_ms,
 # 5 ms): calls to one partition in flight together share records
@@ -79,5 +79,5 @@ def enqueue_jobs(
     if traceparent is not None:
         # Each job is a trace of its own, linked to this call's (job_trace.py).
         job_trace.create_spans(queue.name, descriptors, now, traceparent)
-    api.metrics.count("pinledger_jobs_total", len(events), queue=queue.name, action="enqueue")
+    api.metrics.count(catalogue.JOBS_TOTAL, len(events), queue=queue.name, action="enqueue")
     return convert.enqueue_response(descriptors)

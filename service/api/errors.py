@@ -17,7 +17,7 @@ from pinledger.ledger.commands import RefusalCode, Refused
 from pinledger.ledger.descriptor import DescriptorError
 from pinledger.ledger.log import LogError
 from pinledger.projections.store import InvalidRegexError, StoreUnavailableError
-from pinledger.service.observability import telemetry
+from pinledger.service.observability import catalogue, telemetry
 from pinledger.service.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -104,11 +104,11 @@ def rpc(method: F) -> F:
                 TApplicationException.INTERNAL_ERROR, f"{name}: {type(exc).__name__}: {exc}"
             ) from None
         finally:
-            self.metrics.count("pinledger_rpc_total", method=name)
+            self.metrics.count(catalogue.RPC_TOTAL, method=name)
             if code != "ok":
-                self.metrics.count("pinledger_rpc_errors_total", method=name, code=code)
+                self.metrics.count(catalogue.RPC_ERRORS_TOTAL, method=name, code=code)
             self.metrics.observe(
-                "pinledger_rpc_seconds", self.clock.monotonic() - started, method=name
+                catalogue.RPC_SECONDS, self.clock.monotonic() - started, method=name
             )
             if span is not None:
                 telemetry.end_rpc(span, name, args, result, code)

@@ -27,12 +27,13 @@ from pinledger.service.api.convert import dequeue_response, dequeued_count
 from pinledger.service.api.peers import PeerPool
 from pinledger.service.api.requests import Caller, DequeueRequest
 from pinledger.service.config import Config
+from pinledger.service.observability import catalogue
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.security import tls
 
-FORWARDS = "pinledger_forwarded_dequeues_total"
-FORWARDED_JOBS = "pinledger_forwarded_jobs_total"
-FORWARD_SECONDS = "pinledger_forward_seconds"
+FORWARDS = catalogue.FORWARDED_DEQUEUES_TOTAL
+FORWARDED_JOBS = catalogue.FORWARDED_JOBS_TOTAL
+FORWARD_SECONDS = catalogue.FORWARD_SECONDS
 # Long enough to turn a hot poll loop's forwards into a trickle (at most 1 / quiet_s
 # per queue and peer), short against a worker's wait for its next job.
 DEFAULT_QUIET_S = 0.01

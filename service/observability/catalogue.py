@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 Kind = Literal["counter", "gauge", "histogram"]
 
@@ -45,10 +45,46 @@ def _spec(name: str, kind: Kind, labels: tuple[str, ...], unit: str, *help: str)
     return MetricSpec(name, kind, labels, unit, " ".join(help))
 
 
+# The metrics' names, one constant each: code records a metric by its constant, so a
+# misspelt name fails the type check, not a scrape (test_metrics_catalogue.py).
+RPC_TOTAL: Final = "pinledger_rpc_total"
+RPC_ERRORS_TOTAL: Final = "pinledger_rpc_errors_total"
+RPC_SECONDS: Final = "pinledger_rpc_seconds"
+CONNECTIONS_OPEN: Final = "pinledger_connections_open"
+CONNECTIONS_CLOSED_TOTAL: Final = "pinledger_connections_closed_total"
+JOBS_TOTAL: Final = "pinledger_jobs_total"
+DEQUEUE_DELAY_SECONDS: Final = "pinledger_dequeue_delay_seconds"
+DEQUEUE_CALLS_TOTAL: Final = "pinledger_dequeue_calls_total"
+FORWARDED_DEQUEUES_TOTAL: Final = "pinledger_forwarded_dequeues_total"
+FORWARDED_JOBS_TOTAL: Final = "pinledger_forwarded_jobs_total"
+FORWARD_SECONDS: Final = "pinledger_forward_seconds"
+LEDGER_JOBS_TOTAL: Final = "pinledger_ledger_jobs_total"
+LEDGER_REJECTED_TOTAL: Final = "pinledger_ledger_rejected_total"
+LEDGER_QUEUE_WAIT_SECONDS: Final = "pinledger_ledger_queue_wait_seconds"
+LEDGER_RUN_SECONDS: Final = "pinledger_ledger_run_seconds"
+QUEUE_JOBS: Final = "pinledger_queue_jobs"
+QUEUE_OLDEST_READY_SECONDS: Final = "pinledger_queue_oldest_ready_seconds"
+QUEUE_PARTITIONS: Final = "pinledger_queue_partitions"
+QUEUE_EMPTY_DEQUEUE_RATIO: Final = "pinledger_queue_empty_dequeue_ratio"
+OWNED_PARTITIONS: Final = "pinledger_owned_partitions"
+UNOWNED_PARTITIONS: Final = "pinledger_unowned_partitions"
+PROJECTION_LAG_RECORDS: Final = "pinledger_projection_lag_records"
+PROJECTION_LAG_SECONDS: Final = "pinledger_projection_lag_seconds"
+PARTITION_PAUSED: Final = "pinledger_partition_paused"
+READY_JOBS_HELD: Final = "pinledger_ready_jobs_held"
+LOG_APPEND_SECONDS: Final = "pinledger_log_append_seconds"
+DEPENDENCY_UP: Final = "pinledger_dependency_up"
+LOOP_LAG_SECONDS: Final = "pinledger_loop_lag_seconds"
+LEDGER_FORMAT: Final = "pinledger_ledger_format"
+LEDGER_FORMAT_NEWEST_READ: Final = "pinledger_ledger_format_newest_read"
+LIVE_TRACES_TOTAL: Final = "pinledger_live_traces_total"
+TRACE_SPANS_DROPPED_TOTAL: Final = "pinledger_trace_spans_dropped_total"
+
+
 CATALOGUE: tuple[MetricSpec, ...] = (
     # -- the Thrift API ---------------------------------------------------------------
     _spec(
-        "pinledger_rpc_total",
+        RPC_TOTAL,
         "counter",
         ("method",),
         "calls",
@@ -57,7 +93,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "failed ones included. Sum over servers for the cluster's call rate.",
     ),
     _spec(
-        "pinledger_rpc_errors_total",
+        RPC_ERRORS_TOTAL,
         "counter",
         ("method", "code"),
         "calls",
@@ -70,7 +106,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "pinledger_dependency_up and the projection lag.",
     ),
     _spec(
-        "pinledger_rpc_seconds",
+        RPC_SECONDS,
         "histogram",
         ("method",),
         "seconds",
@@ -79,7 +115,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "forward to a peer.",
     ),
     _spec(
-        "pinledger_connections_open",
+        CONNECTIONS_OPEN,
         "gauge",
         (),
         "connections",
@@ -88,7 +124,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "PINLEDGER_MAX_CONNECTIONS caps them and refuses the rest.",
     ),
     _spec(
-        "pinledger_connections_closed_total",
+        CONNECTIONS_CLOSED_TOTAL,
         "counter",
         ("reason",),
         "connections",
@@ -100,7 +136,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     ),
     # -- jobs, as callers asked ---------------------------------------------------------
     _spec(
-        "pinledger_jobs_total",
+        JOBS_TOTAL,
         "counter",
         ("queue", "action"),
         "jobs",
@@ -113,7 +149,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "them. Sum over servers.",
     ),
     _spec(
-        "pinledger_dequeue_delay_seconds",
+        DEQUEUE_DELAY_SECONDS,
         "histogram",
         ("queue",),
         "seconds",
@@ -122,7 +158,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "by the owner that claimed it.",
     ),
     _spec(
-        "pinledger_dequeue_calls_total",
+        DEQUEUE_CALLS_TOTAL,
         "counter",
         ("queue", "answer"),
         "calls",
@@ -131,7 +167,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "(the adaptive partitions shrink on it). Sum over servers.",
     ),
     _spec(
-        "pinledger_forwarded_dequeues_total",
+        FORWARDED_DEQUEUES_TOTAL,
         "counter",
         ("outcome",),
         "calls",
@@ -141,14 +177,14 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "ago; PINLEDGER_FORWARD_QUIET_MS). Many failed: a peer is down or overloaded.",
     ),
     _spec(
-        "pinledger_forwarded_jobs_total",
+        FORWARDED_JOBS_TOTAL,
         "counter",
         (),
         "jobs",
         "Jobs peers returned to this server's forwarded dequeues.",
     ),
     _spec(
-        "pinledger_forward_seconds",
+        FORWARD_SECONDS,
         "histogram",
         (),
         "seconds",
@@ -156,7 +192,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     ),
     # -- the ledger: what the state machine applied ------------------------------------
     _spec(
-        "pinledger_ledger_jobs_total",
+        LEDGER_JOBS_TOTAL,
         "counter",
         ("queue", "outcome"),
         "jobs",
@@ -169,7 +205,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "owner at a time.",
     ),
     _spec(
-        "pinledger_ledger_rejected_total",
+        LEDGER_REJECTED_TOTAL,
         "counter",
         ("queue", "action"),
         "events",
@@ -180,7 +216,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "workers run jobs longer than PINLEDGER_CLAIM_TIMEOUT_S without checkpointing.",
     ),
     _spec(
-        "pinledger_ledger_queue_wait_seconds",
+        LEDGER_QUEUE_WAIT_SECONDS,
         "histogram",
         ("queue",),
         "seconds",
@@ -189,7 +225,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "servers.",
     ),
     _spec(
-        "pinledger_ledger_run_seconds",
+        LEDGER_RUN_SECONDS,
         "histogram",
         ("queue", "outcome"),
         "seconds",
@@ -200,7 +236,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     ),
     # -- queues: cluster-wide numbers -------------------------------------------------
     _spec(
-        "pinledger_queue_jobs",
+        QUEUE_JOBS,
         "gauge",
         ("queue", "state"),
         "jobs",
@@ -214,7 +250,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "not sum. A queue whose store does not answer has no series until it does.",
     ),
     _spec(
-        "pinledger_queue_oldest_ready_seconds",
+        QUEUE_OLDEST_READY_SECONDS,
         "gauge",
         ("queue",),
         "seconds",
@@ -225,7 +261,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "for a paused partition or a rate limit (maxJobsPerSecond) holding the queue.",
     ),
     _spec(
-        "pinledger_queue_partitions",
+        QUEUE_PARTITIONS,
         "gauge",
         ("queue", "state"),
         "partitions",
@@ -234,7 +270,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "empty). Every server exports the same numbers: aggregate with max.",
     ),
     _spec(
-        "pinledger_queue_empty_dequeue_ratio",
+        QUEUE_EMPTY_DEQUEUE_RATIO,
         "gauge",
         ("queue",),
         "",
@@ -244,7 +280,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     ),
     # -- ownership and projection ------------------------------------------------------
     _spec(
-        "pinledger_owned_partitions",
+        OWNED_PARTITIONS,
         "gauge",
         (),
         "partitions",
@@ -253,7 +289,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "at many is not getting a share (check its log for the owners' group).",
     ),
     _spec(
-        "pinledger_unowned_partitions",
+        UNOWNED_PARTITIONS,
         "gauge",
         (),
         "partitions",
@@ -265,7 +301,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "exports the same number: aggregate with max).",
     ),
     _spec(
-        "pinledger_projection_lag_records",
+        PROJECTION_LAG_RECORDS,
         "gauge",
         ("topic", "partition"),
         "records",
@@ -277,7 +313,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "pinledger_loop_lag_seconds) or is stuck (pinledger_partition_paused).",
     ),
     _spec(
-        "pinledger_projection_lag_seconds",
+        PROJECTION_LAG_SECONDS,
         "gauge",
         ("queue",),
         "seconds",
@@ -289,7 +325,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "dequeue cannot see a job until it is projected. Aggregate with max over servers.",
     ),
     _spec(
-        "pinledger_partition_paused",
+        PARTITION_PAUSED,
         "gauge",
         ("queue", "partition"),
         "",
@@ -298,7 +334,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "with the offset and the `pinledger skip-record` command; 0 once it resumes.",
     ),
     _spec(
-        "pinledger_ready_jobs_held",
+        READY_JOBS_HELD,
         "gauge",
         (),
         "jobs",
@@ -306,7 +342,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "what dequeues answer from (at most PINLEDGER_READY_WINDOW per partition).",
     ),
     _spec(
-        "pinledger_log_append_seconds",
+        LOG_APPEND_SECONDS,
         "histogram",
         (),
         "seconds",
@@ -318,7 +354,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     ),
     # -- the server itself ---------------------------------------------------------------
     _spec(
-        "pinledger_dependency_up",
+        DEPENDENCY_UP,
         "gauge",
         ("dependency",),
         "",
@@ -328,7 +364,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "SHARD_CONNECTION_FAILED; /ready shows its error.",
     ),
     _spec(
-        "pinledger_loop_lag_seconds",
+        LOOP_LAG_SECONDS,
         "gauge",
         ("loop",),
         "seconds",
@@ -338,7 +374,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "process should be restarted; the log shows where the owner loop is stuck.",
     ),
     _spec(
-        "pinledger_ledger_format",
+        LEDGER_FORMAT,
         "gauge",
         (),
         "",
@@ -347,7 +383,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "`pinledger upgrade-format` raises it.",
     ),
     _spec(
-        "pinledger_ledger_format_newest_read",
+        LEDGER_FORMAT_NEWEST_READ,
         "gauge",
         (),
         "",
@@ -356,7 +392,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "when every server's value is at least the target.",
     ),
     _spec(
-        "pinledger_live_traces_total",
+        LIVE_TRACES_TOTAL,
         "counter",
         ("outcome",),
         "jobs",
@@ -367,7 +403,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "dropped or gave_up rising: the trace backend or the store is slow.",
     ),
     _spec(
-        "pinledger_trace_spans_dropped_total",
+        TRACE_SPANS_DROPPED_TOTAL,
         "counter",
         ("reason",),
         "spans",

@@ -22,16 +22,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
+from pinledger.service.observability import catalogue
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-UP = "pinledger_dependency_up"
+UP = catalogue.DEPENDENCY_UP
 # How much of a dependency's error /ready shows: room for a store's or Kafka's refusal
 # line whole (what failed, why, what to check, the driver's words), bounded.
 ERROR_CHARS = 600
-LAG = "pinledger_loop_lag_seconds"
+LAG = catalogue.LOOP_LAG_SECONDS
 
 
 @dataclass(frozen=True, slots=True)

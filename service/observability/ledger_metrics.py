@@ -22,12 +22,13 @@ from pinledger.ledger.events import Claimed, JobEvent
 from pinledger.ledger.outcome import AttemptEnd, classify
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.projector import Transition
+from pinledger.service.observability import catalogue
 from pinledger.service.observability.metrics import Metrics
 
-JOBS = "pinledger_ledger_jobs_total"
-REJECTED = "pinledger_ledger_rejected_total"
-QUEUE_WAIT = "pinledger_ledger_queue_wait_seconds"
-RUN = "pinledger_ledger_run_seconds"
+JOBS = catalogue.LEDGER_JOBS_TOTAL
+REJECTED = catalogue.LEDGER_REJECTED_TOTAL
+QUEUE_WAIT = catalogue.LEDGER_QUEUE_WAIT_SECONDS
+RUN = catalogue.LEDGER_RUN_SECONDS
 
 
 _Labels = tuple[tuple[str, ...], str | None]

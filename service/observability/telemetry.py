@@ -31,13 +31,14 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from pinledger.otel import EXPORT_FAILED, QUEUE_FULL, OnDropped, active
+from pinledger.service.observability import catalogue
 from pinledger.service.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 TRACER_NAME = "pinledger.server"
 # Spans the trace export lost, by reason (pinledger/otel.py: queue_full, export_failed).
-SPANS_DROPPED = "pinledger_trace_spans_dropped_total"
+SPANS_DROPPED = catalogue.TRACE_SPANS_DROPPED_TOTAL
 # The SDK keeps at most 128 links per span by default; more would be dropped silently.
 MAX_LINKS = 128
 

@@ -29,7 +29,7 @@ from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.log import LogError, NotAppendedError
 from pinledger.ledger.state import Job
 from pinledger.ledger.writer import LedgerWriter, Traced
-from pinledger.service.observability import job_trace
+from pinledger.service.observability import catalogue, job_trace
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.partitions import Owned, Partitions
 from pinledger.service.ownership.ready_buffer import take
@@ -218,7 +218,7 @@ class Claims:
                 with self.partitions.lock:
                     self._landed()
         self.metrics.observe_many(
-            "pinledger_dequeue_delay_seconds",
+            catalogue.DEQUEUE_DELAY_SECONDS,
             [max(0, now - job.run_after) / 1000 for _, job in taken],
             queue=queue,
         )

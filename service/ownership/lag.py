@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pinledger.ledger.log import PartitionKey, queue_of_topic
+from pinledger.service.observability import catalogue
 from pinledger.service.observability.metrics import Metrics
 
 MAX_READS = 32
@@ -77,8 +78,8 @@ class ProjectionLag:
             if queue is not None:
                 ages[queue] = max(ages.get(queue, 0.0), age)
         self._reads = kept
-        self.metrics.replace_gauges("pinledger_projection_lag_records", records)
+        self.metrics.replace_gauges(catalogue.PROJECTION_LAG_RECORDS, records)
         self.metrics.replace_gauges(
-            "pinledger_projection_lag_seconds",
+            catalogue.PROJECTION_LAG_SECONDS,
             [({"queue": queue}, age) for queue, age in sorted(ages.items())],
         )

@@ -35,7 +35,7 @@ from pinledger.ledger.state import FINISHED
 from pinledger.projections.history import JobHistory, build_history
 from pinledger.projections.projector import Transition
 from pinledger.projections.store import EventRow
-from pinledger.service.observability import job_trace, trace_export
+from pinledger.service.observability import catalogue, job_trace, trace_export
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
 
@@ -157,7 +157,7 @@ class LiveTraces:
             self._wake.notify()
         if len(kept) < len(items):
             self.metrics.count(
-                "pinledger_live_traces_total", len(items) - len(kept), outcome="dropped"
+                catalogue.LIVE_TRACES_TOTAL, len(items) - len(kept), outcome="dropped"
             )
 
     def wake(self) -> None:
@@ -190,7 +190,7 @@ class LiveTraces:
         try:
             history = build_history(d, self.store.job_events(d.queue, d.partition, d.local_id))
             if not history.steps:  # its timeline rows are gone (retention)
-                self.metrics.count("pinledger_live_traces_total", outcome="no_history")
+                self.metrics.count(catalogue.LIVE_TRACES_TOTAL, outcome="no_history")
                 return 0
             spans = spans_to_send(history, item, self.service_name)
         except Exception as exc:
@@ -206,14 +206,14 @@ class LiveTraces:
             spans = None
         if spans is None:
             if not retry or item.reads + 1 >= READS:
-                self.metrics.count("pinledger_live_traces_total", outcome="gave_up")
+                self.metrics.count(catalogue.LIVE_TRACES_TOTAL, outcome="gave_up")
                 return 0
             again = Ended(d, item.claims, item.job, self._clock() + RETRY_S, item.reads + 1)
             with self._wake:
                 self._pending.append(again)
             return 0
         otel.send(spans)
-        self.metrics.count("pinledger_live_traces_total", outcome="exported")
+        self.metrics.count(catalogue.LIVE_TRACES_TOTAL, outcome="exported")
         return 1
 
     def _run(self) -> None:

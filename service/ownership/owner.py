@@ -66,6 +66,7 @@ from pinledger.ledger.log import GroupMember, GroupReader, Log, owners_group
 from pinledger.ledger.writer import LedgerWriter, Traced
 from pinledger.projections.store import LedgerStore, QueueRow
 from pinledger.service.config import Config
+from pinledger.service.observability import catalogue
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.claims import Claims, DequeuedJob
@@ -234,7 +235,7 @@ class Owner:
             states = Counter(row.state_of(p) for p in range(row.partitions))
             for state in ("serving", "draining", "retired"):
                 self.metrics.set_gauge(
-                    "pinledger_queue_partitions", float(states[state]), queue=row.name, state=state
+                    catalogue.QUEUE_PARTITIONS, float(states[state]), queue=row.name, state=state
                 )
 
     def add_queue(self, name: str) -> None:

@@ -60,6 +60,7 @@ from pinledger.projections.store import (
     StoreError,
     StoreUnavailableError,
 )
+from pinledger.service.observability import catalogue
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.live_traces import LiveTraces
@@ -280,7 +281,7 @@ class Partitions:
                 self.drop(key)  # tried again when its time comes (`retry_paused`)
                 continue
             self._adopt_placed(key, stored.get(key), ends.get(key, 0))
-        self.metrics.set_gauge("pinledger_owned_partitions", float(len(self.owned)))
+        self.metrics.set_gauge(catalogue.OWNED_PARTITIONS, float(len(self.owned)))
 
     def _adopt_placed(self, key: Key, stored: int | None, end: int) -> None:
         try:
@@ -475,7 +476,7 @@ class Partitions:
         with self.lock:
             held = sum(len(o.buffer) for o in self.owned.values())
         # What the ready windows hold: bounded by the window, whatever the backlog.
-        self.metrics.set_gauge("pinledger_ready_jobs_held", float(held))
+        self.metrics.set_gauge(catalogue.READY_JOBS_HELD, float(held))
 
     def refill_or_pause(self, owned: Owned) -> None:
         try:

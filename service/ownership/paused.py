@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from pinledger.ledger.log import PartitionKey
+from pinledger.service.observability import catalogue
 from pinledger.service.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ RETRY_MAX_S = 60.0
 SKIP_CHECK_S = 2.0
 # How much of the store's or the codec's words a log line and /ready hold.
 WHY_CHARS = 300
-PAUSED_GAUGE = "pinledger_partition_paused"
+PAUSED_GAUGE = catalogue.PARTITION_PAUSED
 
 
 @dataclass(frozen=True, slots=True)

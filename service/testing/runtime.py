@@ -52,6 +52,7 @@ from pinledger.service.api.peers import PeerPool
 from pinledger.service.api.ratelimit import QueueRateLimits
 from pinledger.service.api.requests import Caller, DequeueRequest
 from pinledger.service.config import Config
+from pinledger.service.observability import catalogue
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.owner import Owner
 from pinledger.service.queue_config import QueueConfig
@@ -135,7 +136,7 @@ class Node:
         self.metrics = Metrics()
         self.writer = LedgerWriter(runtime.log, config.topic_prefix, config.record_limit())
         self.writer.time_appends(
-            lambda seconds: self.metrics.observe("pinledger_log_append_seconds", seconds)
+            lambda seconds: self.metrics.observe(catalogue.LOG_APPEND_SECONDS, seconds)
         )
         store = runtime.ledger_store
         if runtime.shard_map is not None:

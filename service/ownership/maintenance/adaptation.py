@@ -39,6 +39,7 @@ from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.catalog_log import catalog_envelopes, resizes
 from pinledger.projections.store import LedgerStore, QueueRow, StoreError
+from pinledger.service.observability import catalogue
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.maintenance.duty import Duty, Schedule
@@ -65,7 +66,7 @@ class DequeueTally:
             calls, empty = self._calls.get(queue, (0, 0))
             self._calls[queue] = (calls + 1, empty + (jobs == 0))
         answer = "empty" if jobs == 0 else "jobs"
-        self.metrics.count("pinledger_dequeue_calls_total", queue=queue, answer=answer)
+        self.metrics.count(catalogue.DEQUEUE_CALLS_TOTAL, queue=queue, answer=answer)
 
     def take(self, queue: str) -> tuple[int, int]:
         """(calls, empty ones) since the last take, and start again."""
@@ -141,7 +142,7 @@ class Adaptation(Duty):
             self._windows[row.name] = _Window(now, self.clock.now_ms())
             if calls:
                 self.metrics.set_gauge(
-                    "pinledger_queue_empty_dequeue_ratio", empty / calls, queue=row.name
+                    catalogue.QUEUE_EMPTY_DEQUEUE_RATIO, empty / calls, queue=row.name
                 )
             if not self.owns_catalog():
                 continue

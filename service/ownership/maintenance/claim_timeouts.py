@@ -31,7 +31,7 @@ from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import HeldJob, StoreUnavailableError
-from pinledger.service.observability import job_trace
+from pinledger.service.observability import catalogue, job_trace
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.maintenance.duty import Duty, Schedule
@@ -184,7 +184,7 @@ class ClaimTimeouts(Duty):
                 raise
         count = 0
         for queue, _, events in appends:
-            self.metrics.count("pinledger_jobs_total", len(events), queue=queue, action="timeout")
+            self.metrics.count(catalogue.JOBS_TOTAL, len(events), queue=queue, action="timeout")
             count += len(events)
         return count
 

@@ -16,6 +16,7 @@ from pinledger.ledger.commands import decide_collect
 from pinledger.ledger.events import Actor, Event
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import StoreUnavailableError
+from pinledger.service.observability import catalogue
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.maintenance.duty import Duty, Schedule
 from pinledger.service.ownership.partitions import Partitions
@@ -75,5 +76,5 @@ class Collector(Duty):
         if appends:
             self.writer.append_many(appends, now, self.actor)
         for queue, _, events in appends:
-            self.metrics.count("pinledger_jobs_total", len(events), queue=queue, action="gc")
+            self.metrics.count(catalogue.JOBS_TOTAL, len(events), queue=queue, action="gc")
         return sum(len(events) for _, _, events in appends)

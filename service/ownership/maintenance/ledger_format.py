@@ -16,6 +16,7 @@ from pinledger.ledger.codec import CodecError
 from pinledger.ledger.log import Log, LogError, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.partition_log import read_partition
+from pinledger.service.observability import catalogue
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.maintenance.duty import Duty, Schedule
 from pinledger.service.ownership.peers import MEMBERS_EVERY_S
@@ -24,8 +25,8 @@ log = logging.getLogger(__name__)
 
 # The cluster's ledger format as this server follows it, and the newest it reads: what
 # an operator watches during a rolling upgrade (docs/guides/upgrading.md).
-FORMAT_GAUGE = "pinledger_ledger_format"
-READS_GAUGE = "pinledger_ledger_format_newest_read"
+FORMAT_GAUGE = catalogue.LEDGER_FORMAT
+READS_GAUGE = catalogue.LEDGER_FORMAT_NEWEST_READ
 
 
 class UnreadableFormatError(RuntimeError):

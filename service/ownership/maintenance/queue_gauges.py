@@ -29,14 +29,15 @@ from collections.abc import Mapping
 
 from pinledger.ledger.clock import Clock
 from pinledger.projections.store import LedgerStore, QueueTally, StoreError
+from pinledger.service.observability import catalogue
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.maintenance.duty import Duty, Schedule, Scope
 
 log = logging.getLogger(__name__)
 
-JOBS = "pinledger_queue_jobs"
-OLDEST = "pinledger_queue_oldest_ready_seconds"
+JOBS = catalogue.QUEUE_JOBS
+OLDEST = catalogue.QUEUE_OLDEST_READY_SECONDS
 # The `state` label of each QueueTally field: the dashboard overview's column names.
 STATES: Mapping[str, str] = {
     "pending_due": "pending",

@@ -36,6 +36,7 @@ from typing import TypeVar
 from pinledger.ledger.clock import Clock
 from pinledger.ledger.log import GroupMember, Log, LogError, catalog_topic, queue_topic
 from pinledger.projections.store import StoreError
+from pinledger.service.observability import catalogue
 from pinledger.service.ownership.lag import ProjectionLag
 from pinledger.service.ownership.loop import OwnerLoop
 from pinledger.service.ownership.partitions import Key, Partitions
@@ -155,7 +156,7 @@ class Watchdog:
         if counts is not None:
             catalog = catalog_topic(self.topics.prefix)
             self.partitions.metrics.set_gauge(
-                "pinledger_unowned_partitions", unowned_partitions(counts, members, catalog)
+                catalogue.UNOWNED_PARTITIONS, unowned_partitions(counts, members, catalog)
             )
         self._unowned_since, stuck = stalled(
             self._unowned_since,
