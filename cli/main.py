@@ -25,6 +25,7 @@ from pinledger.cli import shards as shards_cli
 from pinledger.cli import trace as trace_cli
 from pinledger.cli.demo import run_demo
 from pinledger.cli.tool import main as client_main
+from pinledger.client.worker.runner import main as worker_main
 from pinledger.ledger import codec, formats
 from pinledger.ledger.adapters import KafkaClientLog
 from pinledger.ledger.codec import CodecError
@@ -240,6 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "demo", help="a short tour: a server, a queue, a worker with retries, a trace"
     )
+    commands.add_parser(
+        "worker",
+        help="run a handler for every job of a queue: `worker MODULE:HANDLER --queue Q` "
+        "(`worker --help`)",
+    )
 
     trace_cli.add_arguments(
         commands.add_parser("trace", help="a job's history: every step, verdict and attempt")
@@ -348,6 +354,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["client"]:
         # The client tool has PinLater's flags and its own parser; it needs no Config.
         return client_main(argv[1:])
+    if argv[:1] == ["worker"]:
+        # The worker runner is the client library's: it needs no server settings.
+        return worker_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,

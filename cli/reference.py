@@ -10,11 +10,14 @@ import enum
 from collections.abc import Callable, Iterator
 
 from pinledger.cli import main, tool_options
+from pinledger.client.worker import runner
 
 # Commands whose arguments another parser reads: `pinledger client ...` is handed whole
-# to the client tool (main.main), so its page section shows the tool's parser.
+# to the client tool and `pinledger worker ...` to the worker runner (main.main), so
+# their page sections show those parsers.
 OWN_PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "client": tool_options.build_parser,
+    "worker": runner.build_parser,
 }
 # The usage lines are wrapped at a fixed width, not the terminal's, so that the page is
 # the same wherever it is generated.

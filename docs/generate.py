@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pinledger.cli.reference import commands_page
+from pinledger.client.worker import metrics as worker_metrics
 from pinledger.service.api.idl_reference import thrift_page
 from pinledger.service.config_reference import settings_page
 from pinledger.service.observability import catalogue
@@ -59,6 +60,7 @@ def decisions_index() -> str:
 PAGES: dict[str, Callable[[], str]] = {
     "decisions/index.md": decisions_index,
     "reference/metrics.md": catalogue.reference_page,
+    "reference/worker-metrics.md": worker_metrics.reference_page,
     "reference/settings.md": settings_page,
     "reference/commands.md": commands_page,
     "reference/thrift.md": thrift_page,

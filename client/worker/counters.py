@@ -30,10 +30,13 @@ class WorkerCounters:
     failed: int = 0
     rescheduled: int = 0
     released: int = 0
+    # The handler's time, summed over the finished runs counted above.
+    handler_seconds: float = 0.0
 
-    def count(self, outcome: Outcome) -> None:
-        """One more finished run with this outcome."""
+    def count(self, outcome: Outcome, seconds: float = 0.0) -> None:
+        """One more finished run with this outcome, which took the handler `seconds`."""
         self.processed += 1
+        self.handler_seconds += seconds
         field = _FIELD.get(outcome)
         if field is None:
             raise ValueError(f"{outcome} is not the outcome of a handler run")
@@ -42,6 +45,10 @@ class WorkerCounters:
     def of(self, outcome: Outcome) -> int:
         """The runs that ended with this outcome."""
         return int(getattr(self, _FIELD[outcome]))
+
+    def by_outcome(self) -> dict[str, int]:
+        """Each run outcome's count by its word, and `released`."""
+        return {**{_FIELD[o]: self.of(o) for o in RUN_OUTCOMES}, "released": self.released}
 
     def summary(self) -> str:
         """`N processed (N succeeded, N retried, ...), N released`, for the log."""

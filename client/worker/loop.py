@@ -106,6 +106,11 @@ class Worker:
         self._stopping = threading.Event()
         self._hurry = threading.Event()
         self._started = False
+        self._running_loop = False
+        # The servers' last answer to a dequeue (monotonic; None before the first), and
+        # the error of the dequeues failing since, for the worker's /health.
+        self.answered_at: float | None = None
+        self.failing: str | None = None
 
     # ---- counters, for tools and demos ----
 
@@ -124,6 +129,16 @@ class Worker:
     @property
     def retried(self) -> int:
         return self.counters.retried
+
+    @property
+    def in_flight(self) -> int:
+        """Jobs a handler thread runs now."""
+        return len(self._running)
+
+    @property
+    def working(self) -> bool:
+        """Whether `run()` is dequeuing: started, and not stopping."""
+        return self._running_loop and not self._stopping.is_set()
 
     # ---- control ----
 
@@ -172,9 +187,11 @@ class Worker:
             self.retry,
             f"every {self.heartbeat_s:g} s" if self.heartbeat_s else "off",
         )
+        self._running_loop = True
         try:
             self._loop()
         finally:
+            self._running_loop = False
             try:
                 self._shutdown()
             finally:
@@ -263,7 +280,9 @@ class Worker:
             if exc.code is ErrorCode.DEQUEUE_RATE_LIMITED:
                 # The server applies piggybacked acks before it checks the rate.
                 self.outbox.acks_sent(acks)
+                self._answered(None)
                 return []
+            self._answered(f"dequeue refused: {exc}")
             self.outbox.put_back(acks)
             hint = (
                 f" (create it with `pinledger client --mode create --queue {self.queue}`)"
@@ -273,6 +292,7 @@ class Worker:
             log.error("%s: dequeue refused: %s%s; retrying", self.name, exc, hint)
             return None
         except ClientError as exc:
+            self._answered(f"dequeue failed: {exc}")
             self.outbox.put_back(acks)
             log.warning(
                 "%s: dequeue failed: %s; %d acks kept to send again; retrying (is the server up?)",
@@ -282,12 +302,19 @@ class Worker:
             )
             return None
         self.outbox.acks_sent(acks)
+        self._answered(None)
         if jobs:
             with self._lock:
                 self.outbox.hold([job.descriptor for job in jobs])
                 self._backlog.extend(jobs)
                 self._changed.notify_all()
         return jobs
+
+    def _answered(self, failure: str | None) -> None:
+        """Note a dequeue's outcome: answered (None), or why not."""
+        if failure is None:
+            self.answered_at = self.clock.monotonic()
+        self.failing = failure
 
     def _pause_after_error(self, pause: float) -> float:
         self._wait(pause, until=lambda: False)
@@ -326,16 +353,17 @@ class Worker:
                 context = JobContext(self, job, trace.INVALID_SPAN)
                 self._running[job.descriptor] = context
             try:
+                started = self.clock.monotonic()
                 settlement = run_handler(
                     self.handler, context, self.retry, name=self.name, stop=self.stop
                 )
-                self._record(context, settlement)
+                self._record(context, settlement, self.clock.monotonic() - started)
             finally:
                 with self._lock:
                     del self._running[job.descriptor]
                     self._changed.notify_all()
 
-    def _record(self, context: JobContext, s: Settlement) -> None:
+    def _record(self, context: JobContext, s: Settlement, seconds: float) -> None:
         """Queue the outcome of a finished run for the main loop to send."""
         with self._lock:
             if context.descriptor in self._abandoned:
@@ -349,7 +377,7 @@ class Worker:
                 return
             ack = (s.succeeded, s.ack) if s.ack is not None else None
             self.outbox.add(ack=ack, checkpoint=s.checkpoint)
-            self.counters.count(s.outcome)
+            self.counters.count(s.outcome, seconds)
             self._changed.notify_all()
 
     # ---- shutdown ----

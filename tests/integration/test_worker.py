@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -638,6 +640,56 @@ def test_the_example_thumbnail_jobs_succeed_retry_or_fail_as_documented(
     assert all(j.attempts_remaining == 2 for j in flaky)
     assert all(j.custom_status.endswith(".jpg") for j in others)
     assert (worker.succeeded, worker.retried, worker.failed) == (24, len(flaky) + 2, 1)
+
+
+def test_the_worker_command_works_the_queue_shows_its_status_and_stops_on_sigterm(
+    server: ServerProcess, pl: PinLaterClient, queue: str, tmp_path: Path
+) -> None:
+    """`pinledger worker MODULE:HANDLER`: the example's jobs end as with a Worker of
+    one's own, /metrics counts them, /health says ok, and SIGTERM ends it with exit 0."""
+    descriptors = pl.enqueue(queue, thumbnail_jobs(25, delayed_s=0.5))
+    log_path = tmp_path / "worker.log"
+    command = [
+        *("worker", "pinledger.client.examples.thumbnail_worker:make_thumbnail"),
+        *("--queue", queue, "--servers", f"127.0.0.1:{server.port}", "--concurrency", "4"),
+        *("--retry-s", "0.1", "--claim-timeout-s", str(CLAIM_TIMEOUT_S), "--status-port", "0"),
+    ]
+    with log_path.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pinledger", *command],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        serving = wait_for(
+            lambda: re.search(r"/metrics on http://127\.0\.0\.1:(\d+)", log_path.read_text()),
+            30,
+        )
+        status = f"http://127.0.0.1:{serving.group(1)}"
+        jobs = wait_for(lambda: settled(pl, descriptors), 60)
+        assert [jobs[d].state for d in descriptors].count(JobState.SUCCEEDED) == 24
+        flaky = [d for d in descriptors[:24] if "ImageStoreTimeoutError" in jobs[d].custom_status]
+        with urllib.request.urlopen(f"{status}/health", timeout=10) as answer:
+            assert answer.status == 200
+            health = json.loads(answer.read())
+        # Every run: 24 that worked, the flaky ones' first attempts, the corrupt one's 3.
+        runs = 24 + len(flaky) + 3
+        assert (health["status"], health["server"], health["processed"]) == (
+            "ok",
+            "answering",
+            runs,
+        )
+        with urllib.request.urlopen(f"{status}/metrics", timeout=10) as answer:
+            metrics = answer.read().decode()
+        label = f'pinledger_worker_jobs_total{{queue="{queue}",outcome='
+        assert f'{label}"succeeded"}} 24' in metrics
+        assert f'{label}"failed"}} 1' in metrics
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0, log_path.read_text()[-3000:]
+    finally:
+        process.kill()
+    assert f"stopped: {runs} processed (24 succeeded" in log_path.read_text()
 
 
 # -- tracing -----------------------------------------------------------------------------

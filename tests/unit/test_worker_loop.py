@@ -9,74 +9,15 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 
 import pytest
 
 from pinledger.client.job_context import JobContext
-from pinledger.client.jobs import Ack, Checkpoint, DequeuedJob
+from pinledger.client.jobs import Checkpoint
 from pinledger.client.retry import constant
 from pinledger.client.worker import Worker
 from pinledger.ledger.fake_clock import FakeClock
-
-Q = "q"
-WAIT_S = 30  # a bound on waits for other threads, never reached when all is well
-
-
-class QueueServer:
-    """A queue in memory: hands out its jobs and records every ack and checkpoint."""
-
-    def __init__(self, bodies: Iterable[bytes]) -> None:
-        self._lock = threading.Lock()
-        self.pending = [
-            DequeuedJob(f"{Q}:s1:p0:{i}", body, attempts_allowed=3, attempts_remaining=3)
-            for i, body in enumerate(bodies)
-        ]
-        self.succeeded: list[Ack] = []
-        self.failed: list[Ack] = []
-        self.checkpoints: list[Checkpoint] = []
-
-    def dequeue(
-        self,
-        queue: str,
-        limit: int,
-        *,
-        succeeded: Iterable[Ack] = (),
-        failed: Iterable[Ack] = (),
-    ) -> list[DequeuedJob]:
-        self.ack(queue, succeeded, failed)
-        with self._lock:
-            jobs, self.pending = self.pending[:limit], self.pending[limit:]
-        return jobs
-
-    def ack(self, queue: str, succeeded: Iterable[Ack] = (), failed: Iterable[Ack] = ()) -> None:
-        with self._lock:
-            self.succeeded.extend(succeeded)
-            self.failed.extend(failed)
-
-    def checkpoint(self, queue: str, checkpoints: Iterable[Checkpoint]) -> None:
-        with self._lock:
-            self.checkpoints.extend(checkpoints)
-
-
-@contextmanager
-def running(worker: Worker) -> Iterator[threading.Thread]:
-    thread = worker.start()
-    try:
-        yield thread
-    finally:
-        worker.stop_now()
-        thread.join(WAIT_S)
-
-
-def wait_until(condition: Callable[[], bool]) -> None:
-    done = threading.Event()
-    for _ in range(WAIT_S * 100):
-        if condition():
-            return
-        done.wait(0.01)
-    raise AssertionError("the worker never got there")
+from tests.unit.queue_server import WAIT_S, Q, QueueServer, running, wait_until
 
 
 def test_every_outcome_is_acked_by_the_time_run_returns() -> None:

@@ -1,0 +1,197 @@
+"""`pinledger worker MODULE:HANDLER --queue Q`: the Worker as a command, so that a
+worker is a function and a line in a deployment rather than a script around one.
+
+    pinledger worker myapp.jobs:send_email --queue emails --servers pl-1:9010,pl-2:9010 \\
+        --concurrency 8 --status-port 9102
+
+The handler is imported as `module:attribute` (dots after the colon reach into an
+object: `myapp.jobs:Mailer.send`), from the working directory first, as `python -m`
+does. It runs under the Worker (client/worker/loop.py): retries by the policy, claims
+renewed, and on SIGTERM or SIGINT the dequeuing stops, running jobs get `--grace-s` to
+finish and the rest are handed back; a second signal hands them back at once. An
+orchestrator's grace period must cover `--grace-s` plus the last acks' flush (a few
+seconds): Kubernetes' `terminationGracePeriodSeconds` (30 s by default) for the default
+`--grace-s 20`, systemd's `TimeoutStopSec`.
+
+`--status-port` serves /health and /metrics (client/worker/status.py); 0 picks a free
+port, and no flag serves none. The command needs the client library only, never the
+server's settings: it reads no PINLEDGER_* variable but those its options name.
+
+Exit status: 0 after a stop; 2 for an option, a server list or a handler that cannot
+be used (the message says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pinledger.client.client import PinLaterClient
+from pinledger.client.errors import ClientError
+from pinledger.client.retry import exponential
+from pinledger.client.tls import Tls
+from pinledger.client.worker.handler import Handler
+from pinledger.client.worker.loop import Worker
+from pinledger.client.worker.options import worker_source
+from pinledger.client.worker.status import StatusServer
+
+log = logging.getLogger("pinledger.worker")
+
+
+class HandlerSpecError(ValueError):
+    """MODULE:HANDLER names nothing callable; the message says what was wrong."""
+
+
+def load_handler(spec: str) -> Handler:
+    """The callable `module:attribute[.attribute...]` names."""
+    module_name, colon, path = spec.partition(":")
+    if not colon or not module_name or not path:
+        raise HandlerSpecError(
+            f"{spec!r} is not MODULE:HANDLER (for example myapp.jobs:send_email)"
+        )
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` finds the application's modules
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise HandlerSpecError(f"cannot import {module_name!r}: {exc}") from exc
+    for attribute in path.split("."):
+        try:
+            target = getattr(target, attribute)
+        except AttributeError:
+            raise HandlerSpecError(
+                f"{module_name!r} has no {path!r} ({attribute!r} is missing)"
+            ) from None
+    if not callable(target):
+        raise HandlerSpecError(f"{spec} is a {type(target).__name__}, not a function")
+    handler: Handler = target
+    return handler
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pinledger worker",
+        description="run a handler for every job of a queue (the Worker as a command)",
+    )
+    parser.add_argument("handler", metavar="MODULE:HANDLER", help="e.g. myapp.jobs:send_email")
+    parser.add_argument("--queue", required=True, help="the queue to work on")
+    parser.add_argument(
+        "--servers",
+        default="127.0.0.1:9010",
+        help="host:port[,host:port...], or a file listing them (default 127.0.0.1:9010)",
+    )
+    parser.add_argument("--concurrency", type=int, default=4, help="handler threads (4)")
+    parser.add_argument(
+        "--batch-size", type=int, help="jobs per dequeue (default: the concurrency)"
+    )
+    parser.add_argument(
+        "--grace-s",
+        type=float,
+        default=20.0,
+        help="on SIGTERM, how long running jobs may finish before they are handed back (20)",
+    )
+    parser.add_argument(
+        "--claim-timeout-s",
+        type=float,
+        default=600.0,
+        help="the servers' PINLEDGER_CLAIM_TIMEOUT_S; claims are renewed every third of it",
+    )
+    parser.add_argument(
+        "--retry-s",
+        type=float,
+        default=1.0,
+        help="a failed job's first retry delay, doubling up to 300 s, 20%% jitter (1)",
+    )
+    parser.add_argument(
+        "--name", help="the worker's name in its source and logs (default: the handler's)"
+    )
+    parser.add_argument(
+        "--status-host", default="127.0.0.1", help="address of /health and /metrics"
+    )
+    parser.add_argument(
+        "--status-port", type=int, help="serve /health and /metrics here (0: a free port)"
+    )
+    parser.add_argument("--tls-cafile", help="TLS to the servers: the CA (PEM) to trust")
+    parser.add_argument("--tls-certfile", help="a client certificate (PEM), with its key")
+    parser.add_argument("--tls-keyfile", help="the client certificate's key (PEM)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    return parser
+
+
+def _tls(args: argparse.Namespace) -> Tls | None:
+    if not (args.tls_cafile or args.tls_certfile or args.tls_keyfile):
+        return None
+    return Tls(
+        cafile=args.tls_cafile or "",
+        certfile=args.tls_certfile or "",
+        keyfile=args.tls_keyfile or "",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        handler = load_handler(args.handler)
+    except HandlerSpecError as exc:
+        print(f"pinledger worker: {exc}", file=sys.stderr)
+        return 2
+    name = args.name or args.handler.partition(":")[2]
+    servers: str | list[str] = (
+        args.servers
+        if os.path.isfile(args.servers)
+        else [s.strip() for s in args.servers.split(",") if s.strip()]
+    )
+    try:
+        client = PinLaterClient(servers, source=worker_source(name), tls=_tls(args))
+    except (ClientError, OSError, ValueError) as exc:
+        print(f"pinledger worker: {exc}", file=sys.stderr)
+        return 2
+    with client:
+        try:
+            worker = Worker(
+                client,
+                args.queue,
+                handler,
+                concurrency=args.concurrency,
+                batch_size=args.batch_size or args.concurrency,
+                retry=exponential(args.retry_s, cap_s=300, jitter=0.2),
+                claim_timeout_s=args.claim_timeout_s,
+                grace_s=args.grace_s,
+                name=f"{name}[{args.queue}]",
+            )
+        except ValueError as exc:
+            print(f"pinledger worker: {exc}", file=sys.stderr)
+            return 2
+        status = None
+        if args.status_port is not None:
+            try:
+                status = StatusServer(worker, args.status_host, args.status_port)
+            except OSError as exc:
+                print(
+                    f"pinledger worker: cannot serve /health on "
+                    f"{args.status_host}:{args.status_port}: {exc}",
+                    file=sys.stderr,
+                )
+                return 2
+            status.start()
+            log.info(
+                "%s: /health and /metrics on http://%s:%d",
+                worker.name,
+                args.status_host,
+                status.port,
+            )
+        try:
+            worker.run()  # on the main thread: SIGTERM and SIGINT stop it gracefully
+        finally:
+            if status is not None:
+                status.stop()
+    return 0
