@@ -1,4 +1,5 @@
-"""The `pinledger` command line."""
+"""The `pinledger` command line: the server's and the operators' commands (`client` and
+`worker` are dispatched before this module is imported: cli/launcher.py)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,6 @@ from pinledger.cli import replay as replay_cli
 from pinledger.cli import shards as shards_cli
 from pinledger.cli import trace as trace_cli
 from pinledger.cli.demo import run_demo
-from pinledger.cli.tool import main as client_main
-from pinledger.client.worker.runner import main as worker_main
 from pinledger.ledger import codec, formats
 from pinledger.ledger.adapters import KafkaClientLog
 from pinledger.ledger.codec import CodecError
@@ -351,12 +350,6 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["client"]:
-        # The client tool has PinLater's flags and its own parser; it needs no Config.
-        return client_main(argv[1:])
-    if argv[:1] == ["worker"]:
-        # The worker runner is the client library's: it needs no server settings.
-        return worker_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,

@@ -1,14 +1,18 @@
 """Prints, one per line, what pyproject.toml says the image's builder installs: the
-build system's requirements (`build`) or the package's dependencies (`run`). The
-Containerfile installs them before it copies the source, so those layers are reused
-until pyproject.toml changes. Run by the builder's Python: the standard library only."""
+build system's requirements (`build`) or the server's dependencies (`run`: the
+package's own and its `server` extra's; the image runs the server). The Containerfile
+installs them before it copies the source, so those layers are reused until
+pyproject.toml changes. Run by the builder's Python: the standard library only."""
 
 import sys
 import tomllib
 
-KEYS = {"build": ("build-system", "requires"), "run": ("project", "dependencies")}
-
 if __name__ == "__main__":
-    table, key = KEYS[sys.argv[2]]
     with open(sys.argv[1], "rb") as f:
-        print("\n".join(tomllib.load(f)[table][key]))
+        project = tomllib.load(f)
+    if sys.argv[2] == "build":
+        lines = project["build-system"]["requires"]
+    else:
+        metadata = project["project"]
+        lines = [*metadata["dependencies"], *metadata["optional-dependencies"]["server"]]
+    print("\n".join(lines))

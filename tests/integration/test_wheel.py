@@ -96,14 +96,25 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+def _virtualenv(wheel: Path, name: str, requirement: str) -> Path:
+    """A fresh virtualenv (no system site-packages) with `requirement` (the built wheel,
+    with or without an extra) and its dependencies installed."""
+    env_dir = wheel.parent.parent / name
+    _run([sys.executable, "-m", "venv", str(env_dir)], wheel.parent)
+    _run([str(env_dir / "bin" / "pip"), "install", "-q", requirement], wheel.parent)
+    return env_dir
+
+
 @pytest.fixture(scope="module")
 def venv(wheel: Path) -> Path:
-    """A fresh virtualenv (no system site-packages) with only the built wheel and its
-    dependencies installed."""
-    env_dir = wheel.parent.parent / "venv"
-    _run([sys.executable, "-m", "venv", str(env_dir)], wheel.parent)
-    _run([str(env_dir / "bin" / "pip"), "install", "-q", str(wheel)], wheel.parent)
-    return env_dir
+    """The server's install: the wheel with its `server` extra."""
+    return _virtualenv(wheel, "venv", f"{wheel}[server]")
+
+
+@pytest.fixture(scope="module")
+def client_venv(wheel: Path) -> Path:
+    """A client-only install: the wheel alone, as `pip install pinledger` makes it."""
+    return _virtualenv(wheel, "client-venv", str(wheel))
 
 
 def _mapped_files() -> dict[str, Path]:
@@ -195,6 +206,47 @@ def test_installed_wheel_migrates_serves_and_round_trips(
                 [str(venv / "bin" / "python"), "-c", ROUND_TRIP, str(server.port), queue],
                 tmp_path,
                 env,
+            )
+            assert "round trip ok" in out
+    finally:
+        for topic in kafka.topics():
+            if topic.startswith(prefix):
+                kafka.delete_topic(topic)
+
+
+# Runs in the client-only virtualenv: none of the server's drivers is there.
+NO_SERVER = """
+import importlib.util
+absent = [m for m in ("psycopg", "psycopg_pool", "kafka", "confluent_kafka", "pymysql")
+          if importlib.util.find_spec(m) is None]
+print(" ".join(absent))
+"""
+
+
+def test_a_client_only_install_enqueues_works_jobs_and_names_the_server_extra(
+    client_venv: Path, tmp_path: Path, config: Config, kafka: KafkaLog, scratch_schema: str
+) -> None:
+    absent = _run([str(client_venv / "bin" / "python"), "-c", NO_SERVER], tmp_path).split()
+    assert absent == ["psycopg", "psycopg_pool", "kafka", "confluent_kafka", "pymysql"]
+    pinledger = str(client_venv / "bin" / "pinledger")
+    assert "MODULE:HANDLER" in _run([pinledger, "worker", "--help"], tmp_path)
+    assert "--mode" in _run([pinledger, "client", "--help"], tmp_path)
+    refused = subprocess.run(
+        [pinledger, "serve"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert refused.returncode == 2
+    assert "pip install 'pinledger[server]'" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    prefix = f"wheelc{uuid.uuid4().hex[:8]}."
+    server = ServerProcess(prefix=prefix, schema=scratch_schema)  # from the checkout
+    try:
+        with running([server], tmp_path):
+            queue = f"wheel_{uuid.uuid4().hex[:8]}"
+            out = _run(
+                [str(client_venv / "bin" / "python"), "-c", ROUND_TRIP, str(server.port), queue],
+                tmp_path,
+                _installed_env(config, scratch_schema),
             )
             assert "round trip ok" in out
     finally:
