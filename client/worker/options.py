@@ -27,8 +27,9 @@ def checked_heartbeat(
     of the claim timeout; 0: no heartbeats)."""
     if use_processes:
         raise NotImplementedError(
-            "use_processes: handlers run on threads only for now; for CPU-bound jobs "
-            "run several worker processes (each with its own worker_source)"
+            "use_processes: a Worker runs its handlers on threads; for CPU-bound jobs run "
+            "`pinledger worker MODULE:HANDLER --processes N`, or several worker processes "
+            "(each with its own worker_source)"
         )
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, not {concurrency}")

@@ -14,7 +14,9 @@ seconds): Kubernetes' `terminationGracePeriodSeconds` (30 s by default) for the 
 `--grace-s 20`, systemd's `TimeoutStopSec`.
 
 `--status-port` serves /health and /metrics (client/worker/status.py); 0 picks a free
-port, and no flag serves none. The command needs the client library only, never the
+port, and no flag serves none. `--processes N` runs N worker processes under this one
+(client/worker/processes.py), for handlers that hold the interpreter lock; its status
+port answers for all of them. The command needs the client library only, never the
 server's settings: it reads no PINLEDGER_* variable but those its options name.
 
 Exit status: 0 after a stop; 2 for an option, a server list or a handler that cannot
@@ -28,7 +30,10 @@ import importlib
 import logging
 import os
 import sys
+import threading
+import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pinledger.client.client import PinLaterClient
@@ -38,7 +43,8 @@ from pinledger.client.tls import Tls
 from pinledger.client.worker.handler import Handler
 from pinledger.client.worker.loop import Worker
 from pinledger.client.worker.options import worker_source
-from pinledger.client.worker.status import StatusServer
+from pinledger.client.worker.processes import Supervisor
+from pinledger.client.worker.status import StatusServer, worker_routes
 
 log = logging.getLogger("pinledger.worker")
 
@@ -119,8 +125,80 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tls-cafile", help="TLS to the servers: the CA (PEM) to trust")
     parser.add_argument("--tls-certfile", help="a client certificate (PEM), with its key")
     parser.add_argument("--tls-keyfile", help="the client certificate's key (PEM)")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="worker processes, for CPU-bound handlers: each runs --concurrency threads "
+        "(default 1: this process)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    # Set by the --processes supervisor for each child (client/worker/processes.py).
+    parser.add_argument("--port-file", help=argparse.SUPPRESS)
+    parser.add_argument("--parent", type=int, help=argparse.SUPPRESS)
     return parser
+
+
+def child_arguments(args: argparse.Namespace) -> list[str]:
+    """The options a --processes supervisor starts each child with: its own, but for
+    the processes and the status port, which are the supervisor's."""
+    given = [
+        ("--queue", args.queue),
+        ("--servers", args.servers),
+        ("--concurrency", args.concurrency),
+        ("--batch-size", args.batch_size),
+        ("--grace-s", args.grace_s),
+        ("--claim-timeout-s", args.claim_timeout_s),
+        ("--retry-s", args.retry_s),
+        ("--name", args.name),
+        ("--tls-cafile", args.tls_cafile),
+        ("--tls-certfile", args.tls_certfile),
+        ("--tls-keyfile", args.tls_keyfile),
+    ]
+    arguments = [args.handler]
+    for option, value in given:
+        if value is not None:
+            arguments += [option, str(value)]
+    return [*arguments, *(["--verbose"] if args.verbose else [])]
+
+
+def _follow_parent(parent: int, worker: Worker) -> None:
+    """A child of --processes stops when its supervisor is gone (killed, say)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        log.warning("%s: the worker supervisor (pid %d) is gone: stopping", worker.name, parent)
+        worker.stop()
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _serve_processes(args: argparse.Namespace) -> int:
+    supervisor = Supervisor(child_arguments(args), args.processes, args.grace_s)
+    status = None
+    if args.status_port is not None:
+        try:
+            status = StatusServer(supervisor.routes(), args.status_host, args.status_port)
+        except OSError as exc:
+            print(
+                f"pinledger worker: cannot serve /health on "
+                f"{args.status_host}:{args.status_port}: {exc}",
+                file=sys.stderr,
+            )
+            return 2
+        status.start()
+        log.info(
+            "%d worker processes; /health and /metrics on http://%s:%d",
+            args.processes,
+            args.status_host,
+            status.port,
+        )
+    try:
+        return supervisor.run()
+    finally:
+        if status is not None:
+            status.stop()
 
 
 def _tls(args: argparse.Namespace) -> Tls | None:
@@ -139,11 +217,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.processes < 1:
+        print(
+            f"pinledger worker: --processes must be at least 1, not {args.processes}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         handler = load_handler(args.handler)
     except HandlerSpecError as exc:
         print(f"pinledger worker: {exc}", file=sys.stderr)
         return 2
+    if args.processes > 1:
+        return _serve_processes(args)
     name = args.name or args.handler.partition(":")[2]
     servers: str | list[str] = (
         args.servers
@@ -174,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = None
         if args.status_port is not None:
             try:
-                status = StatusServer(worker, args.status_host, args.status_port)
+                status = StatusServer(worker_routes(worker), args.status_host, args.status_port)
             except OSError as exc:
                 print(
                     f"pinledger worker: cannot serve /health on "
@@ -183,12 +269,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 return 2
             status.start()
+            if args.port_file:
+                Path(args.port_file).write_text(str(status.port))
             log.info(
                 "%s: /health and /metrics on http://%s:%d",
                 worker.name,
                 args.status_host,
                 status.port,
             )
+        if args.parent is not None:
+            _follow_parent(args.parent, worker)
         try:
             worker.run()  # on the main thread: SIGTERM and SIGINT stop it gracefully
         finally:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -58,11 +59,30 @@ def health(worker: Worker) -> tuple[int, dict[str, Any]]:
     return (200 if worker.working else 503), body
 
 
-class StatusServer:
-    """Serves /health and /metrics of `worker` on (host, port) from a daemon thread;
-    port 0 picks a free one (`port` says which)."""
+# path -> its answer: (HTTP status, content type, body)
+Routes = dict[str, Callable[[], tuple[int, str, str]]]
+JSON = "application/json"
+PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 
-    def __init__(self, worker: Worker, host: str, port: int) -> None:
+
+def worker_routes(worker: Worker) -> Routes:
+    """/health and /metrics of one worker."""
+
+    def health_page() -> tuple[int, str, str]:
+        code, body = health(worker)
+        return code, JSON, json.dumps(body) + "\n"
+
+    return {
+        "/health": health_page,
+        "/metrics": lambda: (200, PROMETHEUS, render([reading(worker)])),
+    }
+
+
+class StatusServer:
+    """Serves `routes` on (host, port) from a daemon thread; port 0 picks a free one
+    (`port` says which)."""
+
+    def __init__(self, routes: Routes, host: str, port: int) -> None:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -72,7 +92,7 @@ class StatusServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # a probe every few seconds is not news
 
-        self.worker = worker
+        self.routes = routes
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
         self.port = int(self.httpd.server_address[1])
@@ -88,18 +108,12 @@ class StatusServer:
         self.httpd.server_close()
 
     def answer(self, request: BaseHTTPRequestHandler) -> None:
-        path = request.path.split("?", 1)[0]
-        if path == "/health":
-            code, body = health(self.worker)
-            self._send(request, code, "application/json", json.dumps(body) + "\n")
-        elif path == "/metrics":
-            text = render([reading(self.worker)])
-            self._send(request, 200, "text/plain; version=0.0.4; charset=utf-8", text)
+        route = self.routes.get(request.path.split("?", 1)[0])
+        if route is None:
+            known = " and ".join(sorted(self.routes))
+            code, kind, text = 404, "text/plain", f"not found: {known} are\n"
         else:
-            self._send(request, 404, "text/plain", "not found: /health and /metrics are\n")
-
-    @staticmethod
-    def _send(request: BaseHTTPRequestHandler, code: int, kind: str, text: str) -> None:
+            code, kind, text = route()
         data = text.encode()
         request.send_response(code)
         request.send_header("Content-Type", kind)

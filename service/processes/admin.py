@@ -13,13 +13,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 
+from pinledger.exposition import merge_prometheus
 from pinledger.service.observability.admin_http import AdminHandler, AdminHttpBase, Tls
-from pinledger.service.processes.merge import (
-    WorkerView,
-    host_health,
-    merge_prometheus,
-    merge_stats_txt,
-)
+from pinledger.service.processes.merge import WorkerView, host_health, merge_stats_txt
 
 log = logging.getLogger(__name__)
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections import Counter
@@ -690,6 +692,75 @@ def test_the_worker_command_works_the_queue_shows_its_status_and_stops_on_sigter
     finally:
         process.kill()
     assert f"stopped: {runs} processed (24 succeeded" in log_path.read_text()
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return int(answer.status), answer.read().decode()
+    except urllib.error.HTTPError as refused:
+        return int(refused.code), refused.read().decode()
+
+
+def test_worker_processes_share_the_queue_restart_when_killed_and_stop_together(
+    server: ServerProcess, pl: PinLaterClient, queue: str, tmp_path: Path
+) -> None:
+    """`pinledger worker --processes 2`: the jobs end as with one worker, /metrics
+    shows both processes, a killed process starts again, SIGTERM stops them all."""
+    descriptors = pl.enqueue(queue, thumbnail_jobs(25, delayed_s=0.5))
+    log_path = tmp_path / "workers.log"
+    command = [
+        *("worker", "pinledger.client.examples.thumbnail_worker:make_thumbnail"),
+        *("--queue", queue, "--servers", f"127.0.0.1:{server.port}", "--processes", "2"),
+        *("--retry-s", "0.1", "--claim-timeout-s", str(CLAIM_TIMEOUT_S), "--status-port", "0"),
+    ]
+    with log_path.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pinledger", *command],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        serving = wait_for(
+            lambda: re.search(r"/metrics on http://127\.0\.0\.1:(\d+)", log_path.read_text()),
+            30,
+        )
+        status = f"http://127.0.0.1:{serving.group(1)}"
+        jobs = wait_for(lambda: settled(pl, descriptors), 60)
+        assert [jobs[d].state for d in descriptors].count(JobState.SUCCEEDED) == 24
+        _, metrics = _get(f"{status}/metrics")
+        jobs_total = f'pinledger_worker_jobs_total{{process="(\\d)",queue="{queue}",'
+        succeeded = re.findall(jobs_total + r'outcome="succeeded"} (\d+)', metrics)
+        assert sorted(p for p, _ in succeeded) == ["0", "1"]
+        assert sum(int(n) for _, n in succeeded) == 24
+
+        def healthy() -> str | None:
+            code, body = _get(f"{status}/health")
+            return body if code == 200 else None
+
+        body = wait_for(healthy, 30)
+        first = json.loads(body)["processes"]["0"]
+        assert first["health"]["status"] == "ok" and first["restarts"] == 0
+        os.kill(first["pid"], signal.SIGKILL)
+
+        def restarted() -> dict[str, Any] | None:
+            code, body = _get(f"{status}/health")
+            again = json.loads(body)["processes"]["0"]
+            return again if code == 200 and again["restarts"] == 1 else None
+
+        again = wait_for(restarted, 30)
+        assert again["pid"] != first["pid"]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0, log_path.read_text()[-3000:]
+    finally:
+        process.kill()
+    log = log_path.read_text()
+    assert "worker process 0 (pid" in log and "exited with -9" in log
+    assert "every worker process stopped" in log
+    for pid in (first["pid"], again["pid"]):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 # -- tracing -----------------------------------------------------------------------------

@@ -34,6 +34,9 @@ ALLOWED: dict[str, set[str]] = {
     # The TLS context of a connection to a server's Thrift port, for the client library
     # and a server forwarding to another alike.
     "tlsconnect": set(),
+    # Several processes' Prometheus expositions as one, for the server's and the worker
+    # runner's --processes alike.
+    "exposition": set(),
     "ledger": set(),
     "ledger.clock": set(),
     # The in-memory log, beside its port (ledger/log.py); the contract suite holds it to
@@ -61,7 +64,7 @@ ALLOWED: dict[str, set[str]] = {
     # The one place a store adapter is chosen, by the DSN's scheme.
     "projections.factory": {"projections", "projections.pg", "projections.mysql"},
     # The client library shares the wire (idl) and the pure core, nothing else.
-    "client": {"idl", "otel", "tlsconnect", "ledger", "ledger.clock"},
+    "client": {"idl", "otel", "tlsconnect", "exposition", "ledger", "ledger.clock"},
     # Service rooms use the ports (ledger, projections), never an adapter: only the
     # server, which assembles them, names the Kafka and Postgres adapters.
     "service": {"idl", "otel", "tlsconnect", "ledger", "ledger.clock", "projections"},
@@ -140,7 +143,12 @@ ALLOWED: dict[str, set[str]] = {
     },
     # The supervisor of `serve --processes`: its host admin port shares the admin
     # server's handler (observability/admin_http.py), and the listener's port check.
-    "service.processes": {"service", "service.observability", "service.listeners"},
+    "service.processes": {
+        "service",
+        "service.observability",
+        "service.listeners",
+        "exposition",
+    },
     # The command line and the testing place may import anything (the command line never
     # the testing place: test_nothing_in_the_runtime_imports_the_testing_place).
     "cli": {"*"},
@@ -161,9 +169,8 @@ def _module_name(path: Path) -> str:
 
 
 def _sources() -> list[Path]:
-    found = [
-        ROOT / "pinledger" / name for name in ("idl.py", "otel.py", "tlsconnect.py", "__main__.py")
-    ]
+    # The namespace's own modules (its __init__ only extends the import path).
+    found = [p for p in sorted((ROOT / "pinledger").glob("*.py")) if p.name != "__init__.py"]
     for top in TOP:
         found.extend(sorted((ROOT / top).rglob("*.py")))
     return found

@@ -28,7 +28,8 @@ with (ROOT / "pyproject.toml").open("rb") as _pyproject:
 # The top-level folders that are packages of pinledger (pyproject.toml's package-dir).
 ROOMS = tuple(folder for package, folder in PACKAGE_DIR.items() if package != "pinledger")
 # What may follow `pinledger.`: the rooms and the namespace's own modules.
-PINLEDGER_NAMES = {*ROOMS, "idl", "otel", "tlsconnect", "__main__"}
+# The rooms, and the namespace's own modules (pinledger/*.py).
+PINLEDGER_NAMES = {*ROOMS, *(p.stem for p in (ROOT / "pinledger").glob("*.py"))}
 SCANNED = ("pinledger", *ROOMS, "tests", "bench")
 # The Apache Thrift library is imported as `thrift` by the interop client, which runs
 # in its own process, where the repository root is not on sys.path.

@@ -6,19 +6,14 @@ from __future__ import annotations
 
 import pytest
 
+from pinledger.exposition import label_prometheus, merge_prometheus
 from pinledger.idl import pinlater
 from pinledger.ledger.fake_clock import FakeClock
 from pinledger.service.api.forwarding import FORWARDED_JOBS, FORWARDS, CountingPeerPool
 from pinledger.service.api.requests import DequeueRequest
 from pinledger.service.config import Config, ConfigError
 from pinledger.service.observability.metrics import Metrics
-from pinledger.service.processes.merge import (
-    WorkerView,
-    host_health,
-    label_prometheus,
-    merge_prometheus,
-    merge_stats_txt,
-)
+from pinledger.service.processes.merge import WorkerView, host_health, merge_stats_txt
 from pinledger.service.processes.plan import (
     RestartPolicy,
     Restarts,

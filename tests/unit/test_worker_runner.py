@@ -19,8 +19,14 @@ from pinledger.client.jobs import Ack, DequeuedJob
 from pinledger.client.retry import constant
 from pinledger.client.worker import Worker
 from pinledger.client.worker.metrics import CATALOGUE, Reading, render
-from pinledger.client.worker.runner import HandlerSpecError, load_handler, main
-from pinledger.client.worker.status import StatusServer
+from pinledger.client.worker.runner import (
+    HandlerSpecError,
+    build_parser,
+    child_arguments,
+    load_handler,
+    main,
+)
+from pinledger.client.worker.status import StatusServer, worker_routes
 from tests.unit.queue_server import WAIT_S, Q, QueueServer, running, wait_until
 
 
@@ -67,6 +73,28 @@ def test_the_command_exits_2_with_the_reason_for_a_bad_handler_or_option(
     assert "concurrency must be at least 1, not 0" in capsys.readouterr().err
 
 
+def test_processes_must_be_at_least_one(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tests.unit.test_worker_runner:handle", "--queue", "q", "--processes", "0"]) == 2
+    assert "--processes must be at least 1, not 0" in capsys.readouterr().err
+
+
+def test_each_child_of_processes_gets_the_options_but_the_supervisors_own() -> None:
+    args = build_parser().parse_args(
+        [
+            *("m:f", "--queue", "q", "--servers", "a:1,b:2", "--concurrency", "3"),
+            *("--processes", "4", "--status-port", "9102", "--status-host", "0.0.0.0"),
+            *("--grace-s", "5", "--tls-cafile", "ca.pem", "-v"),
+        ]
+    )
+    assert child_arguments(args) == [
+        *("m:f", "--queue", "q", "--servers", "a:1,b:2", "--concurrency", "3"),
+        *("--grace-s", "5.0", "--claim-timeout-s", "600.0", "--retry-s", "1.0"),
+        *("--tls-cafile", "ca.pem", "--verbose"),
+    ]
+    again = build_parser().parse_args(child_arguments(args))
+    assert (again.processes, again.status_port, again.batch_size) == (1, None, None)
+
+
 def _get(port: int, path: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=WAIT_S) as r:
@@ -85,7 +113,7 @@ def _samples(text: str) -> dict[str, float]:
 
 @contextmanager
 def _status(worker: Worker) -> Iterator[StatusServer]:
-    status = StatusServer(worker, "127.0.0.1", 0)
+    status = StatusServer(worker_routes(worker), "127.0.0.1", 0)
     status.start()
     try:
         yield status
