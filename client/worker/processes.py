@@ -3,7 +3,9 @@ that hold the interpreter lock (CPU-bound work), where threads would take turns.
 
 The parent runs no handler. It starts each child as `pinledger worker` with the same
 options (so each is a worker of its own: its own source, its own claims and acks),
-starts again one that dies (a second later, with one line saying how it ended), and on
+starts again one that dies (a second later, with one line saying how it ended; one
+that refused its options, exit 2, stops them all with exit 2, as a restart would only
+fail again), and on
 SIGTERM or SIGINT passes the signal on, so that each child stops as one worker does:
 its running jobs get `--grace-s`, a second signal hands them back at once. It waits
 `--grace-s` plus `FLUSH_S` for them, then kills what is left. The children are in a
@@ -45,6 +47,15 @@ FLUSH_S = 15.0
 RESTART_S = 1.0
 # A child's status, asked by the parent's /health and /metrics.
 ASK_TIMEOUT_S = 2.0
+
+
+# A child's exit status for options it cannot use (runner.py): starting it again would
+# only fail again.
+USAGE_EXIT = 2
+
+
+class ChildRefusedError(Exception):
+    """A child exited refusing its options."""
 
 
 @dataclass
@@ -108,6 +119,11 @@ class Supervisor:
         for child in self.children:
             if child.process is None or child.process.poll() is None:
                 continue
+            if child.process.returncode == USAGE_EXIT:
+                raise ChildRefusedError(
+                    f"worker process {child.index} refused its options (exit "
+                    f"{USAGE_EXIT}): its message is above; stopping the others"
+                )
             if child.died_at is None:
                 child.died_at = now
                 log.warning(
@@ -128,9 +144,15 @@ class Supervisor:
             with self._lock:
                 for child in self.children:
                     self._start(child)
-            while not self._stopping.wait(0.2):
-                with self._lock:
-                    self._watch()
+            try:
+                while not self._stopping.wait(0.2):
+                    with self._lock:
+                        self._watch()
+            except ChildRefusedError as exc:
+                log.error("%s", exc)
+                self.stop()
+                self._wait_for_children()
+                return USAGE_EXIT
             return self._wait_for_children()
         finally:
             restore()

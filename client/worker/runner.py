@@ -228,8 +228,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HandlerSpecError as exc:
         print(f"pinledger worker: {exc}", file=sys.stderr)
         return 2
-    if args.processes > 1:
-        return _serve_processes(args)
     name = args.name or args.handler.partition(":")[2]
     servers: str | list[str] = (
         args.servers
@@ -257,6 +255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as exc:
             print(f"pinledger worker: {exc}", file=sys.stderr)
             return 2
+        if args.processes > 1:
+            # The options were checked here, once, rather than by each child in a loop
+            # of restarts; this process runs no handler.
+            return _serve_processes(args)
         status = None
         if args.status_port is not None:
             try:
