@@ -4,9 +4,11 @@ issues the calls from its threads, reports each second and sums up at the end.""
 from __future__ import annotations
 
 import random
+import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from pinledger.cli.load_stats import Stats, window_rates
@@ -48,6 +50,20 @@ class Tickets:
             return True
 
 
+def _on_ctrl_c(stop: Callable[[], None]) -> Callable[[], None]:
+    """Route SIGINT to `stop` while a run lasts; returns what puts the previous handler
+    back. Off the main thread (where Python installs no handler) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, lambda _signum, _frame: stop())
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, previous)
+
+    return restore
+
+
 class LoadRun:
     def __init__(self, client: PinLaterClient, o: Options, out: TextIO) -> None:
         self.client = client
@@ -79,20 +95,29 @@ class LoadRun:
         self._running = o.concurrency
         for i in range(o.concurrency):
             threading.Thread(target=self._thread, name=f"load-{i}", daemon=True).start()
-        # Waiting on an Event rather than Thread.join: a Ctrl-C that interrupts join()
-        # can leave it believing a running thread has ended (CPython 3.11), and the
-        # summary would miss the calls still in flight.
+        # Ctrl-C sets `stop` from a signal handler rather than raising KeyboardInterrupt:
+        # raised inside Event.wait (or Thread.join), the exception can leave the event's
+        # lock held by this thread, and the load threads then block setting `finished`
+        # while this one waits for it, for good (CPython 3.11; a CI run hung so).
+        restore = _on_ctrl_c(self.stop.set)
         last = started
+        announced = False
         try:
             while not self.finished.wait(timeout=max(0.0, last + 1.0 - time.monotonic())):
                 now = time.monotonic()
+                if self.stop.is_set():
+                    if not announced and self.fatal is None:
+                        self.say("interrupted: finishing the calls in flight")
+                        announced = True
+                    last = now
+                    continue
                 rates = window_rates(self.stats.take_window(), now - last)
                 self.say(f"[{now - started:6.1f}s] {rates.line()}")
                 last = now
-        except KeyboardInterrupt:
-            self.say("interrupted: finishing the calls in flight")
-            self.stop.set()
-            self.finished.wait()
+        finally:
+            restore()
+        if self.stop.is_set() and not announced and self.fatal is None:
+            self.say("interrupted: the calls in flight finished")
         elapsed = time.monotonic() - started
         self._summary(elapsed)
         if self.fatal is not None:

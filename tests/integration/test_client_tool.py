@@ -281,7 +281,7 @@ def test_an_endless_run_reports_every_second_and_sums_up_on_ctrl_c(
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+            proc.communicate()  # closes the pipes too: left open, a later test warns
     assert proc.returncode == 0, err
     match = re.search(r"summary: enqueue ([\d,]+) calls", out)
     assert match, out
