@@ -210,7 +210,7 @@ cluster_wait() {  # bootstrap [node...]
     shift
     missing=("$@")
     python3 -c 'import kafka' 2>/dev/null ||
-        die "checking the cluster needs kafka-python: pip install -e . (or pip install kafka-python)"
+        die "checking the cluster needs kafka-python: make install (or pip install -e '.[server]')"
     while :; do
         for n in "$@"; do
             cluster_node_pid "$n" >/dev/null || cluster_fail "cluster broker $n is not running (exited during startup?)" "$n"

@@ -213,10 +213,18 @@ def test_the_heartbeat_thread_beats_every_interval_until_done(server: FakeServer
 def test_counters_count_each_outcome_once() -> None:
     counters = WorkerCounters()
     for outcome in [*RUN_OUTCOMES, Outcome.RETRIED]:
-        counters.count(outcome)
+        counters.count(outcome, seconds=0.25)
     counters.released += 2
     assert dataclasses.asdict(counters) == {
         "processed": 5,
+        "succeeded": 1,
+        "retried": 2,
+        "failed": 1,
+        "rescheduled": 1,
+        "released": 2,
+        "handler_seconds": 1.25,
+    }
+    assert counters.by_outcome() == {
         "succeeded": 1,
         "retried": 2,
         "failed": 1,
@@ -230,5 +238,8 @@ def test_counters_count_each_outcome_once() -> None:
 
 def test_there_is_a_counter_for_every_outcome() -> None:
     fields = {f.name for f in dataclasses.fields(WorkerCounters)}
-    assert fields == {"processed", "released", "succeeded", "retried", "failed", "rescheduled"}
+    assert fields == {
+        *("processed", "released", "succeeded", "retried", "failed", "rescheduled"),
+        "handler_seconds",
+    }
     assert len(RUN_OUTCOMES) == 4
