@@ -34,8 +34,8 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 
+from pinledger.client.worker.signals import install_stop_signals
 from pinledger.client.worker.status import JSON, PROMETHEUS, Routes
 from pinledger.exposition import merge_prometheus
 
@@ -98,7 +98,6 @@ class Supervisor:
         self.children = [Child(i, self._folder / f"port-{i}") for i in range(processes)]
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._signals = 0
 
     # ---- the children ----
 
@@ -189,28 +188,20 @@ class Supervisor:
                     child.process.send_signal(signum)
 
     def _install_signals(self) -> Callable[[], None]:
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+        """SIGTERM and SIGINT passed on to the children, as a worker takes them: the
+        first stops, a second hands the running jobs back (signals.py). On a thread of
+        its own: the handler may have interrupted the main thread inside `_lock`."""
 
-        def on_signal(signum: int, _frame: FrameType | None) -> None:
-            self._signals += 1
-            log.info(
-                "%s: %s the worker processes",
-                signal.Signals(signum).name,
-                "stopping" if self._signals == 1 else "hurrying",
-            )
-            # On a thread: the handler may have interrupted the main thread inside _lock.
-            threading.Thread(target=self.stop, args=(signum,), daemon=True).start()
+        def passing(signum: int) -> Callable[[], None]:
+            return lambda: threading.Thread(target=self.stop, args=(signum,), daemon=True).start()
 
-        for sig in previous:
-            signal.signal(sig, on_signal)
-
-        def restore() -> None:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-        return restore
+        return install_stop_signals(
+            "worker processes",
+            self._grace_s,
+            stopping=self._stopping,
+            stop=passing(signal.SIGTERM),
+            stop_now=passing(signal.SIGINT),
+        )
 
     # ---- status ----
 

@@ -32,7 +32,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ from pinledger.client.worker.handler import Handler
 from pinledger.client.worker.loop import Worker
 from pinledger.client.worker.options import worker_source
 from pinledger.client.worker.processes import Supervisor
-from pinledger.client.worker.status import StatusServer, worker_routes
+from pinledger.client.worker.status import Routes, StatusServer, worker_routes
 
 log = logging.getLogger("pinledger.worker")
 
@@ -174,31 +175,35 @@ def _follow_parent(parent: int, worker: Worker) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+class StatusPortError(Exception):
+    """The status port cannot be served; the message says where and why."""
+
+
+@contextmanager
+def _status(routes: Routes, args: argparse.Namespace, what: str) -> Iterator[None]:
+    """/health and /metrics on --status-port while the block runs (none without it)."""
+    if args.status_port is None:
+        yield
+        return
+    where = f"{args.status_host}:{args.status_port}"
+    try:
+        status = StatusServer(routes, args.status_host, args.status_port)
+    except OSError as exc:
+        raise StatusPortError(f"cannot serve /health on {where}: {exc}") from exc
+    status.start()
+    if args.port_file:  # a --processes supervisor reads it
+        Path(args.port_file).write_text(str(status.port))
+    log.info("%s: /health and /metrics on http://%s:%d", what, args.status_host, status.port)
+    try:
+        yield
+    finally:
+        status.stop()
+
+
 def _serve_processes(args: argparse.Namespace) -> int:
     supervisor = Supervisor(child_arguments(args), args.processes, args.grace_s)
-    status = None
-    if args.status_port is not None:
-        try:
-            status = StatusServer(supervisor.routes(), args.status_host, args.status_port)
-        except OSError as exc:
-            print(
-                f"pinledger worker: cannot serve /health on "
-                f"{args.status_host}:{args.status_port}: {exc}",
-                file=sys.stderr,
-            )
-            return 2
-        status.start()
-        log.info(
-            "%d worker processes; /health and /metrics on http://%s:%d",
-            args.processes,
-            args.status_host,
-            status.port,
-        )
-    try:
+    with _status(supervisor.routes(), args, f"{args.processes} worker processes"):
         return supervisor.run()
-    finally:
-        if status is not None:
-            status.stop()
 
 
 def _tls(args: argparse.Namespace) -> Tls | None:
@@ -255,35 +260,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as exc:
             print(f"pinledger worker: {exc}", file=sys.stderr)
             return 2
-        if args.processes > 1:
-            # The options were checked here, once, rather than by each child in a loop
-            # of restarts; this process runs no handler.
-            return _serve_processes(args)
-        status = None
-        if args.status_port is not None:
-            try:
-                status = StatusServer(worker_routes(worker), args.status_host, args.status_port)
-            except OSError as exc:
-                print(
-                    f"pinledger worker: cannot serve /health on "
-                    f"{args.status_host}:{args.status_port}: {exc}",
-                    file=sys.stderr,
-                )
-                return 2
-            status.start()
-            if args.port_file:
-                Path(args.port_file).write_text(str(status.port))
-            log.info(
-                "%s: /health and /metrics on http://%s:%d",
-                worker.name,
-                args.status_host,
-                status.port,
-            )
-        if args.parent is not None:
-            _follow_parent(args.parent, worker)
         try:
-            worker.run()  # on the main thread: SIGTERM and SIGINT stop it gracefully
-        finally:
-            if status is not None:
-                status.stop()
+            if args.processes > 1:
+                # The options were checked here, once, rather than by each child in a
+                # loop of restarts; this process runs no handler.
+                return _serve_processes(args)
+            with _status(worker_routes(worker), args, worker.name):
+                if args.parent is not None:
+                    _follow_parent(args.parent, worker)
+                worker.run()  # on the main thread: SIGTERM and SIGINT stop it gracefully
+        except StatusPortError as exc:
+            print(f"pinledger worker: {exc}", file=sys.stderr)
+            return 2
     return 0

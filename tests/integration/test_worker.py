@@ -644,16 +644,23 @@ def test_the_example_thumbnail_jobs_succeed_retry_or_fail_as_documented(
     assert (worker.succeeded, worker.retried, worker.failed) == (24, len(flaky) + 2, 1)
 
 
-def test_the_worker_command_works_the_queue_shows_its_status_and_stops_on_sigterm(
-    server: ServerProcess, pl: PinLaterClient, queue: str, tmp_path: Path
-) -> None:
-    """`pinledger worker MODULE:HANDLER`: the example's jobs end as with a Worker of
-    one's own, /metrics counts them, /health says ok, and SIGTERM ends it with exit 0."""
-    descriptors = pl.enqueue(queue, thumbnail_jobs(25, delayed_s=0.5))
-    log_path = tmp_path / "worker.log"
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return int(answer.status), answer.read().decode()
+    except urllib.error.HTTPError as refused:
+        return int(refused.code), refused.read().decode()
+
+
+@contextmanager
+def worker_command(
+    server: ServerProcess, queue: str, log_path: Path, *options: str
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """`pinledger worker` on the example's handler, with its status on a free port: the
+    process and the status port's URL, once it serves; killed if still running after."""
     command = [
         *("worker", "pinledger.client.examples.thumbnail_worker:make_thumbnail"),
-        *("--queue", queue, "--servers", f"127.0.0.1:{server.port}", "--concurrency", "4"),
+        *("--queue", queue, "--servers", f"127.0.0.1:{server.port}", *options),
         *("--retry-s", "0.1", "--claim-timeout-s", str(CLAIM_TIMEOUT_S), "--status-port", "0"),
     ]
     with log_path.open("w") as out:
@@ -668,13 +675,26 @@ def test_the_worker_command_works_the_queue_shows_its_status_and_stops_on_sigter
             lambda: re.search(r"/metrics on http://127\.0\.0\.1:(\d+)", log_path.read_text()),
             30,
         )
-        status = f"http://127.0.0.1:{serving.group(1)}"
+        yield process, f"http://127.0.0.1:{serving.group(1)}"
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_the_worker_command_works_the_queue_shows_its_status_and_stops_on_sigterm(
+    server: ServerProcess, pl: PinLaterClient, queue: str, tmp_path: Path
+) -> None:
+    """`pinledger worker MODULE:HANDLER`: the example's jobs end as with a Worker of
+    one's own, /metrics counts them, /health says ok, and SIGTERM ends it with exit 0."""
+    descriptors = pl.enqueue(queue, thumbnail_jobs(25, delayed_s=0.5))
+    log_path = tmp_path / "worker.log"
+    with worker_command(server, queue, log_path, "--concurrency", "4") as (process, status):
         jobs = wait_for(lambda: settled(pl, descriptors), 60)
         assert [jobs[d].state for d in descriptors].count(JobState.SUCCEEDED) == 24
         flaky = [d for d in descriptors[:24] if "ImageStoreTimeoutError" in jobs[d].custom_status]
-        with urllib.request.urlopen(f"{status}/health", timeout=10) as answer:
-            assert answer.status == 200
-            health = json.loads(answer.read())
+        code, body = _get(f"{status}/health")
+        assert code == 200
+        health = json.loads(body)
         # Every run: 24 that worked, the flaky ones' first attempts, the corrupt one's 3.
         runs = 24 + len(flaky) + 3
         assert (health["status"], health["server"], health["processed"]) == (
@@ -682,24 +702,13 @@ def test_the_worker_command_works_the_queue_shows_its_status_and_stops_on_sigter
             "answering",
             runs,
         )
-        with urllib.request.urlopen(f"{status}/metrics", timeout=10) as answer:
-            metrics = answer.read().decode()
+        _, metrics = _get(f"{status}/metrics")
         label = f'pinledger_worker_jobs_total{{queue="{queue}",outcome='
         assert f'{label}"succeeded"}} 24' in metrics
         assert f'{label}"failed"}} 1' in metrics
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0, log_path.read_text()[-3000:]
-    finally:
-        process.kill()
     assert f"stopped: {runs} processed (24 succeeded" in log_path.read_text()
-
-
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            return int(answer.status), answer.read().decode()
-    except urllib.error.HTTPError as refused:
-        return int(refused.code), refused.read().decode()
 
 
 def test_worker_processes_share_the_queue_restart_when_killed_and_stop_together(
@@ -709,24 +718,7 @@ def test_worker_processes_share_the_queue_restart_when_killed_and_stop_together(
     shows both processes, a killed process starts again, SIGTERM stops them all."""
     descriptors = pl.enqueue(queue, thumbnail_jobs(25, delayed_s=0.5))
     log_path = tmp_path / "workers.log"
-    command = [
-        *("worker", "pinledger.client.examples.thumbnail_worker:make_thumbnail"),
-        *("--queue", queue, "--servers", f"127.0.0.1:{server.port}", "--processes", "2"),
-        *("--retry-s", "0.1", "--claim-timeout-s", str(CLAIM_TIMEOUT_S), "--status-port", "0"),
-    ]
-    with log_path.open("w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "pinledger", *command],
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        serving = wait_for(
-            lambda: re.search(r"/metrics on http://127\.0\.0\.1:(\d+)", log_path.read_text()),
-            30,
-        )
-        status = f"http://127.0.0.1:{serving.group(1)}"
+    with worker_command(server, queue, log_path, "--processes", "2") as (process, status):
         jobs = wait_for(lambda: settled(pl, descriptors), 60)
         assert [jobs[d].state for d in descriptors].count(JobState.SUCCEEDED) == 24
         _, metrics = _get(f"{status}/metrics")
@@ -753,8 +745,6 @@ def test_worker_processes_share_the_queue_restart_when_killed_and_stop_together(
         assert again["pid"] != first["pid"]
         process.send_signal(signal.SIGTERM)
         assert process.wait(60) == 0, log_path.read_text()[-3000:]
-    finally:
-        process.kill()
     log = log_path.read_text()
     assert "worker process 0 (pid" in log and "exited with -9" in log
     assert "every worker process stopped" in log
