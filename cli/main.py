@@ -16,6 +16,7 @@ from pinledger.cli import (
     doctor,
     import_pinlater,
     move_partition,
+    queue_pause,
     queue_resize,
     skip_record,
     upgrade_format,
@@ -153,6 +154,12 @@ def on_log(
     return command
 
 
+def queue_command(config: Config, args: argparse.Namespace, log: KafkaClientLog) -> int:
+    if args.queue_command in ("pause", "resume"):
+        return queue_pause.run(config, args, log)
+    return queue_resize.run(config, args, log)
+
+
 def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
     # The store's server must take this client: a refusal (TLS, a password) is one line
     # and exit 2, as Kafka's are; a store that is down only gets a line of its own.
@@ -286,8 +293,14 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
 
-    queue_resize.add_arguments(
-        commands.add_parser("queue", help="change a queue: `queue resize Q N` grows it live")
+    queue_pause.add_arguments(
+        queue_resize.add_arguments(
+            commands.add_parser(
+                "queue",
+                help="change a queue: `queue resize Q N` grows it live, `queue pause Q` "
+                "and `queue resume Q` hold back and hand out its jobs",
+            )
+        )
     )
 
     move_partition.add_arguments(
@@ -341,7 +354,7 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "dashboard": cmd_dashboard,
     "doctor": cmd_doctor,
     "upgrade-format": on_log(upgrade_format.run),
-    "queue": on_log(queue_resize.run),
+    "queue": on_log(queue_command),
     "move-partition": on_log(move_partition.run),
     "skip-record": on_log(skip_record.run),
     "hash-password": cmd_hash_password,

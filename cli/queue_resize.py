@@ -30,7 +30,10 @@ from pinledger.service.shards.shard_map import load_shard_map
 EXIT_REFUSED = 2
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(
+    parser: argparse.ArgumentParser,
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """The `queue` command's actions; returns them, for the others' (cli/queue_pause.py)."""
     actions = parser.add_subparsers(dest="queue_command", required=True)
     resize = actions.add_parser(
         "resize",
@@ -39,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     resize.add_argument("queue", help="the queue's name")
     resize.add_argument("partitions", type=int, help="how many partitions take its new jobs")
+    return actions
 
 
 def run(config: Config, args: argparse.Namespace, log: Log) -> int:

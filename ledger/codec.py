@@ -38,6 +38,7 @@ from pinledger.ledger.events import (
     PartitionsRetired,
     QueueCreated,
     QueueDeleted,
+    QueuePaused,
     QueueResized,
     RecordSkipped,
     Retried,
@@ -74,6 +75,7 @@ EVENT_TAGS: dict[type[Event], str] = {
     PartitionPlaced: "qplace",
     PartitionMoved: "qmove",
     RecordSkipped: "qskip",
+    QueuePaused: "qpause",
     FormatRaised: "fmt",
 }
 
@@ -172,6 +174,7 @@ def _encode_event(event: Event) -> dict[str, Any]:
             | PartitionPlaced()
             | PartitionMoved()
             | RecordSkipped()
+            | QueuePaused()
             | FormatRaised()
         ):
             return _encode_catalog_event(event)
@@ -220,6 +223,13 @@ def _encode_catalog_event(event: CatalogEvent) -> dict[str, Any]:
                 "q": event.name,
                 "p": event.partition,
                 "o": event.offset,
+                "why": event.reason,
+            }
+        case QueuePaused():
+            return {
+                "t": EVENT_TAGS[QueuePaused],
+                "q": event.name,
+                "on": event.paused,
                 "why": event.reason,
             }
         case FormatRaised():
@@ -318,6 +328,9 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
         partition=_field(o, "p", int),
         offset=_field(o, "o", int),
         reason=_field(o, "why", str),
+    ),
+    "qpause": lambda o: QueuePaused(
+        name=_field(o, "q", str), paused=_field(o, "on", bool), reason=_field(o, "why", str)
     ),
     "fmt": lambda o: FormatRaised(format=_field(o, "f", int)),
 }

@@ -207,6 +207,19 @@ class RecordSkipped:
 
 
 @dataclass(frozen=True, slots=True)
+class QueuePaused:
+    """The queue's jobs are no longer handed out (`paused`), or are again (ledger format
+    3 and later, decision 0035): `pinledger queue pause|resume` or the dashboard appends
+    it. A paused queue still takes enqueues; dequeueJobs answers no job on every server
+    once it has read the record. The last record of a queue stands; a queue created
+    again under the name starts unpaused. `reason` says why, in the operator's words."""
+
+    name: str
+    paused: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class FormatRaised:
     """The cluster's ledger format, raised by `pinledger upgrade-format` (or recorded when
     a catalog is created): from this record on, servers write records of this format
@@ -235,6 +248,7 @@ QueueEvent = (
     | PartitionPlaced
     | PartitionMoved
     | RecordSkipped
+    | QueuePaused
 )
 # Where a partition's projection is: its first placement, and its moves.
 Placement = PartitionPlaced | PartitionMoved

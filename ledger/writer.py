@@ -29,6 +29,7 @@ from pinledger.ledger.events import (
     PartitionsRetired,
     QueueCreated,
     QueueDeleted,
+    QueuePaused,
     QueueResized,
     RecordSkipped,
 )
@@ -172,6 +173,14 @@ class LedgerWriter:
         check_queue_name(skip.name)
         self._require(formats.SKIPS, "skipping a record")
         self._append_catalog(skip, at, actor)
+
+    def pause_queue(self, pause: QueuePaused, at: int, actor: Actor) -> None:
+        """Record that the queue's jobs are held back (or handed out again), on a
+        cluster whose ledger format has pauses (format 3): a server of an older release
+        would not read the record, and would go on handing out the queue's jobs."""
+        check_queue_name(pause.name)
+        self._require(formats.PAUSES, "pausing or resuming a queue")
+        self._append_catalog(pause, at, actor)
 
     def _require(self, needed: int, what: str) -> None:
         """Refuse what a server of the cluster's ledger format could not read."""

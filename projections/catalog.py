@@ -4,7 +4,8 @@ catalog from the log themselves (verify, `pinledger queue resize`). The first cr
 of a name stands until its deletion; a resize only ever adds partitions, and says how
 many of them take new jobs; a retirement covers closed partitions only, and a resize
 reopens the retired ones below its count; the first placement of a partition on a store
-shard stands until a move of it from that shard (decision 0031)."""
+shard stands until a move of it from that shard (decision 0031); the last pause or
+resume of a queue stands, and a queue created again starts unpaused (decision 0035)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pinledger.ledger.events import (
     PartitionsRetired,
     QueueCreated,
     QueueDeleted,
+    QueuePaused,
     QueueResized,
 )
 from pinledger.projections.store import QueueRow
@@ -49,6 +51,10 @@ def fold_queue_event(queues: MutableMapping[str, QueueRow], event: Event, at: in
         row = queues.get(event.name)
         if row is not None:
             queues[event.name] = moved(row, event)
+    elif isinstance(event, QueuePaused):
+        row = queues.get(event.name)
+        if row is not None:
+            queues[event.name] = dataclasses.replace(row, paused=event.paused)
     elif isinstance(event, QueueDeleted):
         queues.pop(event.name, None)
 

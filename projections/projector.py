@@ -28,6 +28,7 @@ from pinledger.ledger.events import (
     Placement,
     QueueCreated,
     QueueDeleted,
+    QueuePaused,
     QueueResized,
     RecordSkipped,
 )
@@ -302,8 +303,8 @@ class PartitionProjector:
 
 
 class CatalogProjector:
-    """Projects the catalog topic: queue creations, deletions, resizes, retirements and
-    placements."""
+    """Projects the catalog topic: queue creations, deletions, resizes, retirements,
+    placements, skipped records and pauses."""
 
     def __init__(self, store: ProjectorStore, prefix: str, bound: Bound = UNBOUNDED) -> None:
         self.store = store
@@ -362,6 +363,7 @@ class CatalogProjector:
             batch.retired,
             batch.placed,
             batch.skipped,
+            batch.paused,
         )
         self.next_offset = last + 1
         self.skipped.extend(batch.skipped)
@@ -469,6 +471,9 @@ class _CatalogBatch:
     placed: list[Placement] = field(default_factory=list)
     # Skipped records (decision 0032), each in a batch of its own record's events.
     skipped: list[RecordSkipped] = field(default_factory=list)
+    # Pauses and resumes (decision 0035), in order, after the batch's creations: a
+    # record that creates a queue may be followed by one that pauses it.
+    paused: list[QueuePaused] = field(default_factory=list)
     deleted: list[tuple[str, str]] = field(default_factory=list)
     # Queues deleted in this batch and not created again since: a resize or retirement
     # of one names no queue (the fold ignores it), though the store would apply it to a
@@ -496,6 +501,8 @@ class _CatalogBatch:
                 self.placed.append(event)
             elif isinstance(event, RecordSkipped) and event.name not in self.gone:
                 self.skipped.append(event)
+            elif isinstance(event, QueuePaused) and event.name not in self.gone:
+                self.paused.append(event)
             elif isinstance(event, QueueDeleted):
                 # A deletion cancels an earlier creation or resize in the same batch.
                 self.created = [c for c in self.created if c[0].name != event.name]
@@ -503,6 +510,7 @@ class _CatalogBatch:
                 self.retired = [r for r in self.retired if r.name != event.name]
                 self.placed = [p for p in self.placed if p.name != event.name]
                 self.skipped = [k for k in self.skipped if k.name != event.name]
+                self.paused = [k for k in self.paused if k.name != event.name]
                 self.deleted.append((event.name, queue_topic(prefix, event.name)))
                 self.gone.add(event.name)
 

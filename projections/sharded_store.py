@@ -53,7 +53,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.events import PartitionsRetired, Placement, RecordSkipped
+from pinledger.ledger.events import PartitionsRetired, Placement, QueuePaused, RecordSkipped
 from pinledger.ledger.log import queue_of_topic
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.day_partitions import DayPartition
@@ -511,6 +511,7 @@ class ShardedStore:
         retired: Sequence[PartitionsRetired] = (),
         placed: Sequence[Placement] = (),
         skipped: Sequence[RecordSkipped] = (),
+        paused: Sequence[QueuePaused] = (),
     ) -> None:
         # Every shard holds the catalog. In order, home first, one after the other: for
         # stores at the same catalog offset (a replay into new schemas); live servers run
@@ -526,6 +527,7 @@ class ShardedStore:
                 retired,
                 placed,
                 skipped,
+                paused,
             )
         # The queues or placements may have changed: the next call reads them again.
         self.forget_placements()

@@ -36,7 +36,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.events import PartitionsRetired, Placement, RecordSkipped
+from pinledger.ledger.events import PartitionsRetired, Placement, QueuePaused, RecordSkipped
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.day_partitions import DayPartition
 
@@ -220,6 +220,9 @@ class QueueRow:
     # on, by partition; "" or past the end: not placed, so on the home shard (the map's
     # first, the one store without a map).
     shards: tuple[str, ...] = ()
+    # Paused from the catalog (`QueuePaused`, decision 0035): dequeues hand out none of
+    # its jobs; enqueues go on.
+    paused: bool = False
 
     def shard_of(self, partition: int) -> str | None:
         """The shard partition `partition` is placed on; None: not placed (home)."""
@@ -459,6 +462,7 @@ class ProjectorStore(Protocol):
         retired: Sequence[PartitionsRetired] = (),
         placed: Sequence[Placement] = (),
         skipped: Sequence[RecordSkipped] = (),
+        paused: Sequence[QueuePaused] = (),
     ) -> None:
         """Apply queue creations (row, partition topics to start at offset 0),
         deletions (queue name, its topic: its jobs, timeline, offsets, placements and
@@ -469,7 +473,8 @@ class ProjectorStore(Protocol):
         move, of a partition still on the shard it names) and skipped records (of
         partitions the queue has; the first skip of an offset stands; the reason as
         projections/skips.py `stored_reason` keeps it) with the catalog offset, by the
-        same compare-and-set."""
+        same compare-and-set; last, pauses and resumes (of queues it holds, in order:
+        the last stands)."""
         ...
 
     def skipped_records(self, queue: str, partition: int) -> dict[int, str]:

@@ -19,7 +19,13 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.events import PartitionsRetired, Placement, QueueResized, RecordSkipped
+from pinledger.ledger.events import (
+    PartitionsRetired,
+    Placement,
+    QueuePaused,
+    QueueResized,
+    RecordSkipped,
+)
 from pinledger.ledger.state import FINISHED, Job, JobState
 from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.day_partitions import DayPartition
@@ -343,6 +349,7 @@ class FakeStore(OneShard):
         retired: Sequence[PartitionsRetired] = (),
         placed: Sequence[Placement] = (),
         skipped: Sequence[RecordSkipped] = (),
+        paused: Sequence[QueuePaused] = (),
     ) -> None:
         def run() -> None:
             check_forward(topic, 0, expected_offset, next_offset)
@@ -369,6 +376,8 @@ class FakeStore(OneShard):
                 if holds(self._queues, skip):  # as the insert: a partition the queue has
                     offsets = self._skips.setdefault((skip.name, skip.partition), {})
                     offsets.setdefault(skip.offset, stored_reason(skip.reason))
+            for pause in paused:
+                fold_queue_event(self._queues, pause, 0)  # as the UPDATE: known queues
 
         self._run(f"committing catalog {topic}", run)
 

@@ -18,7 +18,9 @@ CREATE TABLE queues (
     open_partitions INT NULL CHECK (open_partitions > 0),
     -- Partitions retired_from and above are retired: drained, empty, no owner work;
     -- NULL: none (decision 0030).
-    retired_from INT NULL CHECK (retired_from >= 0)
+    retired_from INT NULL CHECK (retired_from >= 0),
+    -- Paused from the catalog: dequeues hand out none of its jobs (decision 0035).
+    paused BOOLEAN NOT NULL DEFAULT FALSE
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- Which store shard each partition's projection is placed on (decision 0031); a

@@ -15,7 +15,9 @@ CREATE TABLE queues (
     open_partitions integer CHECK (open_partitions > 0),
     -- Partitions retired_from and above are retired: drained, empty, no owner work;
     -- NULL: none (decision 0030).
-    retired_from integer CHECK (retired_from >= 0)
+    retired_from integer CHECK (retired_from >= 0),
+    -- Paused from the catalog: dequeues hand out none of its jobs (decision 0035).
+    paused boolean NOT NULL DEFAULT false
 );
 
 -- Which store shard each partition's projection is placed on (decision 0031); a

@@ -10,7 +10,8 @@ SELECT version FROM schema_migrations ORDER BY version;
 INSERT INTO schema_migrations (version, name) VALUES (%(version)s, %(name)s);
 
 -- name: list_queues
-SELECT name, partitions, created_at, open_partitions, retired_from FROM queues ORDER BY name;
+SELECT name, partitions, created_at, open_partitions, retired_from, paused FROM queues
+ORDER BY name;
 
 -- name: retire_partitions
 -- A queue's partitions `first` and above retired (decision 0030), unless a later resize
@@ -49,3 +50,7 @@ SELECT 1 FROM ended_sessions WHERE id = %(id)s;
 -- name: forget_ended_sessions
 -- Sessions whose cookies have expired by now need no row to be refused.
 DELETE FROM ended_sessions WHERE until_ms <= %(now)s;
+
+-- name: pause_queue
+-- A queue paused or resumed from the catalog (decision 0035): the last record stands.
+UPDATE queues SET paused = %(paused)s WHERE name = %(name)s;

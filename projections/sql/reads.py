@@ -103,7 +103,10 @@ class SqlReads(SqlBase):
     def queues(self) -> list[QueueRow]:
         rows = self._all("listing queues", "list_queues", {})
         placements = self._all("listing partition placements", "list_placements", {})
-        return with_placements([QueueRow(*row) for row in rows], placements)
+        listed = [
+            QueueRow(row[0], row[1], row[2], row[3], row[4], paused=bool(row[5])) for row in rows
+        ]
+        return with_placements(listed, placements)
 
     def holds_jobs_from(self, queue: str, first: int) -> bool:
         params = {"queue": queue, "first": first, "away": self._hidden(queue)}

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pinledger.ledger.events import PartitionMoved, PartitionsRetired, Placement, RecordSkipped
+from pinledger.ledger.events import (
+    PartitionMoved,
+    PartitionsRetired,
+    Placement,
+    QueuePaused,
+    RecordSkipped,
+)
 from pinledger.projections.row_mapping import imported_params
 from pinledger.projections.skips import stored_reason
 from pinledger.projections.sql.day_partitions import SqlDayPartitions
@@ -132,10 +138,11 @@ class SqlWrites(SqlDayPartitions):
         retired: Sequence[PartitionsRetired] = (),
         placed: Sequence[Placement] = (),
         skipped: Sequence[RecordSkipped] = (),
+        paused: Sequence[QueuePaused] = (),
     ) -> None:
         """Apply queue creations (row, partition topics to start at offset 0),
-        deletions (queue name, its topic), resizes, retirements, placements and skipped
-        records with the catalog offset, in one transaction."""
+        deletions (queue name, its topic), resizes, retirements, placements, skipped
+        records and pauses with the catalog offset, in one transaction."""
         check_forward(topic, 0, expected_offset, next_offset)
         with self.dialect.session(f"committing catalog {topic}", transaction=True) as session:
             moved = session.execute(
@@ -170,6 +177,8 @@ class SqlWrites(SqlDayPartitions):
                 if placement.shard:  # as the fold: a placement names a shard
                     session.execute(*_placement_statement(placement))
             _record_skips(session, skipped)
+            for pause in paused:
+                session.execute("pause_queue", {"name": pause.name, "paused": pause.paused})
 
 
 def _start_partitions(session: Session, row: QueueRow, topics: Sequence[str]) -> None:

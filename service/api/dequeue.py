@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pinledger.idl import pinlater
+from pinledger.ledger.events import Event
 from pinledger.ledger.writer import Traced
+from pinledger.projections.store import QueueRow
 from pinledger.service.api import convert
 from pinledger.service.api.acks import ack_events, count_acks
-from pinledger.service.api.core import Api, append_by_partition, by_partition, load_queue
+from pinledger.service.api.core import (
+    Api,
+    DequeuedJob,
+    append_by_partition,
+    by_partition,
+    load_queue,
+)
 from pinledger.service.api.errors import pinlater_error
 from pinledger.service.api.requests import Caller, DequeueRequest
 from pinledger.service.observability import catalogue, telemetry
@@ -35,6 +44,8 @@ def dequeue_jobs(api: Api, caller: Caller | None, request: DequeueRequest) -> An
     # always (PinLater dropped them on a rate-limited dequeue): with the claims, in one
     # round trip, when the call claims; alone, before answering, when it does not.
     acks = None if request.acks is None else ack_events(api, queue, request.acks)
+    if queue.paused:
+        return _paused(api, queue, caller, request, acks)
     now = api.clock.now_ms()
     if request.dry_run or not api.rate_limits.allow(queue.name):
         if request.acks is not None and acks is not None:
@@ -84,7 +95,10 @@ def dequeue_owned(api: Api, caller: Caller | None, request: DequeueRequest) -> A
     than through dequeueJobs. Past the share, or paused, it answers no job."""
     queue = load_queue(api, request.queue)
     now = api.clock.now_ms()
-    if request.dry_run:
+    found: Sequence[DequeuedJob]
+    if queue.paused:  # the forwarding server had not read the pause yet
+        found = ()
+    elif request.dry_run:
         found = api.owner.peek(queue.name, request.limit, now, request.coverage)
     elif not api.rate_limits.allow(queue.name):
         found = []
@@ -94,6 +108,22 @@ def dequeue_owned(api: Api, caller: Caller | None, request: DequeueRequest) -> A
         )
         api.rate_limits.charge(queue.name, len(found))
     return convert.dequeue_response(found, queue.name)
+
+
+def _paused(
+    api: Api,
+    queue: QueueRow,
+    caller: Caller | None,
+    request: DequeueRequest,
+    acks: dict[int, list[Event]] | None,
+) -> Any:
+    """A queue paused from the catalog (decision 0035): no job, from this server or a
+    peer (each reads the pause from its own copy of the catalog, the queue row the call
+    loaded anyway: no store query). The piggybacked acks are appended all the same."""
+    if request.acks is not None and acks is not None:
+        append_by_partition(api, queue, acks, caller)
+        count_acks(api, request.acks, queue)
+    return convert.dequeue_response([], queue.name)
 
 
 def forward(

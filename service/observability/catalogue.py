@@ -66,6 +66,7 @@ QUEUE_JOBS: Final = "pinledger_queue_jobs"
 QUEUE_OLDEST_READY_SECONDS: Final = "pinledger_queue_oldest_ready_seconds"
 QUEUE_PARTITIONS: Final = "pinledger_queue_partitions"
 QUEUE_EMPTY_DEQUEUE_RATIO: Final = "pinledger_queue_empty_dequeue_ratio"
+QUEUE_PAUSED: Final = "pinledger_queue_paused"
 OWNED_PARTITIONS: Final = "pinledger_owned_partitions"
 UNOWNED_PARTITIONS: Final = "pinledger_unowned_partitions"
 PROJECTION_LAG_RECORDS: Final = "pinledger_projection_lag_records"
@@ -277,6 +278,16 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "For a queue with adaptive partitions: the share of this server's dequeue answers",
         "that were empty in the last measuring window (0 to 1), what the shrink decision",
         "reads; set at the end of each window that had calls.",
+    ),
+    _spec(
+        QUEUE_PAUSED,
+        "gauge",
+        ("queue",),
+        "",
+        "1 while the queue is paused from the catalog (`pinledger queue pause`, the",
+        "dashboard): dequeues hand out none of its jobs, enqueues go on; 0 otherwise. Every",
+        "server exports it once it has read the catalog: aggregate with max (min across",
+        "servers at 0 while max is 1: a server has not read the pause yet).",
     ),
     # -- ownership and projection ------------------------------------------------------
     _spec(

@@ -237,6 +237,7 @@ class Owner:
                 self.metrics.set_gauge(
                     catalogue.QUEUE_PARTITIONS, float(states[state]), queue=row.name, state=state
                 )
+            self.metrics.set_gauge(catalogue.QUEUE_PAUSED, float(row.paused), queue=row.name)
 
     def add_queue(self, name: str) -> None:
         """A queue this server has just created: own its partitions now, before the
