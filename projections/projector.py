@@ -490,6 +490,9 @@ class _CatalogBatch:
                 row = QueueRow(event.name, event.partitions, envelope.at)
                 self.created.append((row, [queue_topic(prefix, event.name)]))
                 self.gone.discard(event.name)
+                # Pauses before it named no queue (the fold ignores them), though the
+                # store would apply them to the queue created here (decision 0035).
+                self.paused = [k for k in self.paused if k.name != event.name]
             elif isinstance(event, QueueResized) and event.name not in self.gone:
                 row = QueueRow(event.name, event.partitions, envelope.at)
                 self.resized.append((row, [queue_topic(prefix, event.name)]))

@@ -20,7 +20,8 @@ partitions retired (`"qret"`, ledger format 2, decision 0030); partitions placed
 shards (`"qplace"`, ledger format 2, decision 0031); a partition moved to another shard
 (`"qmove"`, ledger format 2, decision 0031); a delete guarded by the state its job was
 selected in (`"del"` with `"s"`, ledger format 3, decision 0032); a queue record skipped by
-an operator (`"qskip"`, ledger format 3, decision 0032).
+an operator (`"qskip"`, ledger format 3, decision 0032); a queue paused or resumed
+(`"qpause"`, ledger format 3, decision 0035).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from pinledger.ledger.events import (
     PartitionsRetired,
     QueueCreated,
     QueueDeleted,
+    QueuePaused,
     QueueResized,
     RecordSkipped,
     Retried,
@@ -59,6 +61,7 @@ from pinledger.ledger.events import (
 )
 from pinledger.ledger.log import LogRecord
 from pinledger.ledger.state import Job
+from pinledger.projections.catalog_log import catalog_queues
 from pinledger.projections.row_text import EVENT_COLUMNS, columns, leading_ints
 from pinledger.projections.skips import Skips, skips_of
 from pinledger.projections.verify_fold import IdRange, PartitionFold
@@ -351,6 +354,28 @@ def record_skipped() -> Story:
     return s
 
 
+def queue_paused() -> Story:
+    s = Story(
+        "v1-catalog-queue-paused",
+        "Catalog records of ledger format 3: queues paused and resumed by `pinledger queue "
+        "pause|resume` or the dashboard (decision 0035): a pause with a reason, a second "
+        "pause (no change), a resume, a pause of a queue that does not exist (it holds for "
+        "none), a queue paused then deleted and created again (it starts unpaused), and a "
+        "queue paused in the record that creates it.",
+        topic="catalog",
+    )
+    s.plain(T0, OWNER, FormatRaised(3))
+    s.plain(T0 + 1, OPERATOR, QueueCreated("mail", 2), QueueCreated("old", 1))
+    s.plain(T0 + 2, OPERATOR, QueuePaused("mail", True, "the mail provider is down"))
+    s.plain(T0 + 3, OPERATOR, QueuePaused("mail", True, "again"))
+    s.plain(T0 + 4, OPERATOR, QueuePaused("mail", False, ""))
+    s.plain(T0 + 5, OPERATOR, QueuePaused("gone", True, "no such queue"))
+    s.plain(T0 + 6, OPERATOR, QueuePaused("old", True, "before its deletion"))
+    s.plain(T0 + 7, OPERATOR, QueueDeleted("old"), QueueCreated("old", 1))
+    s.plain(T0 + 8, OPERATOR, QueueCreated("held", 1), QueuePaused("held", True, "at birth"))
+    return s
+
+
 def _job(job: Job) -> dict[str, Any]:
     values = job._asdict()
     values["state"] = job.state.name
@@ -391,6 +416,9 @@ def expected(story: Story) -> dict[str, Any]:
         if any(isinstance(e, RecordSkipped) for e in events):
             # Files written before skips existed hold no "skipped".
             found["skipped"] = skipped_json(skips_of(envelopes))
+        if any(isinstance(e, QueuePaused) for e in events):
+            # Files written before pauses existed hold no "paused".
+            found["paused"] = paused_json(envelopes)
         return found
     return folded(
         [
@@ -407,6 +435,11 @@ def skipped_json(skips: Skips) -> dict[str, dict[str, str]]:
         f"{queue}[{partition}]": {str(offset): reason for offset, reason in sorted(offsets.items())}
         for (queue, partition), offsets in sorted(skips.items())
     }
+
+
+def paused_json(envelopes: list[Envelope]) -> dict[str, bool]:
+    """Each queue the catalog lists after the records, paused or not."""
+    return {name: row.paused for name, row in sorted(catalog_queues(envelopes).items())}
 
 
 def document(story: Story) -> dict[str, Any]:
@@ -437,6 +470,7 @@ CATALOG_FIELDS = (
     "format",
     "source",
     "offset",
+    "paused",
 )
 STORIES = (
     lifecycle,
@@ -449,6 +483,7 @@ STORIES = (
     partition_moved,
     guarded_deletes,
     record_skipped,
+    queue_paused,
 )
 
 

@@ -30,6 +30,7 @@ from pinledger.ledger.events import (
     PartitionsRetired,
     QueueCreated,
     QueueDeleted,
+    QueuePaused,
     QueueResized,
     RecordSkipped,
     Retried,
@@ -99,6 +100,7 @@ partition_moved = st.builds(
 record_skipped = st.builds(
     RecordSkipped, name=st.text(), partition=i64, offset=i64, reason=st.text()
 )
+queue_paused = st.builds(QueuePaused, name=st.text(), paused=st.booleans(), reason=st.text())
 format_raised = st.builds(FormatRaised, format=i64)
 
 EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
@@ -118,6 +120,7 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     PartitionPlaced: partition_placed,
     PartitionMoved: partition_moved,
     RecordSkipped: record_skipped,
+    QueuePaused: queue_paused,
     FormatRaised: format_raised,
 }
 

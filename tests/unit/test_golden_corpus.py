@@ -15,10 +15,11 @@ import pytest
 from pinledger.ledger import codec, formats
 from pinledger.ledger.events import CatalogEvent
 from pinledger.ledger.log import LogRecord
+from pinledger.projections.catalog_log import catalog_queues
 from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.projector import PartitionProjector
 from pinledger.projections.skips import skips_of
-from tests.golden.write_corpus import CATALOG_FIELDS, folded, skipped_json
+from tests.golden.write_corpus import CATALOG_FIELDS, folded, paused_json, skipped_json
 
 CORPUS = Path(__file__).parent.parent / "golden"
 FILES = sorted(CORPUS.glob("*.json"))
@@ -134,3 +135,8 @@ def test_catalog_records_decode_as_written(path: Path) -> None:
     # Files written before skipped records existed hold none.
     envelopes = [codec.decode(record.value) for record in _records(document)]
     assert skipped_json(skips_of(envelopes)) == document["expected"].get("skipped", {})
+    # Files written before pauses existed hold none (and no queue of theirs is paused).
+    if "paused" in document["expected"]:
+        assert paused_json(envelopes) == document["expected"]["paused"]
+    else:
+        assert not any(row.paused for row in catalog_queues(envelopes).values())
