@@ -44,7 +44,7 @@ def _project(envelopes: list[Envelope], records_per_batch: int) -> dict[str, boo
     store = FakeStore()
     projector = CatalogProjector(store, PREFIX)
     records = [
-        LogRecord(catalog_topic(PREFIX), 0, i, codec.encode(e), ()) for i, e in enumerate(envelopes)
+        LogRecord(catalog_topic(PREFIX), 0, i, codec.encode(e), []) for i, e in enumerate(envelopes)
     ]
     for start in range(0, len(records), records_per_batch):
         projector.apply(records[start : start + records_per_batch])
@@ -80,7 +80,8 @@ def test_any_catalog_projects_to_the_pauses_it_folds_to(
     records: list[list[Event]], batch: int
 ) -> None:
     # Creating a queue the catalog holds already is not a record a server writes.
-    envelopes, live = [], set()
+    envelopes: list[Envelope] = []
+    live: set[str] = set()
     for events in records:
         kept: list[Event] = []
         for event in events:
@@ -105,13 +106,12 @@ def _pause(rt: Runtime, queue: str, paused: bool, *nodes: Node) -> None:
         lambda: {q.name: q.paused for q in rt.store.queues()}.get(queue) is paused,
         "the catalog projection to hold the pause",
     )
-    for node in nodes:
-        rt.advance_until(
-            lambda n=node: (
-                n.metrics.snapshot_gauge("pinledger_queue_paused", queue=queue) == float(paused)
-            ),
-            "each server's queue directory to read the pause",
-        )
+
+    def read_everywhere() -> bool:
+        gauges = [n.metrics.snapshot_gauge("pinledger_queue_paused", queue=queue) for n in nodes]
+        return gauges == [float(paused)] * len(nodes)
+
+    rt.advance_until(read_everywhere, "each server's queue directory to read the pause")
 
 
 def test_a_paused_queue_hands_out_no_job_on_any_server_and_resumes() -> None:
