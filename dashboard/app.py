@@ -2,8 +2,8 @@
 
 GET  /queues (the overview), /queue?name=Q, /jobs?queue=..., /job?d=D,
      /failures[?queue=Q] (all queues without one), /asof
-POST /login, /logout, /failures/confirm, /failures/act (the last three need a session
-     and its CSRF token)
+POST /login, /logout, /failures/confirm, /failures/act, /queue/pause (all but the
+     first need a session and its CSRF token)
 """
 
 from __future__ import annotations
@@ -13,15 +13,16 @@ import logging
 import math
 from collections.abc import Callable
 
-from pinledger.dashboard import failures_page, jobs, overview, queues
+from pinledger.dashboard import failures_page, jobs, overview, queue_pause, queues
 from pinledger.dashboard.auth import COOKIE, SESSION_TTL_MS, TooManyLoginsError
 from pinledger.dashboard.backend import Backend
 from pinledger.dashboard.paging import PageTokenError
-from pinledger.dashboard.render import asset, esc, fill, page, redirect
+from pinledger.dashboard.render import asset, esc, fill, page, redirect, url
 from pinledger.idl import pinlater
 from pinledger.ledger.commands import Refused
 from pinledger.ledger.descriptor import DescriptorError
 from pinledger.projections.store import InvalidRegexError, StoreError
+from pinledger.service.api.core import load_queue
 from pinledger.service.api.errors import ProjectionBehindError
 from pinledger.service.api.requests import idl_default
 from pinledger.service.observability.web import WebRequest, WebResponse
@@ -115,12 +116,14 @@ class Dashboard:
 
     def _queue(self, request: WebRequest, user: str | None) -> WebResponse:
         name = request.arg("name")
+        csrf = self._csrf(user, request.cookies.get(COOKIE))
         content = queues.queue_detail(self.backend, name)
+        row = load_queue(self.backend.api, name)
         return page(
             f"Queue {name}",
-            content,
+            queue_pause.panel(row, user, csrf) + content,
             user=user,
-            csrf=self._csrf(user, request.cookies.get(COOKIE)),
+            csrf=csrf,
             refresh=True,
         )
 
@@ -202,7 +205,7 @@ class Dashboard:
                 f"Max-Age={SESSION_TTL_MS // 1000}" + ("; Secure" if request.secure else "")
             )
             return redirect("/failures", (("Set-Cookie", cookie_header),))
-        if request.path not in ("/logout", "/failures/confirm", "/failures/act"):
+        if request.path not in ("/logout", "/failures/confirm", "/failures/act", queue_pause.PATH):
             return None
         if user is None or not sessions.check_csrf(cookie, request.arg("csrf")):
             return page(
@@ -225,6 +228,16 @@ class Dashboard:
                 )
             return redirect("/queues", (("Set-Cookie", f"{COOKIE}=; Path=/; Max-Age=0"),))
         csrf = sessions.csrf_token(cookie or "")
+        if request.path == queue_pause.PATH:
+            name = request.arg("name")
+            said = queue_pause.set_paused(
+                self.backend, user, name, request.arg("paused") == "yes", request.arg("reason")
+            )
+            content = (
+                f'<p class="notice done">{esc(said)}</p>'
+                f'<p><a href="{esc(url("/queue", name=name))}">back to the queue</a></p>'
+            )
+            return page("Done", content, user=user, csrf=csrf)
         what = request.arg("what")
         if what not in ("retry-selected", "delete-selected", "retry-all", "delete-all"):
             raise ValueError(f"unknown action {what!r}")

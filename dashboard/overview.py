@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from pinledger.dashboard.backend import Backend
 from pinledger.dashboard.render import duration, esc, url
-from pinledger.projections.store import QueueTally
+from pinledger.projections.store import QueueRow, QueueTally
 
 RATE_WINDOW_MS = 5 * 60_000
 COUNT_CAP = 10_000
@@ -37,6 +37,8 @@ class QueueLine:
     failed: int
     oldest_due: int | None
     rate_limit: float | None
+    # Paused from the catalog (decision 0035).
+    paused: bool = False
 
 
 def per_minute(events: int, window_ms: int) -> str:
@@ -65,6 +67,16 @@ def rate_limit_text(limit: float | None) -> str:
     if limit == 0:
         return "paused (0 jobs/s)"
     return f"{limit:g} jobs/s"
+
+
+def _limit_text(line: QueueLine) -> str:
+    if line.paused:
+        return "paused (pinledger queue pause)"
+    return rate_limit_text(line.rate_limit)
+
+
+def _paused(row: QueueRow | None) -> bool:
+    return row is not None and row.paused
 
 
 def totals(lines: Sequence[QueueLine]) -> tuple[list[tuple[int, bool]], QueueLine]:
@@ -106,6 +118,7 @@ def read_lines(backend: Backend, names: Sequence[str], now: int) -> list[QueueLi
                 failed=events[FAILED],
                 oldest_due=api.store.oldest_due(name, now, api.config.max_priority),
                 rate_limit=config.settings(name).max_jobs_per_second,
+                paused=_paused(api.queues.get(name)),
             )
         )
     return lines
@@ -122,7 +135,7 @@ _COLUMNS = [
     ("completed", "completed /min", "jobs succeeded per minute, over the last 5 minutes"),
     ("failing", "failed /min", "failed attempts per minute, over the last 5 minutes"),
     ("oldest", "oldest due", "how long the oldest due job has waited since it became due"),
-    ("limit", "rate limit", "the queue's dequeue rate limit"),
+    ("limit", "rate limit", "the queue's dequeue rate limit, or paused"),
 ]
 # QueueTally's fields, in the columns (whose order is the page's, not the tuple's).
 _COUNT_COLUMNS = {
@@ -153,7 +166,7 @@ def _row(line: QueueLine, counts: Sequence[tuple[int, bool]], now: int, linked: 
         "completed": per_minute(line.succeeded, RATE_WINDOW_MS),
         "failing": per_minute(line.failed, RATE_WINDOW_MS),
         "oldest": esc(age_text(now, line.oldest_due)),
-        "limit": esc(rate_limit_text(line.rate_limit)) if linked else "",
+        "limit": esc(_limit_text(line)) if linked else "",
     }
     name = esc(line.name)
     head = f'<a href="{esc(url("/queue", name=line.name))}">{name}</a>' if linked else name

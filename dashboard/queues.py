@@ -106,7 +106,7 @@ def _partitions(backend: Backend, queue: QueueRow) -> str:
     except Exception as exc:  # the page still shows the rest when Kafka does not answer
         return f'<p class="error">Owners unknown: {esc(exc)}</p>'
     settings = api.queue_config().settings(queue.name)
-    paused = settings.max_jobs_per_second == 0
+    paused = settings.max_jobs_per_second == 0 or queue.paused
     rows = []
     for p in range(queue.partitions):
         state = []
