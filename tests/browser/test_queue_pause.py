@@ -33,10 +33,10 @@ def _page(server: ServerProcess, path: str) -> str:
 
 
 def _gauge(server: ServerProcess, queue: str) -> str | None:
-    text = server.admin_get("/metrics").read().decode()
+    text = str(server.admin_get("/metrics").read().decode())
     for line in text.splitlines():
         if line.startswith(f'pinledger_queue_paused{{queue="{queue}"}} '):
-            return line.split()[-1]
+            return str(line.split()[-1])
     return None
 
 
