@@ -2,8 +2,8 @@
 
 GET  /queues (the overview), /queue?name=Q, /jobs?queue=..., /job?d=D,
      /failures[?queue=Q] (all queues without one), /asof
-POST /login, /logout, /failures/confirm, /failures/act, /queue/pause (all but the
-     first need a session and its CSRF token)
+POST /login, /logout, /failures/confirm, /failures/act, /queue/pause, /job/act (all
+     but the first need a session and its CSRF token)
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import logging
 import math
 from collections.abc import Callable
 
-from pinledger.dashboard import failures_page, jobs, overview, queue_pause, queues
+from pinledger.dashboard import failures_page, job_actions, jobs, overview, queue_pause, queues
 from pinledger.dashboard.auth import COOKIE, SESSION_TTL_MS, TooManyLoginsError
 from pinledger.dashboard.backend import Backend
 from pinledger.dashboard.paging import PageTokenError
@@ -138,7 +138,8 @@ class Dashboard:
 
     def _job(self, request: WebRequest, user: str | None) -> WebResponse:
         d = request.arg("d")
-        content = jobs.life(self.backend, d)
+        csrf = self._csrf(user, request.cookies.get(COOKIE))
+        content = job_actions.panel(self.backend, d, user, csrf) + jobs.life(self.backend, d)
         return page(
             f"Job {d}",
             content,
@@ -205,7 +206,13 @@ class Dashboard:
                 f"Max-Age={SESSION_TTL_MS // 1000}" + ("; Secure" if request.secure else "")
             )
             return redirect("/failures", (("Set-Cookie", cookie_header),))
-        if request.path not in ("/logout", "/failures/confirm", "/failures/act", queue_pause.PATH):
+        if request.path not in (
+            "/logout",
+            "/failures/confirm",
+            "/failures/act",
+            queue_pause.PATH,
+            job_actions.PATH,
+        ):
             return None
         if user is None or not sessions.check_csrf(cookie, request.arg("csrf")):
             return page(
@@ -236,6 +243,14 @@ class Dashboard:
             content = (
                 f'<p class="notice done">{esc(said)}</p>'
                 f'<p><a href="{esc(url("/queue", name=name))}">back to the queue</a></p>'
+            )
+            return page("Done", content, user=user, csrf=csrf)
+        if request.path == job_actions.PATH:
+            d = request.arg("d")
+            said = job_actions.act(self.backend, user, d, request.arg("what"), request.arg("state"))
+            content = (
+                f'<p class="notice done">{esc(said)}</p>'
+                f'<p><a href="{esc(url("/job", d=d))}">back to the job</a></p>'
             )
             return page("Done", content, user=user, csrf=csrf)
         what = request.arg("what")
