@@ -58,6 +58,7 @@ from pinledger.ledger.log import queue_of_topic
 from pinledger.ledger.state import Job, JobState
 from pinledger.projections.day_partitions import DayPartition
 from pinledger.projections.store import (
+    ClaimHolder,
     DueJob,
     EventBucket,
     EventRow,
@@ -77,6 +78,7 @@ from pinledger.projections.store import (
     StoreUnavailableError,
     TableDiff,
     TimelineRow,
+    sorted_holders,
 )
 
 if TYPE_CHECKING:
@@ -650,6 +652,17 @@ class ShardedStore:
         stores = self._queue_stores(queue)
         found = self._over(stores, lambda s: s.oldest_due(queue, now, priorities))
         return min((t for t in found if t is not None), default=None)
+
+    def claim_holders(self, queue: str, limit: int) -> list[ClaimHolder]:
+        # A source may hold jobs on several shards: summed, its latest heartbeat kept.
+        # Each shard's answer is whole for the sources it lists up to `limit`; a source
+        # cut from one shard's list is undercounted only past the limit's many sources.
+        held: dict[str, tuple[int, int]] = {}
+        for part in self._over(self._queue_stores(queue), lambda s: s.claim_holders(queue, limit)):
+            for h in part:
+                jobs, last = held.get(h.source, (0, 0))
+                held[h.source] = (jobs + h.jobs, max(last, h.last_heartbeat))
+        return sorted_holders([ClaimHolder(s, n, t) for s, (n, t) in held.items()], limit)
 
     def event_buckets(
         self, queue: str, types: Sequence[str], since: int, until: int, bucket_ms: int

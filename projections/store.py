@@ -322,6 +322,22 @@ class JobSearch:
     status_regex: str | None = None
 
 
+class ClaimHolder(NamedTuple):
+    """One claim source (the RequestContext source of the worker that dequeued) holding
+    IN_PROGRESS jobs of a queue: how many, and its last heartbeat (the latest claim
+    taken or renewed, ms)."""
+
+    source: str
+    jobs: int
+    last_heartbeat: int
+
+
+def sorted_holders(holders: Iterable[ClaimHolder], limit: int) -> list[ClaimHolder]:
+    """Claim holders as `claim_holders` answers them: the most jobs first, then by
+    source, at most `limit`."""
+    return sorted(holders, key=lambda h: (-h.jobs, h.source))[:limit]
+
+
 class EventBucket(NamedTuple):
     """Applied events of one type projected for a queue in one time bucket (the dashboard's
     rates): `start` is the bucket's first millisecond."""
@@ -608,6 +624,12 @@ class ReadStore(Protocol):
     def oldest_due(self, queue: str, now: int, priorities: int) -> int | None:
         """The smallest run_after among the queue's PENDING jobs due at `now` (priorities
         1..`priorities`), or None when none is due."""
+        ...
+
+    def claim_holders(self, queue: str, limit: int) -> list[ClaimHolder]:
+        """The queue's claim sources with the IN_PROGRESS jobs each holds and its last
+        heartbeat, the most jobs first (then by source), at most `limit` (the dashboard's
+        workers view)."""
         ...
 
     def event_buckets(

@@ -48,6 +48,7 @@ from pinledger.projections.pg.sql import migrations
 from pinledger.projections.row_text import event_line, job_line
 from pinledger.projections.skips import holds, stored_reason
 from pinledger.projections.store import (
+    ClaimHolder,
     DueJob,
     EventBucket,
     EventRow,
@@ -70,6 +71,7 @@ from pinledger.projections.store import (
     check_forward,
     fenced,
     partition_gone,
+    sorted_holders,
 )
 
 T = TypeVar("T")
@@ -645,6 +647,18 @@ class FakeStore(OneShard):
                 default=None,
             ),
         )
+
+    def claim_holders(self, queue: str, limit: int) -> list[ClaimHolder]:
+        def run() -> list[ClaimHolder]:
+            held: dict[str, list[int]] = {}
+            for k, (job, _) in self._jobs.items():
+                if k[0] == queue and self._shown(queue, k[1]) and job.state is JobState.IN_PROGRESS:
+                    jobs_last = held.setdefault(job.claim_source or "", [0, 0])
+                    jobs_last[0] += 1
+                    jobs_last[1] = max(jobs_last[1], job.touched_at or 0)
+            return sorted_holders([ClaimHolder(s, n, last) for s, (n, last) in held.items()], limit)
+
+        return self._run("listing the claim holders", run)
 
     def event_buckets(
         self, queue: str, types: Sequence[str], since: int, until: int, bucket_ms: int

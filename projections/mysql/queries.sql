@@ -543,3 +543,15 @@ WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE';
 -- name: analyze_table
 -- InnoDB's statistics (information_schema's sizes among them) brought up to date.
 ANALYZE TABLE {table};
+
+-- name: claim_holders
+-- The dashboard's workers view (issue 42): per claim source (the RequestContext source of
+-- the worker that dequeued), the queue's IN_PROGRESS jobs it holds and its last heartbeat
+-- (the latest claim taken or renewed), the most jobs first; on the index of claimed jobs
+-- (jobs_claimed), bounded by %(limit)s sources.
+SELECT claim_source, count(*) AS held, max(touched_at) AS last_heartbeat FROM jobs
+WHERE queue = %(queue)s AND state = 1
+  AND (%(away)s = '' OR NOT FIND_IN_SET(`partition`, %(away)s))
+GROUP BY claim_source
+ORDER BY held DESC, claim_source
+LIMIT %(limit)s;

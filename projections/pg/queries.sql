@@ -655,3 +655,15 @@ SELECT max(old_descriptor) FROM (
 -- name: remove_moved_imported
 DELETE FROM imported_descriptors
 WHERE queue = %(queue)s AND partition = %(partition)s AND old_descriptor <= %(upto)s;
+
+-- name: claim_holders
+-- The dashboard's workers view (issue 42): per claim source (the RequestContext source of
+-- the worker that dequeued), the queue's IN_PROGRESS jobs it holds and its last heartbeat
+-- (the latest claim taken or renewed), the most jobs first; on the index of claimed jobs
+-- (jobs_claimed), bounded by %(limit)s sources.
+SELECT claim_source, count(*) AS held, max(touched_at) AS last_heartbeat FROM jobs
+WHERE queue = %(queue)s AND state = 1
+  AND (cardinality(%(away)s::integer[]) = 0 OR partition <> ALL(%(away)s::integer[]))
+GROUP BY claim_source
+ORDER BY held DESC, claim_source
+LIMIT %(limit)s;

@@ -1,5 +1,6 @@
 """Reads for the dashboard (service/dashboard): the job finder, the oldest due job, the
-event rates and the overview's capped counts; each bounded and on an index."""
+event rates, the overview's capped counts and the workers view's claim holders; each
+bounded and on an index."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ from collections.abc import Sequence
 from pinledger.projections.row_mapping import looked_up
 from pinledger.projections.sql.base import SqlBase
 from pinledger.projections.sql.reads import after_key
-from pinledger.projections.store import EventBucket, JobRow, JobSearch, QueueTally, ScanKey
+from pinledger.projections.store import (
+    ClaimHolder,
+    EventBucket,
+    JobRow,
+    JobSearch,
+    QueueTally,
+    ScanKey,
+)
 
 
 class SqlDashboardReads(SqlBase):
@@ -33,6 +41,11 @@ class SqlDashboardReads(SqlBase):
         }
         found = self._first("finding the oldest due job", "oldest_due", params)
         return None if found is None else int(found)
+
+    def claim_holders(self, queue: str, limit: int) -> list[ClaimHolder]:
+        params = {"queue": queue, "limit": limit, "away": self._hidden(queue)}
+        found = self._all("listing the claim holders", "claim_holders", params)
+        return [ClaimHolder(str(source), int(n), int(last)) for source, n, last in found]
 
     def event_buckets(
         self, queue: str, types: Sequence[str], since: int, until: int, bucket_ms: int

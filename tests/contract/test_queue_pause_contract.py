@@ -1,8 +1,9 @@
 """Queues paused from the catalog in the Store contract (decision 0035): the catalog's
 QueuePaused projected into `queues.paused` as the catalog's fold says, one record at a
 time or in one batch; a queue created again under the name starts unpaused; a replay
-into a scratch schema and the verify agree with the live projection. On Postgres,
-MariaDB, a sharded store and the FakeStore alike."""
+into a scratch schema and the verify agree with the live projection. And the queue
+controls' workers view: `claim_holders`, each claim source's IN_PROGRESS jobs and last
+heartbeat. On Postgres, MariaDB, a sharded store and the FakeStore alike."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ import pytest
 from pinledger.ledger import codec, formats
 from pinledger.ledger.events import (
     Actor,
+    Claimed,
+    Enqueued,
     Envelope,
     Event,
     QueueCreated,
     QueueDeleted,
     QueuePaused,
+    Succeeded,
 )
+from pinledger.ledger.descriptor import local_id_for
 from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.log import LogRecord, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
@@ -24,7 +29,7 @@ from pinledger.projections.catalog_log import catalog_queues
 from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.projector import CatalogProjector, ProjectionRunner, Scope
 from pinledger.projections.replay import replay
-from pinledger.projections.store import LedgerStore
+from pinledger.projections.store import ClaimHolder, LedgerStore
 from pinledger.projections.verify import verify
 from tests.contract.store_fixtures import PREFIX, scratch, store
 
@@ -89,3 +94,36 @@ def test_a_replay_and_the_verify_agree_on_pauses(store: LedgerStore, scratch: Le
     assert report.identical, report.diffs
     assert {row.name: row.paused for row in scratch.queues()} == {"calm": False, "mail": True}
     assert verify(store, log, PREFIX, Scope()).identical
+
+
+# -- the workers view's claim holders ----------------------------------------------------
+
+
+def test_claim_holders_count_each_sources_jobs_and_its_last_heartbeat(store: LedgerStore) -> None:
+    log = FakeLog()
+    writer = LedgerWriter(log, PREFIX)
+    writer.create_queue("mail", 2, T0, OPERATOR)
+    writer.create_queue("other", 1, T0, OPERATOR)
+    enqueued = [Enqueued(b"%d" % i, 1, T0, 1) for i in range(4)]
+    first = writer.append("mail", 0, enqueued, T0, OPERATOR)
+    second = writer.append("mail", 1, enqueued[:2], T0, OPERATOR)
+    elsewhere = writer.append("other", 0, enqueued[:1], T0, OPERATOR)
+    ids = [local_id_for(first, i) for i in range(4)]
+    worker_a, worker_b = Actor("worker:a", "", "h"), Actor("worker:b", "", "h")
+    writer.append("mail", 0, [Claimed(ids[0], "c1"), Claimed(ids[1], "c1")], T0 + 10, worker_a)
+    writer.append("mail", 1, [Claimed(local_id_for(second, 0), "c2")], T0 + 30, worker_a)
+    writer.append("mail", 0, [Claimed(ids[2], "c3")], T0 + 20, worker_b)
+    writer.append("mail", 0, [Claimed(ids[3], "c4")], T0 + 25, worker_b)
+    writer.append("mail", 0, [Succeeded(ids[3], "", "c4")], T0 + 26, worker_b)
+    writer.append("other", 0, [Claimed(local_id_for(elsewhere, 0), "c5")], T0 + 40, worker_b)
+    live = ProjectionRunner(store, log, PREFIX)
+    try:
+        live.catch_up()
+    finally:
+        live.close()
+    assert store.claim_holders("mail", 10) == [
+        ClaimHolder("worker:a", 3, T0 + 30),
+        ClaimHolder("worker:b", 1, T0 + 20),
+    ]
+    assert store.claim_holders("mail", 1) == [ClaimHolder("worker:a", 3, T0 + 30)]
+    assert store.claim_holders("nowhere", 10) == []
