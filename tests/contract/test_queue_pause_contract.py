@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from pinledger.ledger import codec, formats
+from pinledger.ledger.descriptor import local_id_for
 from pinledger.ledger.events import (
     Actor,
     Claimed,
@@ -21,7 +22,6 @@ from pinledger.ledger.events import (
     QueuePaused,
     Succeeded,
 )
-from pinledger.ledger.descriptor import local_id_for
 from pinledger.ledger.fake_log import FakeLog
 from pinledger.ledger.log import LogRecord, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
