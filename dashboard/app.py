@@ -1,7 +1,7 @@
 """The dashboard's routes: what each path shows, who may act, and how errors read.
 
 GET  /queues (the overview), /queue?name=Q, /jobs?queue=..., /job?d=D,
-     /failures[?queue=Q] (all queues without one), /asof
+     /failures[?queue=Q] (all queues without one), /asof, /workers?queue=Q
 POST /login, /logout, /failures/confirm, /failures/act, /queue/pause, /job/act (all
      but the first need a session and its CSRF token)
 """
@@ -13,7 +13,15 @@ import logging
 import math
 from collections.abc import Callable
 
-from pinledger.dashboard import failures_page, job_actions, jobs, overview, queue_pause, queues
+from pinledger.dashboard import (
+    failures_page,
+    job_actions,
+    jobs,
+    overview,
+    queue_pause,
+    queues,
+    workers,
+)
 from pinledger.dashboard.auth import COOKIE, SESSION_TTL_MS, TooManyLoginsError
 from pinledger.dashboard.backend import Backend
 from pinledger.dashboard.paging import PageTokenError
@@ -56,6 +64,7 @@ class Dashboard:
             "/job": self._job,
             "/failures": self._failures,
             "/asof": self._asof,
+            "/workers": self._workers,
             "/login": self._login_form,
         }
 
@@ -121,9 +130,19 @@ class Dashboard:
         row = load_queue(self.backend.api, name)
         return page(
             f"Queue {name}",
-            queue_pause.panel(row, user, csrf) + content,
+            queue_pause.panel(row, user, csrf) + workers.link(row.name) + content,
             user=user,
             csrf=csrf,
+            refresh=True,
+        )
+
+    def _workers(self, request: WebRequest, user: str | None) -> WebResponse:
+        name = request.arg("queue")
+        return page(
+            f"Workers of {name}",
+            workers.workers_page(self.backend, name),
+            user=user,
+            csrf=self._csrf(user, request.cookies.get(COOKIE)),
             refresh=True,
         )
 

@@ -1,7 +1,8 @@
 """A queue's Pause and Resume buttons in a real browser, against a real server on the
 real stack (issue 42 part 4, decision 0035): read-only without the admin login (a forged
 POST is refused); logged in, Pause holds the queue's jobs back (dequeueJobs answers
-none, /metrics says paused) and Resume hands them out again."""
+none, /metrics says paused) and Resume hands them out again. The queue's workers view
+lists each claim source with the jobs it holds."""
 
 from __future__ import annotations
 
@@ -98,3 +99,26 @@ def test_pause_and_resume_need_the_admin_login_and_hold_the_jobs_back(
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, ".done"))
     wait_for(lambda: _gauge(server, queue) == "0")
     assert len(dequeue_until(client, queue, 3, limit=10)) == 3
+
+
+def test_the_workers_view_lists_each_claim_source_with_its_jobs_and_heartbeat(
+    server: ServerProcess, browser: webdriver.Chrome, client: Any
+) -> None:
+    queue = f"workers_{uuid.uuid4().hex[:8]}"
+    client.createQueue(context(), queue)
+    jobs = [pinlater.PinLaterJob(body=b"w %d" % i) for i in range(3)]
+    client.enqueueJobs(context(), pinlater.PinLaterEnqueueRequest(queue, jobs))
+    dequeue_until(client, queue, 2, limit=2, source="worker:a")
+    dequeue_until(client, queue, 1, limit=1, source="worker:b")
+    browser.get(_page(server, f"/queue?name={queue}"))
+    browser.find_element(By.CSS_SELECTOR, "a.workers").click()
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "table.workers"))
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.workers tbody tr")
+    held = [
+        (
+            row.find_element(By.CSS_SELECTOR, "[data-source]").get_attribute("data-source"),
+            row.find_element(By.CSS_SELECTOR, "[data-held]").get_attribute("data-held"),
+        )
+        for row in rows
+    ]
+    assert held == [("worker:a", "2"), ("worker:b", "1")]
