@@ -183,9 +183,7 @@ def holds_key(job: Job, unique_for_ms: int, at: int) -> bool:
     return at < job.updated_at + unique_for_ms
 
 
-def key_holder(
-    event: Enqueued, stamp: Stamp, keyed: Iterable[Job | None]
-) -> Job | None:
+def key_holder(event: Enqueued, stamp: Stamp, keyed: Iterable[Job | None]) -> Job | None:
     """The job that turns the keyed enqueue `event` away, among `keyed` (the partition's
     jobs with its key, None for a removed one), or None when it creates its job. An
     unfinished holder is preferred to a finished one, then the newest: the job a caller

@@ -286,9 +286,7 @@ class PartitionProjector:
                 holder = None
                 if keyed is not None and isinstance(event, Enqueued) and event.unique_key:
                     ids = keyed.setdefault(event.unique_key, set())
-                    holder = key_holder(
-                        event, stamp, (working.get(i, before.get(i)) for i in ids)
-                    )
+                    holder = key_holder(event, stamp, (working.get(i, before.get(i)) for i in ids))
                     if holder is None:
                         ids.add(local_id)
                 after, verdict = evolve(prior, event, stamp, local_id, holder)

@@ -45,11 +45,7 @@ def test_a_key_held_in_the_same_batch_and_in_an_earlier_one_turns_the_enqueue_aw
     assert keyed[0].unique_key == "a" and keyed[0].body == b"first"
     assert keyed[2].unique_key == "b"
     assert len(jobs) == 3  # a, b and the job without a key
-    turned = [
-        row
-        for local_id in (1, 1000)
-        for row in store.timeline("once", 0, local_id)
-    ]
+    turned = [row for local_id in (1, 1000) for row in store.timeline("once", 0, local_id)]
     assert [(r.type, r.applied, r.detail["held_by"]) for r in turned] == [
         ("enq", False, 0),
         ("enq", False, 0),
