@@ -20,7 +20,8 @@ partitions retired (`"qret"`, ledger format 2, decision 0030); partitions placed
 shards (`"qplace"`, ledger format 2, decision 0031); a partition moved to another shard
 (`"qmove"`, ledger format 2, decision 0031); a delete guarded by the state its job was
 selected in (`"del"` with `"s"`, ledger format 3, decision 0032); a queue record skipped by
-an operator (`"qskip"`, ledger format 3, decision 0032).
+an operator (`"qskip"`, ledger format 3, decision 0032); enqueues of unique jobs (`"k"`
+and `"kf"`, ledger format 3, decision 0037).
 """
 
 from __future__ import annotations
@@ -351,6 +352,41 @@ def record_skipped() -> Story:
     return s
 
 
+def keyed_enqueues() -> Story:
+    s = Story(
+        "v1-keyed-enqueues",
+        'Job records of ledger format 3: enqueues of unique jobs (`"k"`, and `"kf"` '
+        "for a window after the holder finished, decision 0037). A second enqueue of a key "
+        "in the same record is turned away, and one in a later record; once the holder "
+        "succeeded, an enqueue within its window is turned away and one without a window "
+        "creates the key's next job; a job without a key is never turned away.",
+    )
+    first = s.plain(
+        T0,
+        APP,
+        Enqueued(b"a", 1, T0, 2, "", unique_key="report:7"),
+        Enqueued(b"a again", 1, T0, 2, "", unique_key="report:7"),
+        Enqueued(b"b", 1, T0, 2, "", unique_key="report:8"),
+    )
+    holder = local_id_for(first, 0)
+    s.plain(
+        T0 + 5,
+        APP,
+        Enqueued(b"a later", 1, T0, 2, "", unique_key="report:7"),
+        Enqueued(b"plain", 1, T0, 2, ""),
+    )
+    claim = "pinledger-a:1:reporter:1"
+    s.plain(T0 + 10, WORKER, Claimed(holder, claim))
+    s.plain(T0 + 20, WORKER, Succeeded(holder, "", claim))
+    s.plain(
+        T0 + 500,
+        APP,
+        Enqueued(b"a in window", 1, T0, 2, "", unique_key="report:7", unique_for_ms=60_000),
+    )
+    s.plain(T0 + 600, APP, Enqueued(b"a next", 1, T0, 2, "", unique_key="report:7"))
+    return s
+
+
 def _job(job: Job) -> dict[str, Any]:
     values = job._asdict()
     values["state"] = job.state.name
@@ -449,6 +485,7 @@ STORIES = (
     partition_moved,
     guarded_deletes,
     record_skipped,
+    keyed_enqueues,
 )
 
 
