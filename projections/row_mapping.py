@@ -57,12 +57,11 @@ def keyed(row: Sequence[Any]) -> Job:
 
 
 def looked_up(row: Sequence[Any]) -> JobRow:
-    """A lookup_jobs row: partition, 10 job columns without the claim source and touch
-    time, then the body (NULL unless asked for)."""
-    partition, local_id, priority, state, *rest, claim, body = row
-    return JobRow(
-        partition, job((local_id, priority, state, body or b"", *rest, claim, None, None))
-    )
+    """A lookup_jobs or find_jobs row: partition, 10 job columns without the claim
+    source and touch time, the body (NULL unless asked for), then the key."""
+    partition, local_id, priority, state, *rest, claim, body, unique_key = row
+    found = job((local_id, priority, state, body or b"", *rest, claim, None, None))
+    return JobRow(partition, found._replace(unique_key=unique_key))
 
 
 def scanned(row: Sequence[Any]) -> JobRow:

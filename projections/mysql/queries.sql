@@ -235,7 +235,7 @@ SELECT '' REGEXP %(regex)s;
 -- lookupJobs: many jobs of one queue by (partition, local_id); the body only on demand.
 SELECT `partition`, local_id, priority, state, attempts_allowed, attempts_remaining,
        custom_status, created_at, run_after, updated_at, claim,
-       CASE WHEN %(include_body)s THEN body END
+       CASE WHEN %(include_body)s THEN body END, unique_key
 FROM jobs
 WHERE queue = %(queue)s AND (`partition`, local_id) IN %(pairs)s;
 
@@ -347,7 +347,7 @@ SELECT count(*) FROM (
 -- name: find_jobs
 -- The dashboard's job finder, as scan_jobs with bodies and a custom-status regex.
 SELECT `partition`, local_id, priority, state, attempts_allowed, attempts_remaining,
-       custom_status, created_at, run_after, updated_at, claim, body
+       custom_status, created_at, run_after, updated_at, claim, body, unique_key
 FROM jobs
 WHERE queue = %(queue)s AND state = %(state)s
   AND (%(priority)s IS NULL OR priority = %(priority)s)

@@ -261,7 +261,7 @@ SELECT '' ~ %(regex)s;
 -- lookupJobs: many jobs of one queue by (partition, local_id); the body only on demand.
 SELECT j.partition, j.local_id, j.priority, j.state, j.attempts_allowed,
        j.attempts_remaining, j.custom_status, j.created_at, j.run_after, j.updated_at,
-       j.claim, CASE WHEN %(include_body)s THEN j.body END
+       j.claim, CASE WHEN %(include_body)s THEN j.body END, j.unique_key
 FROM jobs j
 JOIN unnest(%(partitions)s::integer[], %(ids)s::bigint[]) AS k(partition, local_id)
   ON j.partition = k.partition AND j.local_id = k.local_id
@@ -459,7 +459,7 @@ VACUUM (ANALYZE) {table};
 -- (run_after, partition, local_id) like scan_jobs, on the jobs_by_state index; bodies
 -- included (a page is small).
 SELECT partition, local_id, priority, state, attempts_allowed, attempts_remaining,
-       custom_status, created_at, run_after, updated_at, claim, body
+       custom_status, created_at, run_after, updated_at, claim, body, unique_key
 FROM jobs
 WHERE queue = %(queue)s AND state = %(state)s
   AND (%(priority)s::smallint IS NULL OR priority = %(priority)s)
