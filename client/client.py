@@ -57,6 +57,7 @@ def _job_info(info: Any) -> JobInfo:
         updated_at_ms=info.updatedAtTimestampMillis,
         claim=info.claimDescriptor,
         body=info.body,
+        unique_key=info.uniqueKey,
     )
 
 
@@ -187,7 +188,11 @@ class PinLaterClient:
     # ---- producers ----
 
     def enqueue(self, queue: str, jobs: Iterable[Job]) -> list[str]:
-        """Enqueue jobs in one call; their descriptors, in order."""
+        """Enqueue jobs in one call; their descriptors, in order. A job with a
+        `unique_key` is answered the job holding its key when one does (decision 0037);
+        a call whose every job has a key is retried on a lost connection like a read,
+        since enqueueing it twice makes each job once."""
+        listed = list(jobs)
         request = pinlater.PinLaterEnqueueRequest(
             queueName=queue,
             jobs=[
@@ -197,11 +202,13 @@ class PinLaterClient:
                     runAfterTimestampMillis=job.run_after_ms,
                     numAttemptsAllowed=job.attempts_allowed,
                     customStatus=job.custom_status,
+                    uniqueKey=job.unique_key,
                 )
-                for job in jobs
+                for job in listed
             ],
         )
-        response = self.call("enqueueJobs", request, idempotent=False)
+        keyed = bool(listed) and all(job.unique_key is not None for job in listed)
+        response = self.call("enqueueJobs", request, idempotent=keyed)
         descriptors: list[str] = response.jobDescriptors
         return descriptors
 

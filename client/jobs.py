@@ -31,6 +31,9 @@ class Job:
     run_after_ms: int | None = None
     attempts_allowed: int = 2
     custom_status: str = ""
+    # A unique job's key: while a job of the queue holds it, enqueueing this one
+    # creates nothing and answers the holder's descriptor (decision 0037).
+    unique_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,7 @@ class JobInfo:
     updated_at_ms: int | None
     claim: str | None
     body: bytes | None
+    unique_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

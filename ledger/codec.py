@@ -101,21 +101,30 @@ def _opt_b64(data: bytes | None) -> str | None:
     return None if data is None else _b64(data)
 
 
+def _encode_enqueued(event: Enqueued) -> dict[str, Any]:
+    encoded: dict[str, Any] = {
+        "t": EVENT_TAGS[Enqueued],
+        "b": _b64(event.body),
+        "p": event.priority,
+        "r": event.run_after,
+        "n": event.attempts_allowed,
+        "s": event.custom_status,
+    }
+    # Only imported jobs carry it: every other record stays as it was.
+    if event.imported_from is not None:
+        encoded["i"] = event.imported_from
+    # Only keyed jobs (ledger format 3): a record without a key stays as it was.
+    if event.unique_key is not None:
+        encoded["k"] = event.unique_key
+        if event.unique_for_ms:
+            encoded["kf"] = event.unique_for_ms
+    return encoded
+
+
 def _encode_event(event: Event) -> dict[str, Any]:
     match event:
         case Enqueued():
-            encoded: dict[str, Any] = {
-                "t": EVENT_TAGS[Enqueued],
-                "b": _b64(event.body),
-                "p": event.priority,
-                "r": event.run_after,
-                "n": event.attempts_allowed,
-                "s": event.custom_status,
-            }
-            # Only imported jobs carry it: every other record stays as it was.
-            if event.imported_from is not None:
-                encoded["i"] = event.imported_from
-            return encoded
+            return _encode_enqueued(event)
         case Claimed():
             return {"t": EVENT_TAGS[Claimed], "j": event.local_id, "c": event.claim}
         case Succeeded():
@@ -272,6 +281,8 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
         attempts_allowed=_field(o, "n", int),
         custom_status=_field(o, "s", str),
         imported_from=_opt(o, "i", str),
+        unique_key=_opt(o, "k", str),
+        unique_for_ms=_opt(o, "kf", int) or 0,
     ),
     "clm": lambda o: Claimed(local_id=_field(o, "j", int), claim=_field(o, "c", str)),
     "ok": lambda o: Succeeded(

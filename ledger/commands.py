@@ -63,6 +63,8 @@ class NewJob:
     run_after: int | None = None
     attempts_allowed: int = 2
     custom_status: str = ""
+    # A unique job's key (decision 0037).
+    unique_key: str | None = None
 
 
 def check_queue_name(name: str, what: str = "queue name") -> None:
@@ -110,9 +112,12 @@ def _check_attempts(attempts: int, what: str) -> None:
         raise Refused(RefusalCode.INVALID_ARGUMENT, f"{what} must be at least 1, got {attempts}")
 
 
-def decide_enqueue(jobs: Sequence[NewJob], now: int, limits: Limits) -> list[Enqueued]:
+def decide_enqueue(
+    jobs: Sequence[NewJob], now: int, limits: Limits, unique_for_ms: int = 0
+) -> list[Enqueued]:
     """All or nothing: one invalid job refuses the whole request, so the caller never
-    has to work out which of its jobs were taken."""
+    has to work out which of its jobs were taken. A keyed job's enqueue carries the
+    queue's `unique_for_ms` (uniqueForSeconds), so the fold never reads a setting."""
     events = []
     for position, job in enumerate(jobs):
         check_priority(job.priority, limits)
@@ -130,6 +135,8 @@ def decide_enqueue(jobs: Sequence[NewJob], now: int, limits: Limits) -> list[Enq
                 run_after=now if job.run_after is None else job.run_after,
                 attempts_allowed=job.attempts_allowed,
                 custom_status=cap_status(job.custom_status),
+                unique_key=job.unique_key,
+                unique_for_ms=unique_for_ms if job.unique_key is not None else 0,
             )
         )
     return events

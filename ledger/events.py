@@ -42,6 +42,11 @@ class Enqueued:
     attempts_allowed: int
     custom_status: str = ""
     imported_from: str | None = None
+    # A unique job's key (ledger format 3, decision 0037): the enqueue creates no job
+    # while a job of the partition holds the key (unfinished, or finished less than
+    # `unique_for_ms` before this record); the key routes the job to its partition.
+    unique_key: str | None = None
+    unique_for_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)

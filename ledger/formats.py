@@ -40,6 +40,8 @@ GUARDED_DELETES = GUARDED
 SKIPS = GUARDED
 # And queues paused from the catalog (decision 0035).
 PAUSES = GUARDED
+# Unique jobs: an enqueue with a key (decision 0037).
+KEYS = GUARDED
 # The formats this release reads, and the newest of them.
 READS: frozenset[int] = frozenset({PLAIN, GROUPED, GUARDED})
 LATEST = max(READS)

@@ -127,6 +127,10 @@ SERVER_ID = TextRule("server_id", MAX_SERVER_ID_CHARS)
 # Written by `pinledger import-pinlater` from a PinLater deployment: the PinLater
 # descriptor (imported_descriptors.old_descriptor is a VARCHAR(400) on MariaDB) and
 # the claim descriptor of a job PinLater had in progress.
+# A unique job's key (decision 0037): jobs.unique_key is a VARCHAR(255) on MariaDB,
+# indexed with the queue name and the partition.
+MAX_UNIQUE_KEY_CHARS = 255
+UNIQUE_KEY = TextRule("uniqueKey", MAX_UNIQUE_KEY_CHARS)
 IMPORTED_DESCRIPTOR = TextRule("PinLater job descriptor", MAX_IMPORTED_DESCRIPTOR_CHARS)
 IMPORTED_CLAIM = TextRule("PinLater claim descriptor", MAX_CLAIM_CHARS)
 

@@ -27,6 +27,7 @@ same `RequestContext.source` as the claim.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
@@ -106,6 +107,8 @@ class Job(NamedTuple):
     # When the claim was taken or last renewed by a heartbeat; the claim timeout runs
     # from here.
     touched_at: int | None = None
+    # A unique job's key (decision 0037); None for a job enqueued without one.
+    unique_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,11 +173,43 @@ def _release(job: Job, stamp: Stamp, run_after: int, status: str) -> Job:
     )
 
 
+def holds_key(job: Job, unique_for_ms: int, at: int) -> bool:
+    """Whether `job` keeps an enqueue of its key at `at` from creating a job: while it
+    is unfinished, and (when the enqueue asks for it) until `unique_for_ms` after it
+    finished. A finished job's `updated_at` is when it finished: nothing changes a
+    finished job but a retry, which makes it unfinished again."""
+    if job.state not in FINISHED:
+        return True
+    return at < job.updated_at + unique_for_ms
+
+
+def key_holder(event: Enqueued, stamp: Stamp, keyed: Iterable[Job | None]) -> Job | None:
+    """The job that turns the keyed enqueue `event` away, among `keyed` (the partition's
+    jobs with its key, None for a removed one), or None when it creates its job. An
+    unfinished holder is preferred to a finished one, then the newest: the job a caller
+    would want to hear of."""
+    holders = [
+        job
+        for job in keyed
+        if job is not None and holds_key(job, max(event.unique_for_ms, 0), stamp.at)
+    ]
+    if not holders:
+        return None
+    return max(holders, key=lambda job: (job.state not in FINISHED, job.local_id))
+
+
 def _enqueued(
-    job: Job | None, event: Enqueued, stamp: Stamp, local_id: int
+    job: Job | None, event: Enqueued, stamp: Stamp, local_id: int, held_by: Job | None
 ) -> tuple[Job | None, Verdict]:
     if job is not None:
         return job, _rejected("enqueue: a job with this id exists already")
+    if held_by is not None:
+        # Recorded, not refused: the log holds the enqueue, the fold decides it makes
+        # no job, identically in every replay (one owner per partition, log order).
+        return None, _rejected(
+            f"enqueue: key {event.unique_key!r} is held by job {held_by.local_id} "
+            f"({held_by.state.name})"
+        )
     attempts = max(event.attempts_allowed, 0)
     return Job(
         local_id=local_id,
@@ -187,6 +222,7 @@ def _enqueued(
         created_at=stamp.at,
         run_after=event.run_after,
         updated_at=stamp.at,
+        unique_key=event.unique_key,
     ), APPLIED
 
 
@@ -310,16 +346,22 @@ def _collected(job: Job | None) -> tuple[Job | None, Verdict]:
 
 
 def evolve(
-    job: Job | None, event: JobEvent, stamp: Stamp, local_id: int | None = None
+    job: Job | None,
+    event: JobEvent,
+    stamp: Stamp,
+    local_id: int | None = None,
+    held_by: Job | None = None,
 ) -> tuple[Job | None, Verdict]:
     """Apply one event to one job (None: no such job). `local_id` names the job an
     Enqueued event creates (it comes from the record's offset); other events carry it.
+    `held_by` is the job holding a keyed Enqueued's key (`key_holder`, which sees the
+    partition's jobs of that key): the enqueue then creates nothing.
     """
     match event:
         case Enqueued():
             if local_id is None:
                 raise ValueError("evolve(Enqueued) needs the local_id derived from the offset")
-            return _enqueued(job, event, stamp, local_id)
+            return _enqueued(job, event, stamp, local_id, held_by)
         case Claimed():
             return _claimed(job, event, stamp)
         case Succeeded():

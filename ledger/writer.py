@@ -351,8 +351,29 @@ class LedgerWriter:
         appended."""
         if not jobs:
             return []
+        [descriptors] = self.enqueue_spread(queue, [(partition, jobs)], at, actor, traceparent)
+        return descriptors
+
+    def enqueue_spread(
+        self,
+        queue: str,
+        groups: Sequence[tuple[int, Sequence[Enqueued]]],
+        at: int,
+        actor: Actor,
+        traceparent: str | None = None,
+    ) -> list[list[JobDescriptor]]:
+        """`enqueue` of several partitions' jobs in one commit (unique jobs go to their
+        keys' partitions, decision 0037); one list of descriptors per group, in order."""
+        if self.cluster_format < formats.KEYS and any(
+            job.unique_key is not None for _, jobs in groups for job in jobs
+        ):
+            self._require(formats.KEYS, "a unique job (uniqueKey)")
         try:
-            [parts] = self._commit([((queue, partition, jobs), traceparent)], at, actor)
+            cut = self._commit(
+                [((queue, partition, jobs), traceparent) for partition, jobs in groups if jobs],
+                at,
+                actor,
+            )
         except EventTooLargeError as exc:
             raise Refused(
                 RefusalCode.ENQUEUE_REJECTED,
@@ -361,14 +382,24 @@ class LedgerWriter:
                 f"{exc.limit} bytes a Kafka record may have here (PINLEDGER_MAX_RECORD_BYTES, "
                 "or the topic's max.message.bytes): send a smaller body or status",
             ) from exc
-        found = iter(jobs)
-        return [
-            JobDescriptor(
-                queue, partition, next(found).priority, local_id_for(part.offset, part.first + i)
+        committed = iter(cut)
+        found: list[list[JobDescriptor]] = []
+        for partition, jobs in groups:
+            parts = next(committed) if jobs else []
+            priorities = iter(job.priority for job in jobs)
+            found.append(
+                [
+                    JobDescriptor(
+                        queue,
+                        partition,
+                        next(priorities),
+                        local_id_for(part.offset, part.first + i),
+                    )
+                    for part in parts
+                    for i in range(part.events)
+                ]
             )
-            for part in parts
-            for i in range(part.events)
-        ]
+        return found
 
 
 def _part(topic: str, partition: int, envelope: Envelope, traceparent: str | None) -> Part:

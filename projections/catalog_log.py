@@ -7,7 +7,13 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from pinledger.ledger import codec
-from pinledger.ledger.events import Envelope, PartitionsRetired, QueueDeleted, QueueResized
+from pinledger.ledger.events import (
+    Envelope,
+    PartitionsRetired,
+    QueueCreated,
+    QueueDeleted,
+    QueueResized,
+)
 from pinledger.ledger.log import Log, catalog_topic
 from pinledger.projections.catalog import fold_queue_event
 from pinledger.projections.partition_log import read_partition
@@ -56,3 +62,17 @@ def resizes(envelopes: list[Envelope], queue: str) -> list[QueueChange]:
                 found = []  # what came before was another queue of that name
             fold_queue_event(queues, event, envelope.at)
     return found
+
+
+def created_partitions(envelopes: list[Envelope]) -> dict[tuple[str, int], int]:
+    """The partitions each live queue was created with, by (name, created_at): what a
+    unique job's key is spread over for the queue's life (decision 0037). A resize
+    changes how many partitions take jobs, never this."""
+    created: dict[str, tuple[int, int]] = {}
+    for envelope in envelopes:
+        for event in envelope.events:
+            if isinstance(event, QueueCreated):
+                created.setdefault(event.name, (event.partitions, envelope.at))
+            elif isinstance(event, QueueDeleted):
+                created.pop(event.name, None)
+    return {(name, at): partitions for name, (partitions, at) in created.items()}

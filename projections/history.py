@@ -84,6 +84,8 @@ class Snapshot:
     claim_source: str | None
     touched_at: int | None
     body_bytes: int
+    # A unique job's key (decision 0037); None: enqueued without one.
+    unique_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +208,7 @@ def _snapshot(job: Job | None, body_bytes: int) -> Snapshot | None:
         claim_source=job.claim_source,
         touched_at=job.touched_at,
         body_bytes=body_bytes,
+        unique_key=job.unique_key,
     )
 
 
@@ -340,7 +343,9 @@ def build_history(
     for row in ordered:
         attempts.step(row)
         event = event_from_row(row)
-        if event is not None:
+        # A rejected event changed nothing (a keyed enqueue turned away, decision 0037,
+        # is rejected for a reason this job's rows alone cannot show).
+        if event is not None and row.applied:
             job, _ = evolve(
                 job,
                 event,

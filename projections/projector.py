@@ -33,7 +33,15 @@ from pinledger.ledger.events import (
     RecordSkipped,
 )
 from pinledger.ledger.log import Log, LogRecord, Position, Reader, catalog_topic, queue_topic
-from pinledger.ledger.state import FINISHED, Job, Stamp, Verdict, event_local_id, evolve
+from pinledger.ledger.state import (
+    FINISHED,
+    Job,
+    Stamp,
+    Verdict,
+    event_local_id,
+    evolve,
+    key_holder,
+)
 from pinledger.projections.skips import Skips, catalog_skips, stored_reason
 from pinledger.projections.store import (
     ImportedJob,
@@ -256,6 +264,7 @@ class PartitionProjector:
             self.store.load_jobs(self.queue, self.partition, named - cached.keys())
         )
         before.update(cached)
+        keyed = self._keyed(fresh, before)
         working: dict[int, Job | None] = {}
         for record, part in fresh:
             envelope = part.envelope
@@ -275,7 +284,13 @@ class PartitionProjector:
                     before.setdefault(local_id, None)
                     working[local_id] = before[local_id]
                 prior = working[local_id]
-                after, verdict = evolve(prior, event, stamp, local_id)
+                holder = None
+                if keyed is not None and isinstance(event, Enqueued) and event.unique_key:
+                    ids = keyed.setdefault(event.unique_key, set())
+                    holder = key_holder(event, stamp, (working.get(i, before.get(i)) for i in ids))
+                    if holder is None:
+                        ids.add(local_id)
+                after, verdict = evolve(prior, event, stamp, local_id, holder)
                 working[local_id] = after
                 if self.observer is not None:
                     self._transitions.append(
@@ -297,9 +312,31 @@ class PartitionProjector:
                         after,
                         verdict,
                         traceparent,
+                        holder,
                     )
                 )
         return before, working
+
+    def _keyed(
+        self, fresh: list[tuple[LogRecord, codec.Part]], before: dict[int, Job | None]
+    ) -> dict[str, set[int]] | None:
+        """For a batch with keyed enqueues, the partition's jobs of those keys (read in
+        one query, added to `before`) by key; None for a batch without any."""
+        keys = {
+            event.unique_key
+            for _, part in fresh
+            for event in part.envelope.events
+            if isinstance(event, Enqueued) and event.unique_key
+        }
+        if not keys:
+            return None
+        keyed: dict[str, set[int]] = {}
+        for job in self.store.keyed_jobs(self.queue, self.partition, keys):
+            # The cache's copy, when it has one, is the job as last applied: the same.
+            before.setdefault(job.local_id, job)
+            if job.unique_key is not None:
+                keyed.setdefault(job.unique_key, set()).add(job.local_id)
+        return keyed
 
 
 class CatalogProjector:

@@ -51,13 +51,17 @@ def job(row: Sequence[Any]) -> Job:
     )
 
 
+def keyed(row: Sequence[Any]) -> Job:
+    """A keyed_jobs row: the 13 columns of `job`, then the job's key."""
+    return job(row[:13])._replace(unique_key=row[13])
+
+
 def looked_up(row: Sequence[Any]) -> JobRow:
-    """A lookup_jobs row: partition, 10 job columns without the claim source and touch
-    time, then the body (NULL unless asked for)."""
-    partition, local_id, priority, state, *rest, claim, body = row
-    return JobRow(
-        partition, job((local_id, priority, state, body or b"", *rest, claim, None, None))
-    )
+    """A lookup_jobs or find_jobs row: partition, 10 job columns without the claim
+    source and touch time, the body (NULL unless asked for), then the key."""
+    partition, local_id, priority, state, *rest, claim, body, unique_key = row
+    found = job((local_id, priority, state, body or b"", *rest, claim, None, None))
+    return JobRow(partition, found._replace(unique_key=unique_key))
 
 
 def scanned(row: Sequence[Any]) -> JobRow:
@@ -109,4 +113,6 @@ def job_params(batch: PartitionBatch, job: Job) -> dict[str, Any]:
         "claim_source": job.claim_source,
         "touched_at": job.touched_at,
         "traceparent": batch.traceparents.get(job.local_id),
+        # Written when the job is created; the upserts' updates leave it as it was.
+        "unique_key": job.unique_key,
     }

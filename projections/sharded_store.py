@@ -466,6 +466,9 @@ class ShardedStore:
     def load_jobs(self, queue: str, partition: int, ids: Iterable[int]) -> dict[int, Job]:
         return self.store_for(queue, partition).load_jobs(queue, partition, ids)
 
+    def keyed_jobs(self, queue: str, partition: int, keys: Iterable[str]) -> list[Job]:
+        return self.store_for(queue, partition).keyed_jobs(queue, partition, keys)
+
     def partition_jobs(
         self, queue: str, partition: int, states: Iterable[JobState] = tuple(JobState)
     ) -> dict[int, Job]:

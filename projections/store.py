@@ -433,6 +433,12 @@ class ProjectorStore(Protocol):
         """The jobs of a partition by local id (with bodies); missing ones left out."""
         ...
 
+    def keyed_jobs(self, queue: str, partition: int, keys: Iterable[str]) -> list[Job]:
+        """The jobs of a partition holding any of `keys` (unique jobs, decision 0037),
+        with their keys and bodies, in any state: what a keyed enqueue is decided
+        against."""
+        ...
+
     def partition_jobs(
         self, queue: str, partition: int, states: Iterable[JobState] = tuple(JobState)
     ) -> dict[int, Job]:

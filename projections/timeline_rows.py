@@ -25,6 +25,12 @@ def _detail_fields(event: JobEvent) -> tuple[str, ...]:
     return names
 
 
+# Fields left out at their default, so that the rows of events written before the field
+# existed stay as they were (a replay compares them with the live rows).
+_OMITTED_AT_DEFAULT: dict[str, object] = {"unique_for_ms": 0}
+_NO_DEFAULT = object()
+
+
 def _detail(event: JobEvent) -> dict[str, Any]:
     """The event's own fields for the timeline; bodies are summarised by their size."""
     detail: dict[str, Any] = {}
@@ -32,7 +38,7 @@ def _detail(event: JobEvent) -> dict[str, Any]:
         value = getattr(event, name)
         if isinstance(value, bytes):
             detail[f"{name}_bytes"] = len(value)
-        elif value is not None:
+        elif value is not None and _OMITTED_AT_DEFAULT.get(name, _NO_DEFAULT) != value:
             detail[name] = value
     return detail
 
@@ -47,12 +53,18 @@ def timeline_row(
     after: Job | None,
     verdict: Verdict,
     traceparent: str | None = None,
+    held_by: Job | None = None,
 ) -> EventRow:
     """The timeline row of one event as `evolve` judged it (`prior` -> `after`): what
     the projector writes to job_events, and what a history read from the log
-    (projections/log_history.py) rebuilds, so both say the same."""
+    (projections/log_history.py) rebuilds, so both say the same. `held_by` is the job
+    whose key turned a keyed enqueue away: its id is in the row's detail, where the
+    enqueuing server reads which job to answer (service/api/unique.py)."""
     claim = getattr(event, "claim", None) or (prior.claim if prior else None)
     actor = envelope.actor
+    detail = _detail(event)
+    if held_by is not None:
+        detail["held_by"] = held_by.local_id
     # Positional, in EventRow's field order: a third of the cost of keywords, once per
     # event of every fold (docs/performance-history.md, "The fold's objects").
     return EventRow(
@@ -69,6 +81,6 @@ def timeline_row(
         str(verdict),
         None if after is None else int(after.state),  # state_after
         None if after is None else after.attempts_remaining,
-        _detail(event),
+        detail,
         traceparent,
     )

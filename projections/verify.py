@@ -32,6 +32,7 @@ from pinledger.projections.skips import catalog_skips
 from pinledger.projections.store import LedgerStore, QueueRow, ReadStore
 from pinledger.projections.verify_fold import (
     IdRange,
+    Keys,
     Overflow,
     PartitionFold,
     TableDiff,
@@ -92,9 +93,10 @@ def verify_partition(
     rows; a partition holding more than `max_jobs` at once is folded range by range."""
     result = PartitionResult(events=0)
     id_range = IdRange()
+    keyed = Keys()  # the partition's keyed jobs where the pass starts (decision 0037)
     while True:
         result.passes += 1
-        fold = PartitionFold(id_range, max_jobs, task.skipped)
+        fold = PartitionFold(id_range, max_jobs, task.skipped, keyed)
         events_diff = TableDiff("job_events")
         # Both sides of both tables are read ahead, each in a thread: the log's fetches and
         # Postgres's sorts overlap the fold.
@@ -124,6 +126,7 @@ def verify_partition(
         result.jobs.add(jobs_diff, samples)
         if id_range.hi is None:
             return result
+        keyed = fold.keyed_at_hi or keyed
         id_range = IdRange(id_range.hi, None)
 
 

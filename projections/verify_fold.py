@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 from pinledger.ledger import codec
 from pinledger.ledger.descriptor import JOBS_PER_RECORD
-from pinledger.ledger.events import CatalogEvent, Enqueued, Envelope, Event
+from pinledger.ledger.events import CatalogEvent, Enqueued, Envelope, Event, JobEvent
 from pinledger.ledger.log import LogRecord
-from pinledger.ledger.state import Job, Stamp, event_local_id, evolve
+from pinledger.ledger.state import Job, Stamp, event_local_id, evolve, key_holder
 from pinledger.projections.row_text import (
     EVENT_COLUMNS,
     JOB_COLUMNS,
@@ -151,6 +151,48 @@ def _events(record: LogRecord) -> Iterator[tuple[int, Event, Envelope, Stamp, st
             yield idx, event, envelope, stamp, part.traceparent
 
 
+class Keys:
+    """The keyed jobs of a partition (unique jobs, decision 0037), folded from every
+    event that names one, and the ids holding each key."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[int, Job] = {}
+        self.ids: dict[str, set[int]] = {}
+
+    def copy(self) -> Keys:
+        keys = Keys()
+        keys.jobs = dict(self.jobs)
+        keys.ids = {key: set(ids) for key, ids in self.ids.items() if ids}
+        return keys
+
+    def fold(self, local_id: int, event: JobEvent, stamp: Stamp) -> Job | None:
+        """Apply `event` to the keyed job it names, if any; for a keyed enqueue, the job
+        holding its key (None: it creates its job, which is kept from here on)."""
+        if isinstance(event, Enqueued):
+            key = event.unique_key
+            if not key:
+                return None
+            ids = self.ids.setdefault(key, set())
+            holder = key_holder(event, stamp, (self.jobs.get(i) for i in ids))
+            if holder is None:
+                job, _ = evolve(None, event, stamp, local_id)
+                if job is not None:
+                    self.jobs[local_id] = job._replace(body=b"")
+                    ids.add(local_id)
+            return holder
+        job = self.jobs.get(local_id)
+        if job is None:
+            return None
+        after, _ = evolve(job, event, stamp, local_id)
+        if after is None:
+            del self.jobs[local_id]
+            if job.unique_key is not None:
+                self.ids[job.unique_key].discard(local_id)
+        else:
+            self.jobs[local_id] = after._replace(body=b"")
+        return None
+
+
 class PartitionFold:
     """Folds one partition's records for one `IdRange`: `events()` yields the timeline
     rows the range owns, in log order, and leaves the jobs of the range in `jobs` (with
@@ -159,13 +201,24 @@ class PartitionFold:
     the projector passes over them."""
 
     def __init__(
-        self, id_range: IdRange, max_jobs: int | None, skipped: Collection[int] = frozenset()
+        self,
+        id_range: IdRange,
+        max_jobs: int | None,
+        skipped: Collection[int] = frozenset(),
+        keyed: Keys | None = None,
     ) -> None:
         self.range = id_range
         self.max_jobs = max_jobs
         self.skipped = skipped
         self.jobs: dict[int, Job] = {}
         self.traceparents: dict[int, str] = {}
+        # Every keyed job of the partition (a key is held across ranges): what a keyed
+        # enqueue is decided against, as the projector decides it (decision 0037). A
+        # pass starts with them as they were where it starts reading (`keyed`, from the
+        # pass before), and leaves them as they are where the next range starts
+        # (`keyed_at_hi`).
+        self.keyed = Keys() if keyed is None else keyed.copy()
+        self.keyed_at_hi: Keys | None = None
         # Timeline rows yielded: one per job event this range owns.
         self.rows = 0
 
@@ -174,20 +227,23 @@ class PartitionFold:
         whole = self.range == IdRange()
         holds, owns = self.range.holds, self.range.owns
         jobs, traceparents = self.jobs, self.traceparents
-        skipped = self.skipped
+        skipped, keyed = self.skipped, self.keyed
+        next_start = None if self.range.hi is None else IdRange(self.range.hi).start
         for record in records:
             offset = record.offset
+            self._reached(offset, next_start)
             if offset in skipped:
                 continue
             for idx, event, envelope, stamp, traceparent in _events(record):
                 if isinstance(event, CatalogEvent):
                     continue  # the projector ignores them here too
                 local_id = event_local_id(event, offset, idx)
+                holder = keyed.fold(local_id, event, stamp)
                 held = whole or holds(local_id)
                 if not (held or owns(local_id, offset)):
                     continue
                 prior = jobs.get(local_id) if held else None
-                after, verdict = evolve(prior, event, stamp, local_id)
+                after, verdict = evolve(prior, event, stamp, local_id, holder)
                 if held:
                     if after is None:
                         jobs.pop(local_id, None)
@@ -209,10 +265,19 @@ class PartitionFold:
                             after,
                             verdict,
                             traceparent,
+                            holder,
                         )
                     )
             if self.max_jobs is not None and self.range.hi is None and len(jobs) > self.max_jobs:
                 raise Overflow(cut_point(jobs, self.range.lo))
+        if next_start is not None:
+            self._reached(next_start, next_start)
+
+    def _reached(self, offset: int, next_start: int | None) -> None:
+        """Keep the keyed jobs as they are before the record at `offset`, when it is the
+        first at or past where the next range starts."""
+        if next_start is not None and offset >= next_start and self.keyed_at_hi is None:
+            self.keyed_at_hi = self.keyed.copy()
 
     def job_lines(self) -> Iterator[bytes]:
         """The range's jobs after the fold, by local id, as lines."""

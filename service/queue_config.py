@@ -17,6 +17,10 @@ partitions        integer >= 1, the partitions this queue takes jobs on: createQ
                   "minDequeues" (50), "cooldownSeconds" (300), "windowSeconds" (60).
 drainPartitions   integers >= 0, partitions that take no new enqueues and are emptied by
                   dequeues (PinLater's dequeue-only shards).
+uniqueForSeconds  number >= 0, how long a unique job's key stays taken after its job
+                  finished (decision 0037); absent or 0: only while it is unfinished.
+                  Written into each keyed enqueue's record, so a change holds for the
+                  enqueues after it and a replay decides as the live fold did.
 
 Parsing is strict: an unknown key is more likely a typo of a limit the operator meant to
 set than something to ignore, so it is refused with the key named. The watcher reloads
@@ -61,6 +65,8 @@ class QueueSettings:
     partitions: int | None = None
     drained_partitions: frozenset[int] = frozenset()
     adaptive: Adaptive | None = None
+    # uniqueForSeconds, in ms.
+    unique_for_ms: int = 0
 
     def initial_partitions(self, default: int) -> int:
         """The partitions createQueue gives the queue."""
@@ -72,6 +78,8 @@ class QueueSettings:
 
 
 _DEFAULT = QueueSettings()
+# The longest uniqueForSeconds: a key's window must stay a bigint of milliseconds.
+_CENTURY_S = 100 * 365 * 86_400
 
 
 @dataclass(frozen=True)
@@ -122,7 +130,9 @@ def parse_queue_config(data: bytes | str) -> QueueConfig:
 def _settings(cfg: Any, where: str) -> QueueSettings:
     if not isinstance(cfg, dict):
         raise QueueConfigError(f"{where}.queueConfig must be an object, got {cfg!r}")
-    _refuse_unknown(cfg, {"maxJobsPerSecond", "partitions", "drainPartitions"}, where)
+    _refuse_unknown(
+        cfg, {"maxJobsPerSecond", "partitions", "drainPartitions", "uniqueForSeconds"}, where
+    )
     rate = cfg.get("maxJobsPerSecond")
     if rate is not None and not (_is_number(rate) and math.isfinite(rate) and rate >= 0):
         raise QueueConfigError(
@@ -143,11 +153,18 @@ def _settings(cfg: Any, where: str) -> QueueSettings:
         raise QueueConfigError(
             f"{where}: drainPartitions must be a list of partition numbers >= 0, got {drained!r}"
         )
+    unique_for = cfg.get("uniqueForSeconds", 0)
+    if not (_is_number(unique_for) and 0 <= unique_for <= _CENTURY_S):
+        raise QueueConfigError(
+            f"{where}: uniqueForSeconds must be a number of seconds from 0 to {_CENTURY_S} "
+            f"(a century), got {unique_for!r}"
+        )
     return QueueSettings(
         max_jobs_per_second=None if rate is None else float(rate),
         partitions=partitions,
         drained_partitions=frozenset(drained),
         adaptive=adaptive,
+        unique_for_ms=round(unique_for * 1000),
     )
 
 

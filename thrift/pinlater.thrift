@@ -39,6 +39,12 @@ struct PinLaterJob {
   3: optional i64 runAfterTimestampMillis,
   4: optional i32 numAttemptsAllowed = 2,
   5: optional string customStatus = "",
+  // pinledger addition: a unique job's key. While a job of the queue holds the key
+  // (unfinished, or finished less than the queue's uniqueForSeconds ago), enqueueing it
+  // creates nothing and answers the holder's descriptor in this job's place. At most
+  // 255 characters. Old servers and clients skip the field
+  // (docs/decisions/0037-unique-jobs.md).
+  100: optional string uniqueKey,
 }
 
 struct PinLaterEnqueueRequest {
@@ -115,6 +121,8 @@ struct PinLaterJobInfo {
   7: optional i64 updatedAtTimestampMillis,
   8: optional string claimDescriptor,
   9: optional binary body,
+  // pinledger addition: the job's uniqueKey, when it was enqueued with one.
+  100: optional string uniqueKey,
 }
 
 struct PinLaterGetJobCountRequest {

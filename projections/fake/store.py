@@ -206,6 +206,18 @@ class FakeStore(OneShard):
 
         return self._run("loading jobs", run)
 
+    def keyed_jobs(self, queue: str, partition: int, keys: Iterable[str]) -> list[Job]:
+        wanted = set(keys)
+
+        def run() -> list[Job]:
+            return [
+                job
+                for (q, p, _), (job, _) in self._jobs.items()
+                if q == queue and p == partition and job.unique_key in wanted
+            ]
+
+        return self._run("loading keyed jobs", run)
+
     def partition_jobs(
         self, queue: str, partition: int, states: Iterable[JobState] = tuple(JobState)
     ) -> dict[int, Job]:
@@ -334,9 +346,9 @@ class FakeStore(OneShard):
             old = self._jobs.get(job_key)
             if old is None:
                 self._jobs[job_key] = (job, batch.traceparents.get(job.local_id))
-            else:  # as the upsert: the first created_at and trace context stay
+            else:  # as the upsert: the first created_at, trace context and key stay
                 self._jobs[job_key] = (
-                    job._replace(created_at=old[0].created_at),
+                    job._replace(created_at=old[0].created_at, unique_key=old[0].unique_key),
                     old[1],
                 )
 

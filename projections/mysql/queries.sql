@@ -77,6 +77,16 @@ SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
 FROM jobs
 WHERE queue = %(queue)s AND `partition` = %(partition)s AND local_id IN %(ids)s;
 
+-- name: keyed_jobs
+-- The jobs of one partition holding any of the keys (decision 0037): what the fold of
+-- a batch with keyed enqueues decides them against. The 13 columns of load_jobs, then
+-- the key.
+SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, claim_source, touched_at,
+       unique_key
+FROM jobs
+WHERE queue = %(queue)s AND `partition` = %(partition)s AND unique_key IN %(keys)s;
+
 -- name: partition_jobs
 -- Every job of one partition in the given states (an owner warming up, tests).
 SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
@@ -121,11 +131,11 @@ LIMIT %(limit)s;
 -- One row per job; executemany sends a batch as multi-row INSERTs of about 1 MB each.
 INSERT INTO jobs (queue, `partition`, local_id, priority, state, body, attempts_allowed,
                   attempts_remaining, custom_status, created_at, run_after, updated_at,
-                  claim, claim_source, touched_at, traceparent)
+                  claim, claim_source, touched_at, traceparent, unique_key)
 VALUES (%(queue)s, %(partition)s, %(local_id)s, %(priority)s, %(state)s, %(body)s,
         %(attempts_allowed)s, %(attempts_remaining)s, %(custom_status)s, %(created_at)s,
         %(run_after)s, %(updated_at)s, %(claim)s, %(claim_source)s, %(touched_at)s,
-        %(traceparent)s)
+        %(traceparent)s, %(unique_key)s)
 ON DUPLICATE KEY UPDATE
     priority = VALUES(priority),
     state = VALUES(state),
@@ -225,7 +235,7 @@ SELECT '' REGEXP %(regex)s;
 -- lookupJobs: many jobs of one queue by (partition, local_id); the body only on demand.
 SELECT `partition`, local_id, priority, state, attempts_allowed, attempts_remaining,
        custom_status, created_at, run_after, updated_at, claim,
-       CASE WHEN %(include_body)s THEN body END
+       CASE WHEN %(include_body)s THEN body END, unique_key
 FROM jobs
 WHERE queue = %(queue)s AND (`partition`, local_id) IN %(pairs)s;
 
@@ -337,7 +347,7 @@ SELECT count(*) FROM (
 -- name: find_jobs
 -- The dashboard's job finder, as scan_jobs with bodies and a custom-status regex.
 SELECT `partition`, local_id, priority, state, attempts_allowed, attempts_remaining,
-       custom_status, created_at, run_after, updated_at, claim, body
+       custom_status, created_at, run_after, updated_at, claim, body, unique_key
 FROM jobs
 WHERE queue = %(queue)s AND state = %(state)s
   AND (%(priority)s IS NULL OR priority = %(priority)s)

@@ -63,6 +63,8 @@ CREATE TABLE jobs (
     touched_at          BIGINT,
     -- W3C trace context of the enqueue call, so later spans can link to it.
     traceparent         TEXT,
+    -- A unique job's key (decision 0037, migrations/mysql/0010); NULL: none.
+    unique_key          VARCHAR(255),
     PRIMARY KEY (queue, `partition`, local_id),
     -- Serves getJobCount and scanJobs: one queue, one state, by priority and run_after.
     INDEX jobs_by_state (queue, state, priority, run_after),
@@ -73,6 +75,8 @@ CREATE TABLE jobs (
     INDEX jobs_ready (queue, `partition`, state, priority, run_after, local_id),
     -- Serves the owners' claim timeouts: IN_PROGRESS jobs of one partition by last touch.
     INDEX jobs_claimed (queue, `partition`, state, touched_at),
+    -- Serves the fold of a keyed enqueue: one partition's jobs of a key.
+    INDEX jobs_by_key (queue, `partition`, unique_key),
     CONSTRAINT attempts_in_range CHECK (0 <= attempts_remaining AND attempts_remaining <= attempts_allowed),
     CONSTRAINT claimed_iff_in_progress CHECK ((state = 1) = (claim IS NOT NULL)),
     CONSTRAINT claim_fields_together CHECK ((claim IS NULL) = (touched_at IS NULL)

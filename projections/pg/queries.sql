@@ -78,6 +78,16 @@ SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
 FROM jobs
 WHERE queue = %(queue)s AND partition = %(partition)s AND local_id = ANY(%(ids)s);
 
+-- name: keyed_jobs
+-- The jobs of one partition holding any of the keys (decision 0037): what the fold of
+-- a batch with keyed enqueues decides them against. The 13 columns of load_jobs, then
+-- the key.
+SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
+       custom_status, created_at, run_after, updated_at, claim, claim_source, touched_at,
+       unique_key
+FROM jobs
+WHERE queue = %(queue)s AND partition = %(partition)s AND unique_key = ANY(%(keys)s);
+
 -- name: partition_jobs
 -- Every job of one partition in the given states (an owner warming up, tests).
 SELECT local_id, priority, state, body, attempts_allowed, attempts_remaining,
@@ -126,11 +136,11 @@ DELETE FROM jobs WHERE queue = %(queue)s AND partition = %(partition)s AND local
 -- name: upsert_job
 INSERT INTO jobs (queue, partition, local_id, priority, state, body, attempts_allowed,
                   attempts_remaining, custom_status, created_at, run_after, updated_at,
-                  claim, claim_source, touched_at, traceparent)
+                  claim, claim_source, touched_at, traceparent, unique_key)
 VALUES (%(queue)s, %(partition)s, %(local_id)s, %(priority)s, %(state)s, %(body)s,
         %(attempts_allowed)s, %(attempts_remaining)s, %(custom_status)s, %(created_at)s,
         %(run_after)s, %(updated_at)s, %(claim)s, %(claim_source)s, %(touched_at)s,
-        %(traceparent)s)
+        %(traceparent)s, %(unique_key)s)
 ON CONFLICT (queue, partition, local_id) DO UPDATE SET
     priority = EXCLUDED.priority,
     state = EXCLUDED.state,
@@ -251,7 +261,7 @@ SELECT '' ~ %(regex)s;
 -- lookupJobs: many jobs of one queue by (partition, local_id); the body only on demand.
 SELECT j.partition, j.local_id, j.priority, j.state, j.attempts_allowed,
        j.attempts_remaining, j.custom_status, j.created_at, j.run_after, j.updated_at,
-       j.claim, CASE WHEN %(include_body)s THEN j.body END
+       j.claim, CASE WHEN %(include_body)s THEN j.body END, j.unique_key
 FROM jobs j
 JOIN unnest(%(partitions)s::integer[], %(ids)s::bigint[]) AS k(partition, local_id)
   ON j.partition = k.partition AND j.local_id = k.local_id
@@ -449,7 +459,7 @@ VACUUM (ANALYZE) {table};
 -- (run_after, partition, local_id) like scan_jobs, on the jobs_by_state index; bodies
 -- included (a page is small).
 SELECT partition, local_id, priority, state, attempts_allowed, attempts_remaining,
-       custom_status, created_at, run_after, updated_at, claim, body
+       custom_status, created_at, run_after, updated_at, claim, body, unique_key
 FROM jobs
 WHERE queue = %(queue)s AND state = %(state)s
   AND (%(priority)s::smallint IS NULL OR priority = %(priority)s)
@@ -594,16 +604,17 @@ CREATE TEMP TABLE IF NOT EXISTS jobs_stage (LIKE jobs) ON COMMIT DELETE ROWS;
 -- name: copy_jobs_stage
 COPY jobs_stage (queue, partition, local_id, priority, state, body, attempts_allowed,
                  attempts_remaining, custom_status, created_at, run_after, updated_at,
-                 claim, claim_source, touched_at, traceparent) FROM STDIN (FORMAT BINARY);
+                 claim, claim_source, touched_at, traceparent, unique_key)
+FROM STDIN (FORMAT BINARY);
 
 -- name: upsert_staged_jobs
 -- As upsert_job: the first created_at and trace context of a job stay.
 INSERT INTO jobs (queue, partition, local_id, priority, state, body, attempts_allowed,
                   attempts_remaining, custom_status, created_at, run_after, updated_at,
-                  claim, claim_source, touched_at, traceparent)
+                  claim, claim_source, touched_at, traceparent, unique_key)
 SELECT queue, partition, local_id, priority, state, body, attempts_allowed,
        attempts_remaining, custom_status, created_at, run_after, updated_at, claim,
-       claim_source, touched_at, traceparent
+       claim_source, touched_at, traceparent, unique_key
 FROM jobs_stage
 ON CONFLICT (queue, partition, local_id) DO UPDATE SET
     priority = EXCLUDED.priority,

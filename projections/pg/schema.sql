@@ -60,6 +60,8 @@ CREATE TABLE jobs (
     touched_at          bigint,
     -- W3C trace context of the enqueue call, so later spans can link to it.
     traceparent         text,
+    -- A unique job's key (decision 0037, migrations/0015); NULL: none.
+    unique_key          text,
     PRIMARY KEY (queue, partition, local_id),
     CONSTRAINT attempts_in_range CHECK (0 <= attempts_remaining AND attempts_remaining <= attempts_allowed),
     CONSTRAINT claimed_iff_in_progress CHECK ((state = 1) = (claim IS NOT NULL)),
@@ -76,6 +78,8 @@ CREATE INDEX jobs_finished ON jobs (queue, partition, state, updated_at) WHERE s
 CREATE INDEX jobs_ready ON jobs (queue, partition, priority, run_after, local_id) WHERE state = 0;
 -- Serves the owners' claim timeouts: IN_PROGRESS jobs of one partition by last touch.
 CREATE INDEX jobs_claimed ON jobs (queue, partition, touched_at) WHERE state = 1;
+-- Serves the fold of a keyed enqueue: one partition's jobs of a key (migrations/0016).
+CREATE INDEX jobs_by_key ON jobs (queue, partition, unique_key) WHERE unique_key IS NOT NULL;
 
 -- The per-job timeline: one row per event that named the job, applied or rejected.
 -- Partitioned by range on `at`, one partition per UTC day (job_events_pYYYYMMDD),

@@ -59,6 +59,7 @@ _JOB_TYPES = (
     "text",
     "int8",
     "text",
+    "text",
 )
 
 
@@ -157,6 +158,7 @@ class PgSession:
                         job.claim_source,
                         job.touched_at,
                         traceparents.get(job.local_id),
+                        job.unique_key,
                     )
                 )
         self.conn.execute(query("upsert_staged_jobs"))

@@ -8,7 +8,7 @@ from typing import Any
 
 from pinledger.ledger.descriptor import JobDescriptor
 from pinledger.ledger.state import Job, JobState
-from pinledger.projections.row_mapping import held, job, looked_up, scanned, selected
+from pinledger.projections.row_mapping import held, job, keyed, looked_up, scanned, selected
 from pinledger.projections.sql.base import SqlBase
 from pinledger.projections.store import (
     HeldJob,
@@ -37,6 +37,13 @@ class SqlReads(SqlBase):
             return {}
         params = {"queue": queue, "partition": partition, "ids": id_list}
         return {row[0]: job(row) for row in self._all("loading jobs", "load_jobs", params)}
+
+    def keyed_jobs(self, queue: str, partition: int, keys: Iterable[str]) -> list[Job]:
+        key_list = list(keys)
+        if not key_list:
+            return []
+        params = {"queue": queue, "partition": partition, "keys": key_list}
+        return [keyed(row) for row in self._all("loading keyed jobs", "keyed_jobs", params)]
 
     def partition_jobs(
         self, queue: str, partition: int, states: Iterable[JobState] = tuple(JobState)

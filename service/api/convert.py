@@ -31,6 +31,7 @@ def job_info(queue: str, row: JobRow, include_body: bool, descriptor: str | None
         updatedAtTimestampMillis=job.updated_at,
         claimDescriptor=job.claim,
         body=job.body if include_body else None,
+        uniqueKey=job.unique_key,
     )
 
 

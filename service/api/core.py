@@ -10,7 +10,7 @@ projector writes them to Postgres. Nothing in service/api writes job state.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from pinledger.idl import pinlater
@@ -27,6 +27,7 @@ from pinledger.service.api.errors import pinlater_error
 from pinledger.service.api.peers import PeerPool
 from pinledger.service.api.ratelimit import QueueRateLimits
 from pinledger.service.api.requests import Caller
+from pinledger.service.api.unique import KeyRoutes
 from pinledger.service.config import Config
 from pinledger.service.observability import telemetry
 from pinledger.service.observability.metrics import Metrics
@@ -92,6 +93,8 @@ class Api:
     peers: PeerPool
     clock: Clock
     limits: Limits
+    # Where unique jobs' keys go (decision 0037): read from the catalog once per queue.
+    key_routes: KeyRoutes = field(default_factory=KeyRoutes)
 
     def actor(self, caller: Caller | None) -> Actor:
         if caller is None:

@@ -10,10 +10,15 @@ from collections.abc import Callable
 from typing import Any
 
 from pinledger.ledger.commands import RefusalCode, Refused, decide_enqueue
+from pinledger.ledger.descriptor import JobDescriptor
+from pinledger.ledger.events import Enqueued
+from pinledger.ledger.formats import FormatTooOldError
 from pinledger.projections.store import QueueRow
 from pinledger.service.api import convert
+from pinledger.service.api.barrier import wait_projected
 from pinledger.service.api.core import Api, load_queue
 from pinledger.service.api.requests import Caller, EnqueueRequest
+from pinledger.service.api.unique import answered, key_partition
 from pinledger.service.observability import catalogue, job_trace, telemetry
 
 # Why a queue's new jobs go to one partition for a moment (Config.enqueue_sticky_ms,
@@ -68,16 +73,73 @@ def enqueue_jobs(
 ) -> Any:
     queue = load_queue(api, request.queue)
     now = api.clock.now_ms()
-    events = decide_enqueue(request.jobs, now, api.limits)
+    settings = api.queue_config().settings(queue.name)
+    events = decide_enqueue(request.jobs, now, api.limits, settings.unique_for_ms)
     if not events:
         return convert.enqueue_response([])
-    partition = chooser.next(api, queue)
     traceparent = telemetry.current_traceparent()
-    descriptors = api.writer.enqueue(
-        queue.name, partition, events, now, api.actor(caller), traceparent
-    )
+    if any(event.unique_key is not None for event in events):
+        descriptors = _enqueue_keyed(api, chooser, queue, events, now, caller, traceparent)
+    else:
+        partition = chooser.next(api, queue)
+        descriptors = api.writer.enqueue(
+            queue.name, partition, events, now, api.actor(caller), traceparent
+        )
     if traceparent is not None:
         # Each job is a trace of its own, linked to this call's (job_trace.py).
         job_trace.create_spans(queue.name, descriptors, now, traceparent)
     api.metrics.count(catalogue.JOBS_TOTAL, len(events), queue=queue.name, action="enqueue")
     return convert.enqueue_response(descriptors)
+
+
+def _enqueue_keyed(
+    api: Api,
+    chooser: PartitionChooser,
+    queue: QueueRow,
+    events: list[Enqueued],
+    now: int,
+    caller: Caller | None,
+    traceparent: str | None,
+) -> list[JobDescriptor]:
+    """A request with unique jobs (decision 0037): each keyed job to its key's partition,
+    the others where plain jobs go, in one commit; then, once the projection holds the
+    keyed records, each keyed job's answer (itself, or the job holding its key)."""
+    spread = api.key_routes.partitions(api.writer.log, api.writer.prefix, queue)
+    groups: dict[int, list[tuple[int, Enqueued]]] = {}
+    plain: int | None = None
+    for position, event in enumerate(events):
+        if event.unique_key is not None:
+            partition = key_partition(event.unique_key, spread)
+        else:
+            plain = chooser.next(api, queue) if plain is None else plain
+            partition = plain
+        groups.setdefault(partition, []).append((position, event))
+    try:
+        appended = api.writer.enqueue_spread(
+            queue.name,
+            [(partition, [event for _, event in group]) for partition, group in groups.items()],
+            now,
+            api.actor(caller),
+            traceparent,
+        )
+    except FormatTooOldError as exc:
+        raise Refused(RefusalCode.ENQUEUE_REJECTED, str(exc)) from None
+    descriptors: list[JobDescriptor | None] = [None] * len(events)
+    keyed: list[tuple[int, JobDescriptor]] = []
+    for group, found in zip(groups.values(), appended, strict=True):
+        for (position, event), descriptor in zip(group, found, strict=True):
+            descriptors[position] = descriptor
+            if event.unique_key is not None:
+                keyed.append((position, descriptor))
+    topic = api.writer.topic(queue.name)
+    needed: dict[tuple[str, int], int] = {}
+    for _, descriptor in keyed:
+        key = (topic, descriptor.partition)
+        needed[key] = max(needed.get(key, -1), descriptor.offset)
+    # Appended, so accepted: a caller whose answer times out here retries with the same
+    # key and is answered the job this enqueue made or found.
+    wait_projected(api, needed)
+    answers = answered(api.store, queue.name, [d for _, d in keyed])
+    for (position, _), answer in zip(keyed, answers, strict=True):
+        descriptors[position] = answer
+    return [d for d in descriptors if d is not None]

@@ -318,10 +318,21 @@ def parse_enqueue(request: Any) -> EnqueueRequest:
                 f"job {i}: ",
                 code=RefusalCode.ENQUEUE_REJECTED,
             ),
+            unique_key=_unique_key(job.uniqueKey, i),
         )
         for i, job in enumerate(request.jobs or [])
     )
     return EnqueueRequest(queue, jobs)
+
+
+def _unique_key(value: Any, position: int) -> str | None:
+    key = _text(value, limits.UNIQUE_KEY, f"job {position}: ", RefusalCode.ENQUEUE_REJECTED)
+    if key == "":
+        raise Refused(
+            RefusalCode.ENQUEUE_REJECTED,
+            f"job {position}: uniqueKey is empty: leave it unset for a job without a key",
+        )
+    return key
 
 
 def _ack_info(info: Any) -> AckInfo:

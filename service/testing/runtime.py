@@ -113,6 +113,7 @@ def job(
     priority: int = 1,
     run_after_ms: int | None = None,
     attempts: int | None = None,
+    unique_key: str | None = None,
 ) -> Any:
     """A PinLaterJob as a client sends it."""
     return pinlater.PinLaterJob(
@@ -120,6 +121,7 @@ def job(
         priority=priority,
         runAfterTimestampMillis=run_after_ms,
         numAttemptsAllowed=attempts,
+        uniqueKey=unique_key,
     )
 
 
@@ -247,6 +249,12 @@ class Node:
 
     def enqueue(self, queue: str, *jobs: Any) -> list[str]:
         request = pinlater.PinLaterEnqueueRequest(queueName=queue, jobs=list(jobs))
+        if any(getattr(j, "uniqueKey", None) is not None for j in jobs):
+            # A unique job's answer waits on its projection (decision 0037), on the clock.
+            keyed: list[str] = self.runtime.call_waiting(
+                lambda: self.handler.enqueueJobs(CALLER, request).jobDescriptors
+            )
+            return keyed
         descriptors: list[str] = self.handler.enqueueJobs(CALLER, request).jobDescriptors
         return descriptors
 

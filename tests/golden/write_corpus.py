@@ -21,7 +21,8 @@ shards (`"qplace"`, ledger format 2, decision 0031); a partition moved to anothe
 (`"qmove"`, ledger format 2, decision 0031); a delete guarded by the state its job was
 selected in (`"del"` with `"s"`, ledger format 3, decision 0032); a queue record skipped by
 an operator (`"qskip"`, ledger format 3, decision 0032); a queue paused or resumed
-(`"qpause"`, ledger format 3, decision 0035).
+(`"qpause"`, ledger format 3, decision 0035); enqueues of unique jobs (`"k"` and `"kf"`,
+ledger format 3, decision 0037).
 """
 
 from __future__ import annotations
@@ -373,6 +374,38 @@ def queue_paused() -> Story:
     s.plain(T0 + 6, OPERATOR, QueuePaused("old", True, "before its deletion"))
     s.plain(T0 + 7, OPERATOR, QueueDeleted("old"), QueueCreated("old", 1))
     s.plain(T0 + 8, OPERATOR, QueueCreated("held", 1), QueuePaused("held", True, "at birth"))
+def keyed_enqueues() -> Story:
+    s = Story(
+        "v1-keyed-enqueues",
+        'Job records of ledger format 3: enqueues of unique jobs (`"k"`, and `"kf"` '
+        "for a window after the holder finished, decision 0037). A second enqueue of a key "
+        "in the same record is turned away, and one in a later record; once the holder "
+        "succeeded, an enqueue within its window is turned away and one without a window "
+        "creates the key's next job; a job without a key is never turned away.",
+    )
+    first = s.plain(
+        T0,
+        APP,
+        Enqueued(b"a", 1, T0, 2, "", unique_key="report:7"),
+        Enqueued(b"a again", 1, T0, 2, "", unique_key="report:7"),
+        Enqueued(b"b", 1, T0, 2, "", unique_key="report:8"),
+    )
+    holder = local_id_for(first, 0)
+    s.plain(
+        T0 + 5,
+        APP,
+        Enqueued(b"a later", 1, T0, 2, "", unique_key="report:7"),
+        Enqueued(b"plain", 1, T0, 2, ""),
+    )
+    claim = "pinledger-a:1:reporter:1"
+    s.plain(T0 + 10, WORKER, Claimed(holder, claim))
+    s.plain(T0 + 20, WORKER, Succeeded(holder, "", claim))
+    s.plain(
+        T0 + 500,
+        APP,
+        Enqueued(b"a in window", 1, T0, 2, "", unique_key="report:7", unique_for_ms=60_000),
+    )
+    s.plain(T0 + 600, APP, Enqueued(b"a next", 1, T0, 2, "", unique_key="report:7"))
     return s
 
 
@@ -484,6 +517,7 @@ STORIES = (
     guarded_deletes,
     record_skipped,
     queue_paused,
+    keyed_enqueues,
 )
 
 

@@ -266,7 +266,9 @@ def test_migrate_stops_before_a_pause_and_says_what_to_do(
         "applied 0012_imported_by_partition.sql (concurrently)",
         "applied 0013_skipped_records.sql (online)",
         "applied 0014_queue_paused.sql (online)",
-        f"schema {store.schema}: 9 applied",
+        "applied 0015_jobs_unique_key.sql (online)",
+        "applied 0016_jobs_by_key.sql (concurrently)",
+        f"schema {store.schema}: 11 applied",
     ]
     # The same schema as a new one migrated in one run.
     fresh = fresh_pg_store("online_fresh")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from pinledger.ledger.descriptor import JOBS_PER_RECORD
 from pinledger.ledger.events import (
@@ -24,7 +25,15 @@ from pinledger.ledger.events import (
     Succeeded,
     TimedOut,
 )
-from pinledger.ledger.state import FINISHED, Job, JobState, Stamp, event_local_id, evolve
+from pinledger.ledger.state import (
+    FINISHED,
+    Job,
+    JobState,
+    Stamp,
+    event_local_id,
+    evolve,
+    key_holder,
+)
 from pinledger.ledger.writer import LedgerWriter
 
 WORKERS = ("worker:a", "worker:b", "worker:c")
@@ -37,6 +46,8 @@ class Workload:
     partitions: int
     seed: int = 0
     now: int = 1_700_000_000_000
+    # Some enqueues carry a key of a few (unique jobs, decision 0037).
+    keys: bool = False
     jobs: list[dict[int, Job]] = field(default_factory=list)
     events_written: int = 0
     claims: int = 0
@@ -64,6 +75,7 @@ class Workload:
                     run_after=self.now + rng.choice([-1000, 0, 0, 5000]),
                     attempts_allowed=rng.randint(1, 3),
                     custom_status=rng.choice(["", "new"]),
+                    **self._key(),
                 )
                 for _ in range(rng.randint(1, 20))
             ], source
@@ -113,6 +125,14 @@ class Workload:
             return [Deleted(j.local_id) for j in self._pick(partition, set(JobState), 2)], "admin"
         return [Collected(j.local_id) for j in self._pick(partition, set(FINISHED), 5)], "gc"
 
+    def _key(self) -> dict[str, Any]:
+        if not self.keys or self.rng.random() < 0.5:
+            return {}
+        return {
+            "unique_key": f"k{self.rng.randrange(6)}",
+            "unique_for_ms": self.rng.choice([0, 0, 2000]),
+        }
+
     def run(self, records: int) -> None:
         """Write `records` records (several events each) spread over the partitions."""
         for _ in range(records):
@@ -130,7 +150,11 @@ class Workload:
         jobs = self.jobs[partition]
         for idx, event in enumerate(events):
             local_id = event_local_id(event, offset, idx)
-            after, _ = evolve(jobs.get(local_id), event, stamp, local_id)
+            holder = None
+            if isinstance(event, Enqueued) and event.unique_key:
+                key = event.unique_key
+                holder = key_holder(event, stamp, (j for j in jobs.values() if j.unique_key == key))
+            after, _ = evolve(jobs.get(local_id), event, stamp, local_id, holder)
             if after is None:
                 jobs.pop(local_id, None)
             else:

@@ -25,7 +25,9 @@ def _projected(seed: int, steps: int, partitions: int = 2) -> tuple[FakeStore, F
     log = FakeLog()
     writer = LedgerWriter(log, PREFIX)
     writer.create_queue("q", partitions, 0, ADMIN)
-    Workload(writer, "q", partitions, seed=seed).run(steps)
+    # Keyed enqueues too: their fold (decision 0037) must verify identical range by
+    # range, where a key's holder may sit in another range.
+    Workload(writer, "q", partitions, seed=seed, keys=True).run(steps)
     store = FakeStore()
     store.migrate()
     runner = ProjectionRunner(store, log, PREFIX)
