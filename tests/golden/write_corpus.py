@@ -374,6 +374,9 @@ def queue_paused() -> Story:
     s.plain(T0 + 6, OPERATOR, QueuePaused("old", True, "before its deletion"))
     s.plain(T0 + 7, OPERATOR, QueueDeleted("old"), QueueCreated("old", 1))
     s.plain(T0 + 8, OPERATOR, QueueCreated("held", 1), QueuePaused("held", True, "at birth"))
+    return s
+
+
 def keyed_enqueues() -> Story:
     s = Story(
         "v1-keyed-enqueues",
