@@ -38,6 +38,8 @@ GUARDED = 3
 # Deletes guarded by the state they were selected in, and skipped records (decision 0032).
 GUARDED_DELETES = GUARDED
 SKIPS = GUARDED
+# Cancelled jobs (decision 0036).
+CANCELS = GUARDED
 # The formats this release reads, and the newest of them.
 READS: frozenset[int] = frozenset({PLAIN, GROUPED, GUARDED})
 LATEST = max(READS)

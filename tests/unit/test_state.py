@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 from pinledger.ledger.events import (
+    Cancelled,
     Checkpointed,
     Claimed,
     Collected,
@@ -89,6 +90,7 @@ EVENTS: dict[type, JobEvent] = {
     Retried: Retried(LOCAL_ID, attempts_allowed=3, run_after=NOW),
     Deleted: Deleted(LOCAL_ID),
     Collected: Collected(LOCAL_ID),
+    Cancelled: Cancelled(LOCAL_ID, reason="wrong body"),
 }
 STATES: list[JobState | None] = [None, *JobState]
 
@@ -149,6 +151,11 @@ EXPECTED: list[tuple[JobState | None, type, Becomes | RejectedWith]] = [
     (FAILED, Retried, Becomes(PENDING)),
     (FAILED, Deleted, Becomes(None)),
     (FAILED, Collected, Becomes(None)),
+    (None, Cancelled, RejectedWith("cancel: no such job")),
+    (PENDING, Cancelled, Becomes(FAILED)),
+    (IN_PROGRESS, Cancelled, Becomes(FAILED)),
+    (SUCCEEDED, Cancelled, RejectedWith("cancel: job is SUCCEEDED, finished already")),
+    (FAILED, Cancelled, RejectedWith("cancel: job is FAILED, finished already")),
 ]
 
 
@@ -213,6 +220,8 @@ EDGE_EXAMPLES: list[tuple[Job | None, JobEvent]] = [
     (make_job(FAILED), EVENTS[Retried]),
     (make_job(FAILED), EVENTS[Deleted]),
     (make_job(FAILED), EVENTS[Collected]),
+    (make_job(PENDING), EVENTS[Cancelled]),
+    (make_job(IN_PROGRESS), EVENTS[Cancelled]),
 ]
 
 
