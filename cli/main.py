@@ -11,6 +11,7 @@ import secrets
 import sys
 from collections.abc import Callable, Sequence
 
+from pinledger.cli import cancel as cancel_cli
 from pinledger.cli import config as config_cli
 from pinledger.cli import (
     doctor,
@@ -327,6 +328,14 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
 
+    cancel_cli.add_arguments(
+        commands.add_parser(
+            "cancel",
+            help="cancel PENDING or running jobs: they end FAILED, the canceller in their "
+            "status and history (exit 1: some were not cancelled)",
+        )
+    )
+
     hashing = commands.add_parser(
         "hash-password",
         help="print the setting that stores the admin password (deleteQueue, the dashboard)",
@@ -358,6 +367,7 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "move-partition": on_log(move_partition.run),
     "skip-record": on_log(skip_record.run),
     "hash-password": cmd_hash_password,
+    "cancel": cancel_cli.run,
 }
 
 

@@ -5,6 +5,7 @@ from pinledger.client.client import PinLaterClient
 from pinledger.client.errors import (
     ClientError,
     ErrorCode,
+    JobCancelled,
     PinLaterError,
     ServerListError,
     ServerUnavailableError,
@@ -33,6 +34,7 @@ __all__ = [
     "DequeuedJob",
     "ErrorCode",
     "Job",
+    "JobCancelled",
     "JobContext",
     "JobInfo",
     "JobState",

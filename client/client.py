@@ -26,7 +26,13 @@ from typing import Any, TypeVar
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
-from pinledger.client.errors import ClientError, ErrorCode, PinLaterError, ServerUnavailableError
+from pinledger.client.errors import (
+    ClientError,
+    ErrorCode,
+    JobCancelled,
+    PinLaterError,
+    ServerUnavailableError,
+)
 from pinledger.client.jobs import Ack, Checkpoint, DequeuedJob, Job, JobInfo, JobState, ScanPage
 from pinledger.client.pool import Connection, ConnectionPool
 from pinledger.client.servers import Address, ServerList
@@ -149,6 +155,11 @@ class PinLaterClient:
                     result = invoke(connection.client)
                 except pinlater.PinLaterException as exc:
                     self.pool.release(connection)
+                    if getattr(exc, "cancelledJobDescriptors", None):
+                        # A checkpoint of cancelled jobs: news, never repeated.
+                        raise JobCancelled(
+                            list(exc.cancelledJobDescriptors), exc.message, str(address)
+                        ) from None
                     error = PinLaterError(ErrorCode(exc.errorCode), exc.message, str(address))
                     if not (error.transient and idempotent):
                         raise error from None
@@ -362,6 +373,17 @@ class PinLaterClient:
         )
         deleted: int = self.call("deleteJobs", request, idempotent=False)
         return deleted
+
+    def cancel_jobs(self, queue: str, descriptors: Iterable[str], reason: str = "") -> list[str]:
+        """cancelJobs (decision 0036): the PENDING and IN_PROGRESS jobs among
+        `descriptors` end FAILED, "cancelled by <this client's source>: <reason>" in their
+        custom status; returns the descriptors whose jobs are cancelled. Safe to repeat:
+        a job cancelled already is answered as cancelled, and not cancelled again."""
+        request = pinlater.PinLaterCancelJobsRequest(
+            queueName=queue, jobDescriptors=list(descriptors), reason=reason
+        )
+        answer = self.call("cancelJobs", request, idempotent=True)
+        return list(answer.cancelledJobDescriptors or [])
 
 
 __all__ = ["Connection", "PinLaterClient"]

@@ -45,6 +45,17 @@ class PinLaterError(ClientError):
         return self.code in TRANSIENT_CODES
 
 
+class JobCancelled(PinLaterError):  # noqa: N818 - news for a handler, not a fault
+    """checkpointJobs named jobs an operator cancelled (cancelJobs, decision 0036):
+    `descriptors` says which. Their work should stop; they must not be acked (the job is
+    FAILED already, with the cancel in its custom status). A worker's handler gets it from
+    `JobContext.checkpoint()` or `heartbeat()`, and may catch it to clean up."""
+
+    def __init__(self, descriptors: list[str], message: str, server: str = "") -> None:
+        super().__init__(ErrorCode.UNKNOWN, message, server)
+        self.descriptors = descriptors
+
+
 class ServerUnavailableError(ClientError):
     """No server answered: every address was tried (with retries for calls that are safe
     to repeat). The message lists the addresses and the last failure."""

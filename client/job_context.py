@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 
+from pinledger.client.errors import JobCancelled
 from pinledger.client.jobs import Checkpoint, DequeuedJob
 from pinledger.ledger.state import MAX_CUSTOM_STATUS
 
@@ -54,17 +55,24 @@ class JobContext:
     def rescheduled(self) -> bool:
         return self._reschedule is not None
 
+    @property
+    def cancelled(self) -> bool:
+        """An operator cancelled the job (cancelJobs), as a heartbeat or checkpoint heard:
+        stop its work; the job is FAILED already, and the worker does not ack it."""
+        return self._worker.outbox.is_cancelled(self.descriptor)
+
     def heartbeat(self) -> None:
-        """Renew the claim now (the worker does this on its own every heartbeat_s)."""
-        self._worker.client.checkpoint(self.queue, [Checkpoint(self.descriptor)])
+        """Renew the claim now (the worker does this on its own every heartbeat_s).
+        Raises `JobCancelled` when the job was cancelled."""
+        self._send(Checkpoint(self.descriptor))
 
     def checkpoint(self, new_body: bytes | str | None = None, status: str | None = None) -> None:
         """Save progress: replace the body (what the next attempt will see if this one
-        fails) and/or prepend `status` to the custom status; renews the claim."""
+        fails) and/or prepend `status` to the custom status; renews the claim. Raises
+        `JobCancelled` when the job was cancelled (decision 0036): let it propagate (or
+        catch it to clean up, and return); the worker then sends nothing for the job."""
         body = _text(new_body)
-        self._worker.client.checkpoint(
-            self.queue, [Checkpoint(self.descriptor, new_body=body, prepend_status=status)]
-        )
+        self._send(Checkpoint(self.descriptor, new_body=body, prepend_status=status))
         if body is not None:
             self.body = body.encode("utf-8")
 
@@ -90,6 +98,19 @@ class JobContext:
             attempts_allowed=attempts_allowed,
             prepend_status=status,
         )
+
+    def _send(self, checkpoint: Checkpoint) -> None:
+        outbox = self._worker.outbox
+        if outbox.is_cancelled(self.descriptor):
+            # A heartbeat heard it first: no call needed to say so.
+            raise JobCancelled(
+                [self.descriptor], f"job cancelled: {self.descriptor} (heard by a heartbeat)"
+            )
+        try:
+            self._worker.client.checkpoint(self.queue, [checkpoint])
+        except JobCancelled as exc:
+            outbox.cancelled(exc.descriptors)
+            raise
 
 
 def _text(body: bytes | str | None) -> str | None:

@@ -23,6 +23,7 @@ import orjson
 
 from pinledger.ledger.events import (
     Actor,
+    Cancelled,
     CatalogEvent,
     Checkpointed,
     Claimed,
@@ -77,6 +78,7 @@ EVENT_TAGS: dict[type[Event], str] = {
     RecordSkipped: "qskip",
     QueuePaused: "qpause",
     FormatRaised: "fmt",
+    Cancelled: "cncl",
 }
 
 
@@ -175,6 +177,8 @@ def _encode_event(event: Event) -> dict[str, Any]:
             return {"t": EVENT_TAGS[Deleted], "j": event.local_id, "s": event.state}
         case Collected():
             return {"t": EVENT_TAGS[Collected], "j": event.local_id}
+        case Cancelled():
+            return {"t": EVENT_TAGS[Cancelled], "j": event.local_id, "why": event.reason}
         case (
             QueueCreated()
             | QueueDeleted()
@@ -313,6 +317,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     ),
     "del": lambda o: Deleted(local_id=_field(o, "j", int), state=_opt(o, "s", int)),
     "gc": lambda o: Collected(local_id=_field(o, "j", int)),
+    "cncl": lambda o: Cancelled(local_id=_field(o, "j", int), reason=_field(o, "why", str)),
     "qnew": lambda o: QueueCreated(name=_field(o, "q", str), partitions=_field(o, "n", int)),
     "qdel": lambda o: QueueDeleted(name=_field(o, "q", str)),
     "qsize": lambda o: QueueResized(

@@ -18,6 +18,7 @@ from enum import Enum
 
 from pinledger.ledger.descriptor import MAX_QUEUE_NAME_LENGTH, QUEUE_NAME_RE
 from pinledger.ledger.events import (
+    Cancelled,
     Checkpointed,
     Claimed,
     Collected,
@@ -29,7 +30,7 @@ from pinledger.ledger.events import (
     TimedOut,
 )
 from pinledger.ledger.limits import MAX_RETRY_DELAY_MS, shown
-from pinledger.ledger.state import MAX_CUSTOM_STATUS, Job, JobState, cap_status
+from pinledger.ledger.state import FINISHED, MAX_CUSTOM_STATUS, Job, JobState, cap_status
 
 
 class RefusalCode(Enum):
@@ -254,4 +255,15 @@ def decide_delete(
     return [
         Deleted(local_id=job.local_id, state=guard)
         for job, _ in zip(matching, range(limit), strict=False)
+    ]
+
+
+def decide_cancel(jobs: Iterable[Job], reason: str) -> list[Cancelled]:
+    """cancelJobs (decision 0036): the jobs among `jobs` that are not finished (PENDING
+    or IN_PROGRESS), each ended FAILED with `reason`; a finished job is left as it is
+    (`evolve` would reject its cancel)."""
+    return [
+        Cancelled(local_id=job.local_id, reason=cap_status(reason))
+        for job in jobs
+        if job.state not in FINISHED
     ]

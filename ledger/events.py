@@ -234,6 +234,17 @@ class FormatRaised:
     format: int
 
 
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """An operator's cancelJobs (ledger format 3 and later): a PENDING or IN_PROGRESS
+    job ends FAILED with no attempts left, its custom status prefixed with who cancelled
+    it (the envelope's actor) and `reason`. A finished job is not cancelled (rejected).
+    A running job's worker hears it at its next checkpoint (decision 0036)."""
+
+    local_id: int
+    reason: str = ""
+
+
 JobEvent = (
     Enqueued
     | Claimed
@@ -244,6 +255,7 @@ JobEvent = (
     | Retried
     | Deleted
     | Collected
+    | Cancelled
 )
 QueueEvent = (
     QueueCreated

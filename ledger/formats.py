@@ -42,6 +42,8 @@ SKIPS = GUARDED
 PAUSES = GUARDED
 # Unique jobs: an enqueue with a key (decision 0037).
 KEYS = GUARDED
+# Cancelled jobs (decision 0036).
+CANCELS = GUARDED
 # The formats this release reads, and the newest of them.
 READS: frozenset[int] = frozenset({PLAIN, GROUPED, GUARDED})
 LATEST = max(READS)

@@ -106,6 +106,8 @@ REQUEST_ID = TextRule("requestId", MAX_REQUEST_ID_CHARS)
 CUSTOM_STATUS = TextRule("customStatus", MAX_CUSTOM_STATUS, truncate=True)
 APPEND_STATUS = TextRule("appendCustomStatus", MAX_CUSTOM_STATUS, truncate=True)
 PREPEND_STATUS = TextRule("prependCustomStatus", MAX_CUSTOM_STATUS, truncate=True)
+# cancelJobs' reason, which the job's custom status takes after "cancelled by <source>: ".
+CANCEL_REASON = TextRule("reason", MAX_CUSTOM_STATUS, truncate=True)
 # A checkpoint's new body, a Thrift string encoded to UTF-8: the body's bytes.
 NEW_BODY = TextRule("newBody", None, nul_allowed=True)
 # Reads: query parameters, never stored, but Postgres refuses NUL in them too.

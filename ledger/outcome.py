@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from pinledger.ledger.events import (
+    Cancelled,
     Checkpointed,
     Claimed,
     Collected,
@@ -47,6 +48,8 @@ class Outcome(StrEnum):
     RELEASED = "released"
     DELETED = "deleted"
     COLLECTED = "collected"
+    # Ended FAILED by an operator's cancelJobs (decision 0036).
+    CANCELLED = "cancelled"
 
 
 class AttemptEnd(StrEnum):
@@ -103,4 +106,7 @@ def classify(
         return Classification((Outcome.DELETED,), AttemptEnd.DELETED if running else None, False)
     if kind is Collected:
         return Classification((Outcome.COLLECTED,), None, False)
+    if kind is Cancelled:
+        # A running attempt ends failed, for good (no attempts left).
+        return Classification((Outcome.CANCELLED,), AttemptEnd.FAILED if running else None, False)
     raise TypeError(f"not a job event type: {kind!r}")

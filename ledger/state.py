@@ -15,6 +15,10 @@ States (PinLater's PinLaterJobState, same numbers):
 - FAILED: attempts exhausted. In by Failed or TimedOut on the last attempt. Out by
   Retried (operator), Deleted, Collected.
 
+Cancelled (ledger format 3) ends a PENDING or IN_PROGRESS job FAILED with no attempts
+left and a custom status that starts with `CANCELLED_PREFIX` (who, and why); a finished
+job is not cancelled.
+
 Deleted removes a job in any state, or (ledger format 3) only in the state it was
 selected in; Collected removes a finished one. A removed job is
 `None`; its history stays in the log and in the job_events projection.
@@ -36,6 +40,7 @@ from pinledger.ledger import limits
 from pinledger.ledger.descriptor import local_id_for
 from pinledger.ledger.events import (
     Actor,
+    Cancelled,
     Checkpointed,
     Claimed,
     Collected,
@@ -83,6 +88,9 @@ TRANSITIONS: dict[tuple[JobState | None, type], frozenset[JobState | None]] = {
     (JobState.FAILED, Retried): frozenset({JobState.PENDING}),
     (JobState.FAILED, Deleted): frozenset({None}),
     (JobState.FAILED, Collected): frozenset({None}),
+    # cancelJobs (decision 0036): a job not yet finished ends FAILED, no attempts left.
+    (JobState.PENDING, Cancelled): frozenset({JobState.FAILED}),
+    (JobState.IN_PROGRESS, Cancelled): frozenset({JobState.FAILED}),
 }
 
 
@@ -330,6 +338,42 @@ def _deleted(job: Job | None, event: Deleted) -> tuple[Job | None, Verdict]:
     return None, APPLIED
 
 
+# A cancelled job's custom status starts with this, then the canceller's source and the
+# reason: how a checkpoint of the job is told it was cancelled (service/api/acks.py).
+CANCELLED_PREFIX = "cancelled by "
+
+
+def cancelled_status(source: str, reason: str) -> str:
+    """The status a cancel prepends: "cancelled by <source>: <reason>"."""
+    said = f"{CANCELLED_PREFIX}{source or 'unknown'}"
+    return f"{said}: {reason}" if reason else said
+
+
+def is_cancelled(job: Job) -> bool:
+    """Whether the job ended by a cancel (FAILED with a cancel's status). A status a
+    caller wrote alike can only be a FAILED job's, which no checkpoint applies to."""
+    return job.state is JobState.FAILED and job.custom_status.startswith(CANCELLED_PREFIX)
+
+
+def _cancelled(job: Job | None, event: Cancelled, stamp: Stamp) -> tuple[Job | None, Verdict]:
+    if job is None:
+        return None, _rejected("cancel: no such job")
+    if job.state in FINISHED:
+        return job, _rejected(f"cancel: job is {job.state.name}, finished already")
+    said = cancelled_status(stamp.actor.source, event.reason)
+    # Prepended and set apart, so the cap keeps the cancel and cuts the old status.
+    status = f"{said}; {job.custom_status}" if job.custom_status else said
+    return job._replace(
+        state=JobState.FAILED,
+        attempts_remaining=0,
+        claim=None,
+        claim_source=None,
+        touched_at=None,
+        updated_at=stamp.at,
+        custom_status=cap_status(status),
+    ), APPLIED
+
+
 def _state_name(state: int) -> str:
     try:
         return JobState(state).name
@@ -378,6 +422,8 @@ def evolve(
             return _deleted(job, event)
         case Collected():
             return _collected(job)
+        case Cancelled():
+            return _cancelled(job, event, stamp)
 
 
 def event_local_id(event: JobEvent, offset: int, index: int) -> int:

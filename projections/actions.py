@@ -20,6 +20,7 @@ EVENT_TYPES: dict[str, type] = {
         ev.Retried,
         ev.Deleted,
         ev.Collected,
+        ev.Cancelled,
     )
 }
 _TAG_OF_ACTION = {cls.__name__: tag for tag, cls in EVENT_TYPES.items()}
@@ -37,6 +38,7 @@ class Tag:
     RETRIED = EVENT_TAGS[ev.Retried]
     DELETED = EVENT_TAGS[ev.Deleted]
     COLLECTED = EVENT_TAGS[ev.Collected]
+    CANCELLED = EVENT_TAGS[ev.Cancelled]
 
 
 def action_of(tag: str) -> str:

@@ -173,6 +173,27 @@ struct RequestContext {
 exception PinLaterException {
   1: required ErrorCode errorCode,
   2: required string message,
+  // pinledger addition (decision 0036): set by checkpointJobs when jobs it names were
+  // cancelled (cancelJobs): their descriptors. The worker should stop those jobs' work
+  // and not ack them. The error code is UNKNOWN, so a client that does not know the
+  // field sees a refused checkpoint, as it would of any other.
+  3: optional list<string> cancelledJobDescriptors,
+}
+
+// ---- pinledger additions: cancelling jobs (cancelJobs, decision 0036) ----
+
+struct PinLaterCancelJobsRequest {
+  1: required string queueName,
+  // The jobs to cancel, each of the queue (a malformed one refuses the request).
+  2: required list<string> jobDescriptors,
+  // Why, for the job's custom status: "cancelled by <source>: <reason>".
+  3: optional string reason = "",
+}
+
+struct PinLaterCancelJobsResponse {
+  // The descriptors asked for whose jobs are cancelled after the call (also those
+  // cancelled before it); a job that had finished, or does not exist, is left out.
+  1: required list<string> cancelledJobDescriptors,
 }
 
 // ---- pinledger additions: job history (getJobHistory) ----
@@ -346,5 +367,15 @@ service PinLater {
   // unknown queue: the same errors as lookupJobs.
   PinLaterJobHistory getJobHistory(1: RequestContext context,
                                    2: PinLaterJobHistoryRequest request)
+      throws (1: PinLaterException e)
+
+  // Cancels PENDING and IN_PROGRESS jobs (ledger format 3; below it, refused): each ends
+  // FAILED with no attempts left, "cancelled by <source>: <reason>" prepended to its
+  // custom status, and its history names the canceller. A running job's worker hears
+  // it at its next checkpointJobs (PinLaterException.cancelledJobDescriptors); its ack
+  // is recorded as rejected and changes nothing. Answers once the projection holds the
+  // cancels.
+  PinLaterCancelJobsResponse cancelJobs(1: RequestContext context,
+                                        2: PinLaterCancelJobsRequest request)
       throws (1: PinLaterException e)
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from pinledger.client.errors import ClientError
+from pinledger.client.errors import ClientError, JobCancelled
 from pinledger.client.jobs import Checkpoint
 from pinledger.client.worker.outbox import Outbox
 from pinledger.client.worker.ports import Sender
@@ -25,6 +25,11 @@ def beat(client: Sender, queue: str, outbox: Outbox, name: str, claim_timeout_s:
         return
     try:
         client.checkpoint(queue, [Checkpoint(d) for d in held])
+    except JobCancelled as exc:
+        # The other claims were renewed; the handlers of these hear it at their next
+        # JobContext.checkpoint() (or see `JobContext.cancelled`).
+        outbox.cancelled(exc.descriptors)
+        log.info("%s: jobs cancelled by an operator: %s", name, ", ".join(exc.descriptors))
     except ClientError as exc:
         log.warning(
             "%s: heartbeat of %d jobs failed: %s; their claims expire %g s after "

@@ -375,6 +375,13 @@ class Worker:
                     context.descriptor,
                 )
                 return
+            if self.outbox.finished_cancelled(context.descriptor):
+                # Cancelled by an operator (decision 0036): FAILED already, nothing to
+                # send; acking it would only be rejected.
+                log.info("%s: job %s was cancelled; its run ended", self.name, context.descriptor)
+                self.counters.count(s.outcome, seconds)
+                self._changed.notify_all()
+                return
             ack = (s.succeeded, s.ack) if s.ack is not None else None
             self.outbox.add(ack=ack, checkpoint=s.checkpoint)
             self.counters.count(s.outcome, seconds)

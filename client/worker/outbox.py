@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from pinledger.client.errors import ClientError
+from pinledger.client.errors import ClientError, JobCancelled
 from pinledger.client.jobs import Ack, Checkpoint
 from pinledger.client.worker.ports import Sender
 from pinledger.ledger.clock import Clock
@@ -64,6 +64,9 @@ class Outbox:
         self._checkpoints: list[tuple[Checkpoint, bool]] = []  # (checkpoint, ends the claim)
         self._acks: list[PendingAck] = []
         self._oldest_ack: float | None = None
+        # Held jobs a checkpoint heard were cancelled (decision 0036): no longer held,
+        # never acked; kept until their run ends (`finished_cancelled`).
+        self._cancelled: set[str] = set()
 
     # ---- what goes in ----
 
@@ -82,6 +85,31 @@ class Outbox:
                 if not self._acks:
                     self._oldest_ack = self.clock.monotonic()
                 self._acks.append(ack)
+
+    def cancelled(self, descriptors: list[str]) -> None:
+        """Jobs the server said were cancelled: their claims are gone, so they are no
+        longer held, and their pending acks and checkpoints are dropped (the server would
+        answer them as cancelled again, or reject them)."""
+        gone = set(descriptors)
+        with self._lock:
+            self._cancelled.update(gone & self._held)
+            self._held.difference_update(gone)
+            self._acks = [a for a in self._acks if a[1].descriptor not in gone]
+            self._oldest_ack = self._oldest_ack if self._acks else None
+            self._checkpoints = [c for c in self._checkpoints if c[0].descriptor not in gone]
+
+    def is_cancelled(self, descriptor: str) -> bool:
+        with self._lock:
+            return descriptor in self._cancelled
+
+    def finished_cancelled(self, descriptor: str) -> bool:
+        """The run of a job ended: True (and forgotten) when it had been cancelled, so
+        that its outcome is not sent."""
+        with self._lock:
+            if descriptor in self._cancelled:
+                self._cancelled.discard(descriptor)
+                return True
+            return False
 
     def release(self, descriptor: str) -> None:
         """Hand a claim back: to PENDING, due now, no attempt used."""
@@ -168,6 +196,14 @@ class Outbox:
             return True
         try:
             self.client.checkpoint(self.queue, [c for c, _ in batch])
+        except JobCancelled as exc:
+            # The others' checkpoints were appended; the cancelled jobs' are moot.
+            with self._lock:
+                del self._checkpoints[: len(batch)]
+                self._held.difference_update(c.descriptor for c, ends in batch if ends)
+            self.cancelled(exc.descriptors)
+            log.info("%s: jobs cancelled by an operator: %s", self.name, ", ".join(exc.descriptors))
+            return True
         except ClientError as exc:
             log.warning(
                 "%s: sending %d checkpoints failed: %s; they are kept and sent again",

@@ -110,7 +110,7 @@ CREATE TABLE job_events (
     -- `at` is in the key because Postgres wants the partition key in every unique index.
     PRIMARY KEY (queue, partition, local_id, "offset", idx, at),
     CONSTRAINT job_event_type CHECK
-        (type IN ('enq', 'clm', 'ok', 'fail', 'ckpt', 'tmo', 'rtry', 'del', 'gc')),
+        (type IN ('enq', 'clm', 'ok', 'fail', 'ckpt', 'tmo', 'rtry', 'del', 'gc', 'cncl')),
     CONSTRAINT state_after_known CHECK (state_after BETWEEN 0 AND 3),
     CONSTRAINT job_after_together CHECK
         ((state_after IS NULL) = (attempts_remaining_after IS NULL)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pinledger.ledger.commands import decide_checkpoint, decide_failure, decide_success
 from pinledger.ledger.events import Checkpointed, Event
 from pinledger.projections.store import QueueRow
+from pinledger.service.api.cancel import cancelled_among, cancelled_error
 from pinledger.service.api.core import Api, append_by_partition, check_jobs, load_queue
 from pinledger.service.api.requests import AckRequest, Caller, CheckpointRequest
 from pinledger.service.observability import catalogue
@@ -50,8 +51,13 @@ def ack_dequeued_jobs(api: Api, caller: Caller | None, request: AckRequest) -> N
 def checkpoint_jobs(api: Api, caller: Caller | None, request: CheckpointRequest) -> None:
     queue = load_queue(api, request.queue)
     check_jobs(api, queue, (item.job for item in request.checkpoints))
+    # A cancelled job's checkpoint would be rejected in the fold, unheard: the worker is
+    # told instead (decision 0036), after the other jobs' checkpoints are appended.
+    cancelled = set(cancelled_among(api, queue, [item.job for item in request.checkpoints]))
     events: dict[int, list[Event]] = {}
     for item in request.checkpoints:
+        if str(item.job) in cancelled:
+            continue
         event = Checkpointed(
             local_id=item.job.local_id,
             new_body=item.new_body,
@@ -63,5 +69,10 @@ def checkpoint_jobs(api: Api, caller: Caller | None, request: CheckpointRequest)
         events.setdefault(item.job.partition, []).append(decide_checkpoint(event, api.limits))
     append_by_partition(api, queue, events, caller)
     api.metrics.count(
-        catalogue.JOBS_TOTAL, len(request.checkpoints), queue=queue.name, action="checkpoint"
+        catalogue.JOBS_TOTAL,
+        len(request.checkpoints) - len(cancelled),
+        queue=queue.name,
+        action="checkpoint",
     )
+    if cancelled:
+        raise cancelled_error(sorted(cancelled))

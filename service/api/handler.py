@@ -4,8 +4,8 @@ Thrift arguments once (requests.py) and handing them to the module of its group.
 queues.py (createQueue, deleteQueue, getQueueNames), enqueue.py, dequeue.py
 (dequeueJobs, dequeueOwned), acks.py (ackDequeuedJobs, checkpointJobs), reads.py
 (lookupJobs, getJobHistory, getJobCount, scanJobs), bulk.py (retryFailedJobs,
-deleteJobs). They share core.py: load the queue, decide with `ledger.commands`,
-append. Errors become PinLater's in one place, errors.py (`rpc`).
+deleteJobs), cancel.py (cancelJobs). They share core.py: load the queue, decide with
+`ledger.commands`, append. Errors become PinLater's in one place, errors.py (`rpc`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pinledger.idl import pinlater
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
 from pinledger.ledger.commands import Limits
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import LedgerStore
-from pinledger.service.api import acks, bulk, dequeue, enqueue, queues, reads
+from pinledger.service.api import acks, bulk, cancel, dequeue, enqueue, queues, reads
 from pinledger.service.api import requests as parse
 from pinledger.service.api.core import Api, OwnerPort
 from pinledger.service.api.directory import QueueDirectory
@@ -140,3 +141,10 @@ class Handler:
         return bulk.delete_jobs(
             self.api, parse.parse_caller(context), parse.parse_delete_jobs(request)
         )
+
+    @rpc
+    def cancelJobs(self, context: Any, request: Any) -> Any:
+        cancelled = cancel.cancel_jobs(
+            self.api, parse.parse_caller(context), parse.parse_cancel(request)
+        )
+        return pinlater.PinLaterCancelJobsResponse(cancelledJobDescriptors=cancelled)

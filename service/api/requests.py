@@ -169,6 +169,13 @@ class DeleteJobsRequest:
     limit: int
 
 
+@dataclass(frozen=True, slots=True)
+class CancelRequest:
+    queue: str
+    jobs: tuple[JobDescriptor, ...]
+    reason: str
+
+
 # -- fields ----------------------------------------------------------------------------
 
 
@@ -458,4 +465,13 @@ def parse_delete_jobs(request: Any) -> DeleteJobsRequest:
         priority=_or_default(request.priority, int, "priority", _DELETE_PRIORITY),
         body_regex=_regex(request.bodyRegexToMatch),
         limit=_limit(request.limit, _DELETE_LIMIT),
+    )
+
+
+def parse_cancel(request: Any) -> CancelRequest:
+    request = _present(request)
+    return CancelRequest(
+        queue=parse_queue_name(request.queueName),
+        jobs=tuple(parse_descriptor(text) for text in request.jobDescriptors or []),
+        reason=_text_or(request.reason, limits.CANCEL_REASON, ""),
     )

@@ -22,7 +22,8 @@ shards (`"qplace"`, ledger format 2, decision 0031); a partition moved to anothe
 selected in (`"del"` with `"s"`, ledger format 3, decision 0032); a queue record skipped by
 an operator (`"qskip"`, ledger format 3, decision 0032); a queue paused or resumed
 (`"qpause"`, ledger format 3, decision 0035); enqueues of unique jobs (`"k"` and `"kf"`,
-ledger format 3, decision 0037).
+ledger format 3, decision 0037); jobs cancelled by an operator (`"cncl"`, ledger format
+3, decision 0036).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pinledger.ledger import codec, formats
 from pinledger.ledger.descriptor import local_id_for
 from pinledger.ledger.events import (
     Actor,
+    Cancelled,
     Checkpointed,
     Claimed,
     Collected,
@@ -329,6 +331,32 @@ def guarded_deletes() -> Story:
     return s
 
 
+def cancelled_jobs() -> Story:
+    s = Story(
+        "v1-cancelled-jobs",
+        "Job records of ledger format 3: jobs cancelled by an operator (decision 0036). A "
+        "PENDING job and a running one end FAILED with no attempts left and the cancel "
+        "prepended to their status; the running job's late ack is rejected; a cancel "
+        "of a SUCCEEDED job is rejected; a cancel without a reason says only who.",
+    )
+    enq = s.plain(
+        T0,
+        APP,
+        Enqueued(b"a", 1, T0, 3, "queued"),
+        Enqueued(b"b", 1, T0, 3, ""),
+        Enqueued(b"c", 1, T0, 1, ""),
+        Enqueued(b"d", 1, T0, 1, ""),
+    )
+    a, b, c, d = (local_id_for(enq, i) for i in range(4))
+    claim = "pinledger-a:1:thumbnailer:1"
+    s.plain(T0 + 10, WORKER, Claimed(b, claim), Claimed(c, claim))
+    s.plain(T0 + 20, WORKER, Succeeded(c, " done", claim))
+    s.plain(T0 + 30, OPERATOR, Cancelled(a, "wrong body"), Cancelled(b, "stuck"), Cancelled(c, "x"))
+    s.plain(T0 + 40, WORKER, Succeeded(b, " done", claim))
+    s.plain(T0 + 50, OPERATOR, Cancelled(d))
+    return s
+
+
 def record_skipped() -> Story:
     s = Story(
         "v1-catalog-record-skipped",
@@ -521,6 +549,7 @@ STORIES = (
     record_skipped,
     queue_paused,
     keyed_enqueues,
+    cancelled_jobs,
 )
 
 

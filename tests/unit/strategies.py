@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from pinledger.ledger.events import (
     Actor,
+    Cancelled,
     Checkpointed,
     Claimed,
     Collected,
@@ -82,6 +83,7 @@ timed_out = st.builds(TimedOut, local_id=i64, claim=st.text(), touched_at=i64)
 retried = st.builds(Retried, local_id=i64, attempts_allowed=i64, run_after=i64)
 deleted = st.builds(Deleted, local_id=i64, state=st.none() | st.integers(0, 3))
 collected = st.builds(Collected, local_id=i64)
+cancelled = st.builds(Cancelled, local_id=i64, reason=st.text())
 queue_created = st.builds(QueueCreated, name=st.text(), partitions=i64)
 queue_deleted = st.builds(QueueDeleted, name=st.text())
 queue_resized = st.builds(QueueResized, name=st.text(), partitions=i64, reason=st.text())
@@ -113,6 +115,7 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     Retried: retried,
     Deleted: deleted,
     Collected: collected,
+    Cancelled: cancelled,
     QueueCreated: queue_created,
     QueueDeleted: queue_deleted,
     QueueResized: queue_resized,
@@ -172,6 +175,7 @@ JOB_EVENT_TYPES: tuple[type, ...] = (
     Retried,
     Deleted,
     Collected,
+    Cancelled,
 )
 
 
@@ -191,6 +195,7 @@ def _plausible_types(state: JobState | None) -> list[type]:
     plausible = [kind for kind in JOB_EVENT_TYPES if (state, kind) in TRANSITIONS]
     if state in (JobState.PENDING, JobState.IN_PROGRESS):
         plausible.remove(Deleted)
+        plausible.remove(Cancelled)
     return plausible
 
 
@@ -272,6 +277,8 @@ def _next_step(draw: st.DrawFn, local_id: int, job: Job | None, clock: int) -> S
         event = Retried(local_id, draw(_attempts), soon())
     elif kind is Deleted:
         event = Deleted(local_id)
+    elif kind is Cancelled:
+        event = Cancelled(local_id, draw(_statuses))
     else:
         event = Collected(local_id)
     source = current_or_any(None if job is None else job.claim_source, _sources)

@@ -41,6 +41,8 @@ EXPECTED: dict[tuple[JobState | None, str, JobState | None], Classification] = {
     (S.FAILED, "Retried", S.PENDING): Classification((O.RETRIED,), None, True),
     (S.FAILED, "Deleted", None): Classification((O.DELETED,), None, False),
     (S.FAILED, "Collected", None): Classification((O.COLLECTED,), None, False),
+    (S.PENDING, "Cancelled", S.FAILED): Classification((O.CANCELLED,), None, False),
+    (S.IN_PROGRESS, "Cancelled", S.FAILED): Classification((O.CANCELLED,), A.FAILED, False),
 }
 
 ALLOWED = [

@@ -11,8 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pinledger.ledger.events import (
+    Actor,
+    Cancelled,
     Checkpointed,
     Claimed,
     Collected,
@@ -30,10 +34,13 @@ from pinledger.ledger.state import (
     TRANSITIONS,
     Job,
     JobState,
+    Stamp,
     Verdict,
+    cancelled_status,
     cap_status,
     event_local_id,
     evolve,
+    is_cancelled,
 )
 from tests.unit.factories import (
     CLAIM,
@@ -89,6 +96,7 @@ EVENTS: dict[type, JobEvent] = {
     Retried: Retried(LOCAL_ID, attempts_allowed=3, run_after=NOW),
     Deleted: Deleted(LOCAL_ID),
     Collected: Collected(LOCAL_ID),
+    Cancelled: Cancelled(LOCAL_ID, reason="wrong body"),
 }
 STATES: list[JobState | None] = [None, *JobState]
 
@@ -149,6 +157,11 @@ EXPECTED: list[tuple[JobState | None, type, Becomes | RejectedWith]] = [
     (FAILED, Retried, Becomes(PENDING)),
     (FAILED, Deleted, Becomes(None)),
     (FAILED, Collected, Becomes(None)),
+    (None, Cancelled, RejectedWith("cancel: no such job")),
+    (PENDING, Cancelled, Becomes(FAILED)),
+    (IN_PROGRESS, Cancelled, Becomes(FAILED)),
+    (SUCCEEDED, Cancelled, RejectedWith("cancel: job is SUCCEEDED, finished already")),
+    (FAILED, Cancelled, RejectedWith("cancel: job is FAILED, finished already")),
 ]
 
 
@@ -213,6 +226,8 @@ EDGE_EXAMPLES: list[tuple[Job | None, JobEvent]] = [
     (make_job(FAILED), EVENTS[Retried]),
     (make_job(FAILED), EVENTS[Deleted]),
     (make_job(FAILED), EVENTS[Collected]),
+    (make_job(PENDING), EVENTS[Cancelled]),
+    (make_job(IN_PROGRESS), EVENTS[Cancelled]),
 ]
 
 
@@ -611,3 +626,36 @@ def test_event_local_id_of_other_events_is_the_one_they_name() -> None:
 def test_verdicts_read_as_applied_or_rejected_with_the_reason() -> None:
     assert str(APPLIED) == "applied"
     assert str(Verdict(False, "gc: no such job")) == "rejected: gc: no such job"
+
+
+# --- Cancelled (decision 0036) ---------------------------------------------------------
+
+
+@given(
+    state=st.sampled_from([PENDING, IN_PROGRESS]),
+    old=st.text(max_size=6000),
+    reason=st.text(max_size=6000),
+    source=st.text(max_size=50),
+)
+def test_a_cancel_ends_an_unfinished_job_failed_for_good_saying_who(
+    state: JobState, old: str, reason: str, source: str
+) -> None:
+    job = make_job(state, custom_status=old)
+    after, verdict = evolve(job, Cancelled(LOCAL_ID, reason), Stamp(NOW, Actor(source=source)))
+    assert verdict == APPLIED
+    assert after is not None
+    assert (after.state, after.attempts_remaining) == (FAILED, 0)
+    assert (after.claim, after.claim_source, after.touched_at) == (None, None, None)
+    assert after.body == job.body and after.attempts_allowed == job.attempts_allowed
+    said = cancelled_status(source, reason)
+    assert len(after.custom_status) <= MAX_CUSTOM_STATUS
+    assert after.custom_status == (said + ("; " + old if old else ""))[:MAX_CUSTOM_STATUS]
+    assert is_cancelled(after)
+
+
+@given(state=st.sampled_from([SUCCEEDED, FAILED]), reason=st.text(max_size=20))
+def test_a_cancel_of_a_finished_job_changes_nothing(state: JobState, reason: str) -> None:
+    job = make_job(state)
+    after, verdict = evolve(job, Cancelled(LOCAL_ID, reason), stamp())
+    assert not verdict.applied and "finished already" in verdict.reason
+    assert after == job
