@@ -1,11 +1,11 @@
-"""A job's own buttons on its page (issue 42 part 4): Retry (a FAILED job back to
-PENDING) and Delete, behind the admin login, each appended to the ledger as retryFailedJobs
-and deleteJobs decide them, with `dashboard:<user>` as the source, so the job's history
+"""A job's own buttons on its page (issue 42 parts 3 and 4): Retry (a FAILED job back to
+PENDING), Cancel (a PENDING or running job ends FAILED, decision 0036) and Delete, behind
+the admin login, each appended to the ledger as retryFailedJobs, cancelJobs and
+deleteJobs decide them, with `dashboard:<user>` as the source, so the job's history
 shows who did it.
 
 `ACTIONS` is the one list of buttons: a button is its label, the states it is offered
-in, and what it appends. A new action (the cancel button of issue 42 part 3) adds an
-entry here; the page and the POST route (/job/act) follow it.
+in, and what it appends; the page and the POST route (/job/act) follow it.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from pinledger.dashboard.render import esc
 from pinledger.idl import pinlater
 from pinledger.ledger import descriptor
 from pinledger.ledger.state import JobState
-from pinledger.service.api import bulk
+from pinledger.service.api import bulk, cancel
 from pinledger.service.api.core import check_job, load_queue
-from pinledger.service.api.requests import Caller, idl_default
+from pinledger.service.api.requests import Caller, CancelRequest, idl_default
 
 PATH = "/job/act"
 # A retried job's attempts, as retryFailedJobs's default.
@@ -49,6 +49,16 @@ def _delete(
     return bulk.delete_selected(backend.api, caller, queue, seen, [key])
 
 
+def _cancel(backend: Backend, caller: Caller, queue: str, key: tuple[int, int], _: JobState) -> int:
+    # Ends the job FAILED, its worker told at its next checkpoint (decision 0036).
+    partition, local_id = key
+    found = backend.api.store.lookup(queue, [key], False)
+    priority = found[0].job.priority if found else 1
+    job = descriptor.JobDescriptor(queue, partition, priority, local_id)
+    reason = f"from the dashboard by {caller.source.removeprefix('dashboard:')}"
+    return len(cancel.cancel_jobs(backend.api, caller, CancelRequest(queue, (job,), reason)))
+
+
 ACTIONS: dict[str, Action] = {
     "retry": Action("Retry", frozenset({JobState.FAILED}), _retry, "retried"),
     "delete": Action(
@@ -57,7 +67,9 @@ ACTIONS: dict[str, Action] = {
         _delete,
         "deleted",
     ),
-    # "cancel": the cancel button (issue 42 part 3) goes here.
+    "cancel": Action(
+        "Cancel", frozenset({JobState.PENDING, JobState.IN_PROGRESS}), _cancel, "cancelled"
+    ),
 }
 
 

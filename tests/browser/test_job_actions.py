@@ -1,7 +1,7 @@
-"""A job's Retry and Delete buttons on its page, in a real browser against a real server
-(issue 42 part 4): none without the admin login; logged in, Retry puts a FAILED job back
-to PENDING and Delete removes a PENDING one, each in the job's history with the admin
-as its source."""
+"""A job's Retry, Cancel and Delete buttons on its page, in a real browser against a real
+server (issue 42 parts 3 and 4): none without the admin login; logged in, Retry puts a
+FAILED job back to PENDING, Delete removes a PENDING one and Cancel ends a running one
+FAILED, each in the job's history with the admin as its source."""
 
 from __future__ import annotations
 
@@ -86,6 +86,17 @@ def test_retry_and_delete_from_the_job_page_need_the_admin_login(
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, ".done"))
     assert "deleted" in browser.find_element(By.CSS_SELECTOR, ".done").text
     wait_for(lambda: _state(client, failing) == -1)
-    # The other job, IN_PROGRESS, is offered neither.
+    # The other job, IN_PROGRESS, is offered neither, only Cancel (decision 0036): it
+    # ends FAILED, saying who cancelled it.
     browser.get(_page(server, f"/job?d={waiting}"))
-    assert not browser.find_elements(By.CSS_SELECTOR, "form.job-actions button")
+    offered = browser.find_elements(By.CSS_SELECTOR, "form.job-actions button")
+    assert [b.get_attribute("data-action") for b in offered] == ["cancel"]
+    offered[0].click()
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, ".done"))
+    assert "cancelled" in browser.find_element(By.CSS_SELECTOR, ".done").text
+    wait_for(lambda: _state(client, waiting) == pinlater.PinLaterJobState.FAILED)
+    found = client.lookupJobs(
+        context(), pinlater.PinLaterLookupJobRequest(jobDescriptors=[waiting])
+    )
+    assert "cancelled by dashboard:admin" in found[waiting].customStatus
+    assert SOURCE in _sources(client, waiting)
