@@ -619,6 +619,10 @@ def test_timeline_rows_carry_the_codec_tags_of_job_events_only(store: LedgerStor
     rows = [_event_row(0, offset, tag) for offset, tag in enumerate(tags)]
     store.commit_partition_batch(PartitionBatch("q", "t", 0, 0, 1, events=rows))
     assert [row.type for row in store.job_events("q", 0, 0)] == tags
+    if dialect(store) == "mysql":
+        # MariaDB's type CHECK is gone since its migration 0011 (it cannot add a wider
+        # one back online, decision 0036): only the projection's codec tags reach it.
+        return
     for wrong in ("Enqueued", "qnew"):
         with pytest.raises(StoreError):
             store.commit_partition_batch(
