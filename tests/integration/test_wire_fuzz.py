@@ -189,6 +189,10 @@ def baselines(t: Target) -> dict[str, dict[str, Any]]:
             },
         },
         "deleteJobs": {"context": ctx, "request": {**filters, "jobState": 3, "limit": 10}},
+        "cancelJobs": {
+            "context": ctx,
+            "request": {"queueName": t.queue, "jobDescriptors": [t.claimed[0]], "reason": "r"},
+        },
         "getJobHistory": {
             "context": ctx,
             "request": {"jobDescriptor": t.claimed[0], "atOffset": 1 << 40},
@@ -448,7 +452,7 @@ def test_every_field_of_every_method_gets_a_clear_answer_and_the_server_serves_o
     bystander = Bystander(fuzzed, other)
     assert bystander.round_trip() is None
     rng = random.Random(SEED)
-    target = Target(queue, _claimed(fuzzed, queue, 300), int(time.time() * 1000))
+    target = Target(queue, _claimed(fuzzed, queue, 400), int(time.time() * 1000))
     all_cases = cases(target, rng)
     assert {c.method for c in all_cases} == set(p.PinLater.thrift_services)
     wire = WireClient(fuzzed.port)
@@ -456,9 +460,9 @@ def test_every_field_of_every_method_gets_a_clear_answer_and_the_server_serves_o
     stalled: str | None = None
     since = 0
     for number, case in enumerate(all_cases, 1):
-        # Acks and checkpoints act on a job of their own, claimed by SOURCE.
+        # Acks, checkpoints and cancels act on a job of their own, claimed by SOURCE.
         args = case.args
-        if case.method in ("ackDequeuedJobs", "checkpointJobs", "dequeueJobs"):
+        if case.method in ("ackDequeuedJobs", "checkpointJobs", "dequeueJobs", "cancelJobs"):
             args = _retarget(args, target.claimed[0], target.job())
         answer = wire.call(case.method, args)
         problem = judge(case, answer)
