@@ -30,6 +30,8 @@ from pinledger.ledger.log import LogError, LogRecord, PartitionKey, PartitionsCa
 # --scale; docs/performance.md).
 OWNER_PARTITION_FETCH_BYTES = 2 * 1024 * 1024
 OWNER_FETCH_MAX_BYTES = 8 * 1024 * 1024
+# A partition added to a queue is handed out within this (plus a rebalance).
+GROUP_METADATA_MAX_AGE_MS = 5000
 
 
 # Where a member's advertisement starts in its subscription's user data. Topic names
@@ -120,6 +122,10 @@ class KafkaGroupReader:
                 auto_offset_reset="earliest",
                 session_timeout_ms=session_timeout_ms,
                 heartbeat_interval_ms=max(100, session_timeout_ms // 5),
+                # The group's leader sees partitions added to a queue (decision 0030)
+                # only at a metadata refresh, 5 min apart by default. The subscription
+                # is a list, so a refresh asks about these topics only (decision 0008).
+                metadata_max_age_ms=GROUP_METADATA_MAX_AGE_MS,
                 partition_assignment_strategy=[AdvertisingStickyAssignor(advertised)],
                 max_partition_fetch_bytes=OWNER_PARTITION_FETCH_BYTES,
                 fetch_max_bytes=OWNER_FETCH_MAX_BYTES,
