@@ -225,6 +225,22 @@ class QueuePaused:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleTicked:
+    """A tick of a periodic job (`schedules` in the queue config; ledger format 3 and
+    later, decision 0038): the catalog owner's schedules duty enqueued the job of the
+    tick due at `tick_ms` (wall clock, ms) of the queue's schedule `schedule`, as `job`
+    (its descriptor). `job` is "" when the record only marks where a schedule began:
+    ticks at or before `tick_ms` are not run. A schedule's latest tick stands (a record
+    with an earlier or equal tick changes nothing); a queue's deletion drops its
+    schedules' ticks, and a queue created again under the name starts with none."""
+
+    name: str
+    schedule: str
+    tick_ms: int
+    job: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class FormatRaised:
     """The cluster's ledger format, raised by `pinledger upgrade-format` (or recorded when
     a catalog is created): from this record on, servers write records of this format
@@ -266,6 +282,7 @@ QueueEvent = (
     | PartitionMoved
     | RecordSkipped
     | QueuePaused
+    | ScheduleTicked
 )
 # Where a partition's projection is: its first placement, and its moves.
 Placement = PartitionPlaced | PartitionMoved

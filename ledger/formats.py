@@ -44,6 +44,8 @@ PAUSES = GUARDED
 KEYS = GUARDED
 # Cancelled jobs (decision 0036).
 CANCELS = GUARDED
+# Ticks of periodic jobs (decision 0038).
+SCHEDULES = GUARDED
 # The formats this release reads, and the newest of them.
 READS: frozenset[int] = frozenset({PLAIN, GROUPED, GUARDED})
 LATEST = max(READS)

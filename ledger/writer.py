@@ -30,6 +30,7 @@ from pinledger.ledger.events import (
     QueueCreated,
     QueueDeleted,
     QueuePaused,
+    ScheduleTicked,
     QueueResized,
     RecordSkipped,
 )
@@ -181,6 +182,13 @@ class LedgerWriter:
         check_queue_name(pause.name)
         self._require(formats.PAUSES, "pausing or resuming a queue")
         self._append_catalog(pause, at, actor)
+
+    def record_tick(self, tick: ScheduleTicked, at: int, actor: Actor) -> None:
+        """Record a periodic job's tick as enqueued (or where its schedule began), on a
+        cluster whose ledger format has schedules (format 3)."""
+        check_queue_name(tick.name)
+        self._require(formats.SCHEDULES, "recording a periodic job's tick")
+        self._append_catalog(tick, at, actor)
 
     def _require(self, needed: int, what: str) -> None:
         """Refuse what a server of the cluster's ledger format could not read."""

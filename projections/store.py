@@ -272,6 +272,18 @@ def with_placements(
     return found
 
 
+class ScheduleTick(NamedTuple):
+    """A schedule's latest tick, as the catalog's `ScheduleTicked` records say: when the
+    tick was due (`tick_ms`), the job it enqueued ("" for where the schedule began) and
+    when it was recorded (`at`, the record's time)."""
+
+    queue: str
+    schedule: str
+    tick_ms: int
+    job: str
+    at: int
+
+
 class JobCount(NamedTuple):
     """Jobs of a queue in one state and priority (replay's summary)."""
 
@@ -532,6 +544,11 @@ class ReadStore(Protocol):
     """What the RPCs, replay --as-of and the operator's commands read."""
 
     def queues(self) -> list[QueueRow]: ...
+
+    def schedule_ticks(self, queue: str | None = None) -> list[ScheduleTick]:
+        """The latest tick of each periodic job's schedule (`ScheduleTicked`, decision
+        0038), of one queue or of all, by queue and schedule name."""
+        ...
 
     def offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]: ...
 
