@@ -64,8 +64,10 @@ class NewJob:
     run_after: int | None = None
     attempts_allowed: int = 2
     custom_status: str = ""
-    # A unique job's key (decision 0037).
+    # A unique job's key (decision 0037), and how long it stays taken after the job
+    # finished when not the queue's uniqueForSeconds (a periodic job's tick: 0038).
     unique_key: str | None = None
+    unique_for_ms: int | None = None
 
 
 def check_queue_name(name: str, what: str = "queue name") -> None:
@@ -137,7 +139,13 @@ def decide_enqueue(
                 attempts_allowed=job.attempts_allowed,
                 custom_status=cap_status(job.custom_status),
                 unique_key=job.unique_key,
-                unique_for_ms=unique_for_ms if job.unique_key is not None else 0,
+                unique_for_ms=(
+                    0
+                    if job.unique_key is None
+                    else unique_for_ms
+                    if job.unique_for_ms is None
+                    else job.unique_for_ms
+                ),
             )
         )
     return events

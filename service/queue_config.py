@@ -21,6 +21,9 @@ uniqueForSeconds  number >= 0, how long a unique job's key stays taken after its
                   finished (decision 0037); absent or 0: only while it is unfinished.
                   Written into each keyed enqueue's record, so a change holds for the
                   enqueues after it and a replay decides as the live fold did.
+schedules         a list of periodic jobs (decision 0038; service/schedules/spec.py):
+                  each {"name", "cron" (+ "timezone") or "everySeconds", "body",
+                  "priority", "attempts"}; a change holds from the next tick on.
 
 Parsing is strict: an unknown key is more likely a typo of a limit the operator meant to
 set than something to ignore, so it is refused with the key named. The watcher reloads
@@ -39,6 +42,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pinledger.service.partition_policy import Bounds, Thresholds
+from pinledger.service.schedules.spec import ScheduleError, ScheduleSpec, parse_schedules
 from pinledger.service.watched_file import WatchedFile
 
 log = logging.getLogger(__name__)
@@ -67,6 +71,8 @@ class QueueSettings:
     adaptive: Adaptive | None = None
     # uniqueForSeconds, in ms.
     unique_for_ms: int = 0
+    # Periodic jobs (decision 0038).
+    schedules: tuple[ScheduleSpec, ...] = ()
 
     def initial_partitions(self, default: int) -> int:
         """The partitions createQueue gives the queue."""
@@ -131,7 +137,9 @@ def _settings(cfg: Any, where: str) -> QueueSettings:
     if not isinstance(cfg, dict):
         raise QueueConfigError(f"{where}.queueConfig must be an object, got {cfg!r}")
     _refuse_unknown(
-        cfg, {"maxJobsPerSecond", "partitions", "drainPartitions", "uniqueForSeconds"}, where
+        cfg,
+        {"maxJobsPerSecond", "partitions", "drainPartitions", "uniqueForSeconds", "schedules"},
+        where,
     )
     rate = cfg.get("maxJobsPerSecond")
     if rate is not None and not (_is_number(rate) and math.isfinite(rate) and rate >= 0):
@@ -159,12 +167,17 @@ def _settings(cfg: Any, where: str) -> QueueSettings:
             f"{where}: uniqueForSeconds must be a number of seconds from 0 to {_CENTURY_S} "
             f"(a century), got {unique_for!r}"
         )
+    try:
+        schedules = parse_schedules(cfg.get("schedules", []), where)
+    except ScheduleError as exc:
+        raise QueueConfigError(str(exc)) from None
     return QueueSettings(
         max_jobs_per_second=None if rate is None else float(rate),
         partitions=partitions,
         drained_partitions=frozenset(drained),
         adaptive=adaptive,
         unique_for_ms=round(unique_for * 1000),
+        schedules=schedules,
     )
 
 

@@ -106,6 +106,8 @@ class Server:
             lambda: self.queue_config.current,
             self.peers,
         )
+        # The schedules duty enqueues its ticks as a client would (decision 0038).
+        self.owner.duties.schedules.enqueue = self.handler.enqueue_scheduled
         self.health = HealthMonitor(
             probes={
                 # A round trip to a broker (the catalog's end offset) and to the store,

@@ -15,7 +15,7 @@ from typing import Any
 
 from pinledger.idl import pinlater
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
-from pinledger.ledger.commands import Limits
+from pinledger.ledger.commands import Limits, NewJob
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import LedgerStore
 from pinledger.service.api import acks, bulk, cancel, dequeue, enqueue, queues, reads
@@ -83,6 +83,15 @@ class Handler:
     def getQueueNames(self, context: Any) -> set[str]:
         parse.parse_caller(context)
         return queues.queue_names(self.api)
+
+    def enqueue_scheduled(self, queue: str, job: NewJob, request_id: str) -> str:
+        """A periodic job's tick (the schedules duty, decision 0038), enqueued as a
+        client's enqueueJobs would be: its descriptor (a taken key's holder's)."""
+        caller = parse.Caller(source="pinledger:schedule", request_id=request_id)
+        response = enqueue.enqueue_jobs(
+            self.api, self._partitions, caller, parse.EnqueueRequest(queue, (job,))
+        )
+        return str(response.jobDescriptors[0])
 
     @rpc
     def enqueueJobs(self, context: Any, request: Any) -> Any:

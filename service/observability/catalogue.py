@@ -67,6 +67,8 @@ QUEUE_OLDEST_READY_SECONDS: Final = "pinledger_queue_oldest_ready_seconds"
 QUEUE_PARTITIONS: Final = "pinledger_queue_partitions"
 QUEUE_EMPTY_DEQUEUE_RATIO: Final = "pinledger_queue_empty_dequeue_ratio"
 QUEUE_PAUSED: Final = "pinledger_queue_paused"
+SCHEDULE_TICKS: Final = "pinledger_schedule_ticks_total"
+SCHEDULE_TICKS_MISSED: Final = "pinledger_schedule_ticks_missed_total"
 OWNED_PARTITIONS: Final = "pinledger_owned_partitions"
 UNOWNED_PARTITIONS: Final = "pinledger_unowned_partitions"
 PROJECTION_LAG_RECORDS: Final = "pinledger_projection_lag_records"
@@ -278,6 +280,26 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "For a queue with adaptive partitions: the share of this server's dequeue answers",
         "that were empty in the last measuring window (0 to 1), what the shrink decision",
         "reads; set at the end of each window that had calls.",
+    ),
+    _spec(
+        SCHEDULE_TICKS,
+        "counter",
+        ("queue", "schedule"),
+        "ticks",
+        "Ticks of periodic jobs (`schedules` in the queue config) enqueued, counted by the",
+        "server that held the schedules duty (the catalog's owner). Sum over servers; a",
+        "schedule whose rate falls below its period's is not running: see the schedules",
+        "duty's health and pinledger_schedule_ticks_missed_total.",
+    ),
+    _spec(
+        SCHEDULE_TICKS_MISSED,
+        "counter",
+        ("queue", "schedule"),
+        "ticks",
+        "Ticks of periodic jobs that were due while no server ran the schedules duty and",
+        "will not run: the latest due tick runs once, the ones before it are counted here",
+        "(docs/guides/periodic-jobs.md). Any increase means the duty was down for longer",
+        "than the schedule's period.",
     ),
     _spec(
         QUEUE_PAUSED,

@@ -176,6 +176,8 @@ class Node:
             _LocalPeers(runtime),
             self.clock,
         )
+        # The schedules duty enqueues its ticks as a client would (decision 0038).
+        self.owner.duties.schedules.enqueue = self.handler.enqueue_scheduled
         self.started = False
         self.stopped = False
 

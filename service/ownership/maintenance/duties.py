@@ -11,6 +11,7 @@ lanes in one place (`Duties.scheduler`). The owner calls it, so `pinledger serve
                              adaptation           2 s                            every server*
                              members              2 s                            every server
     timeline-retention       timeline-retention   600 s, the first at once       every server
+    schedules                schedules            1 s                            catalog owner
     queue-gauges             queue-gauges         PINLEDGER_QUEUE_METRICS_       catalog owner
                                                   INTERVAL_S (0: no such lane)
 
@@ -28,7 +29,7 @@ members tick always had (the ledger format first, so that the resizes after it w
 with the format it read; the members list before the rate shares and the watchdog that
 read it, members.py); the timeline's DDL and the queue gauges' reads each have a thread
 of their own so that their waits hold up neither the owner nor the members tick, as
-before.
+before; so does the schedules duty, whose enqueues wait for their projection.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from pinledger.service.ownership.maintenance.queue_gauges import QueueGauges
 from pinledger.service.ownership.maintenance.queue_sizes import QueueSizes
 from pinledger.service.ownership.maintenance.retirement import Retirement
 from pinledger.service.ownership.maintenance.scheduler import Lane, Scheduler
+from pinledger.service.ownership.maintenance.schedules import Schedules
 from pinledger.service.ownership.maintenance.timeline_retention import TimelineRetention
 from pinledger.service.ownership.maintenance.watchdog import Watchdog
 from pinledger.service.ownership.partitions import Partitions
@@ -85,6 +87,7 @@ class Duties:
     members: Members
     timeline_retention: TimelineRetention
     queue_gauges: QueueGauges | None
+    schedules: Schedules
     # Whether this server owns the catalog's partition now.
     leads: Callable[[], bool]
 
@@ -113,6 +116,7 @@ class Duties:
                 "timeline-retention",
             ),
         ]
+        lanes.append(Lane("schedules", [self.schedules], clock, self.leads, "schedules"))
         if self.queue_gauges is not None:
             lanes.append(
                 Lane("queue-gauges", [self.queue_gauges], clock, self.leads, "queue-gauges")
@@ -203,6 +207,15 @@ def build_duties(
             )
             if config.queue_metrics_interval_s > 0
             else None
+        ),
+        schedules=Schedules(
+            store,
+            writer,
+            sources.queue_config,
+            sources.queues,
+            metrics,
+            clock,
+            Actor(source="pinledger:schedule", server=server),
         ),
         leads=leads,
     )
