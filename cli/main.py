@@ -24,6 +24,7 @@ from pinledger.cli import (
 )
 from pinledger.cli import migrate as migrate_cli
 from pinledger.cli import replay as replay_cli
+from pinledger.cli import schedules as schedules_cli
 from pinledger.cli import shards as shards_cli
 from pinledger.cli import trace as trace_cli
 from pinledger.cli.demo import run_demo
@@ -336,6 +337,14 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
 
+    schedules_cli.add_arguments(
+        commands.add_parser(
+            "schedules",
+            help="the queues' periodic jobs with their last and next tick (exit 1: a "
+            "schedule's queue does not exist)",
+        )
+    )
+
     hashing = commands.add_parser(
         "hash-password",
         help="print the setting that stores the admin password (deleteQueue, the dashboard)",
@@ -368,6 +377,7 @@ COMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "skip-record": on_log(skip_record.run),
     "hash-password": cmd_hash_password,
     "cancel": cancel_cli.run,
+    "schedules": schedules_cli.run,
 }
 
 

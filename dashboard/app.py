@@ -20,6 +20,7 @@ from pinledger.dashboard import (
     overview,
     queue_pause,
     queues,
+    schedules,
     workers,
 )
 from pinledger.dashboard.auth import COOKIE, SESSION_TTL_MS, TooManyLoginsError
@@ -130,7 +131,10 @@ class Dashboard:
         row = load_queue(self.backend.api, name)
         return page(
             f"Queue {name}",
-            queue_pause.panel(row, user, csrf) + workers.link(row.name) + content,
+            queue_pause.panel(row, user, csrf)
+            + workers.link(row.name)
+            + schedules.section(self.backend, row.name)
+            + content,
             user=user,
             csrf=csrf,
             refresh=True,
