@@ -97,7 +97,7 @@ def scrape(server: ServerProcess) -> Scrape:
 
 def _queue_config(path: Path) -> Path:
     """An adaptive queue that never resizes in a test's time: its empty-answer ratio is
-    measured every second, its thresholds are out of reach."""
+    measured every second, its thresholds are out of reach; and a periodic job."""
     partitions = {
         "min": 1,
         "max": 4,
@@ -107,7 +107,13 @@ def _queue_config(path: Path) -> Path:
         "growRate": 1_000_000,
         "growBacklog": 1_000_000,
     }
-    config = {"queues": [{"name": "adaptive", "queueConfig": {"partitions": partitions}}]}
+    ticking = {"schedules": [{"name": "each-second", "everySeconds": 1, "body": "tick"}]}
+    config = {
+        "queues": [
+            {"name": "adaptive", "queueConfig": {"partitions": partitions}},
+            {"name": "ticking", "queueConfig": ticking},
+        ]
+    }
     path.write_text(json.dumps(config), encoding="utf-8")
     return path
 
@@ -126,7 +132,7 @@ def _dequeue(server: ServerProcess, queue: str, limit: int = 10) -> dict[str, by
 
 def _workload(server: ServerProcess, kafka: KafkaLog, prefix: str) -> None:
     client = server.client()
-    for queue in ("work", "adaptive", "poison"):
+    for queue in ("work", "adaptive", "poison", "ticking"):
         client.createQueue(context(), queue)
     jobs = [p.PinLaterJob(body=b"ok-%d" % i) for i in range(8)]
     jobs += [p.PinLaterJob(body=b"bad", numAttemptsAllowed=1), p.PinLaterJob(body=b"slow")]
@@ -203,6 +209,8 @@ def test_a_live_server_exports_the_whole_catalogue_and_nothing_else(
             r'pinledger_partition_paused\{process="\d",partition="0",queue="poison"\} 1\n',
             r'pinledger_queue_jobs\{process="\d",queue="work",state="succeeded"\} 8\n',
             r'pinledger_unowned_partitions\{process="\d"\} 0\n',
+            r'pinledger_schedule_ticks_total\{process="\d",queue="ticking",'
+            r'schedule="each-second"\} [1-9]\d*\n',
         ):
             wait_for(lambda w=wanted: re.search(w, _text(server)), timeout=30, pause=0.5)
     finally:

@@ -72,6 +72,8 @@ class Schedules(Duty):
         # (queue, schedule) -> the last tick this server recorded, until the catalog
         # projection shows it.
         self._recorded: dict[tuple[str, str], int] = {}
+        # The schedules whose counters this server exports.
+        self._exported: set[tuple[str, str]] = set()
         self._failures = RateLimitedLog(log, burst=3, window_s=600.0, clock=clock)
         self.schedule = Schedule(SCHEDULES_EVERY_S)
 
@@ -101,6 +103,10 @@ class Schedules(Duty):
                 )
                 continue
             key = (queue, spec.name)
+            if key not in self._exported:  # at 0 from the start, so that rate() works
+                self._exported.add(key)
+                for counter in (catalogue.SCHEDULE_TICKS, catalogue.SCHEDULE_TICKS_MISSED):
+                    self.metrics.count(counter, 0, queue=queue, schedule=spec.name)
             recorded = max(last.get(key, -1), self._recorded.get(key, -1))
             try:
                 tick = self._run_one(queue, spec, None if recorded < 0 else recorded, now_ms)
