@@ -30,9 +30,9 @@ from pinledger.ledger.events import (
     QueueCreated,
     QueueDeleted,
     QueuePaused,
-    ScheduleTicked,
     QueueResized,
     RecordSkipped,
+    ScheduleTicked,
 )
 from pinledger.ledger.group_commit import AppendTimer, GroupCommit, Part
 from pinledger.ledger.log import (
