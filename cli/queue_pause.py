@@ -16,11 +16,11 @@ import socket
 import time
 from collections.abc import Callable
 
+from pinledger.cli.catalog_preflight import preflight
 from pinledger.ledger import formats
 from pinledger.ledger.events import Actor, QueuePaused
-from pinledger.ledger.log import Log, catalog_topic
+from pinledger.ledger.log import Log
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.catalog_log import catalog_envelopes, catalog_queues
 from pinledger.projections.skips import REASON_CHARS
 from pinledger.service.config import Config
 
@@ -65,23 +65,15 @@ def pause_queue(
     """Check the pause or resume against the catalog as the log has it, append it;
     returns what was done. Raises PauseRefusedError for one that cannot be made."""
     name = wanted.name
-    if "\x00" in wanted.reason or len(wanted.reason) > REASON_CHARS:
-        raise PauseRefusedError(f"give a --reason of at most {REASON_CHARS} characters, no NUL")
-    if not log.existing([catalog_topic(prefix)]):
-        raise PauseRefusedError(
-            f"no catalog under the prefix {prefix!r}: check PINLEDGER_TOPIC_PREFIX"
-        )
-    envelopes = catalog_envelopes(log, prefix)
-    cluster = formats.folded(formats.PLAIN, (e for v in envelopes for e in v.events))
-    if cluster < formats.PAUSES:
-        raise PauseRefusedError(
-            f"pausing or resuming a queue needs ledger format {formats.PAUSES}; the cluster "
-            f"writes format {cluster}: run `pinledger upgrade-format` once every server runs "
-            "a release that reads it"
-        )
-    row = catalog_queues(envelopes).get(name)
-    if row is None:
-        raise PauseRefusedError(f"no queue {name!r} in the catalog (prefix {prefix!r})")
+    cluster, row = preflight(
+        log,
+        prefix,
+        name,
+        wanted.reason,
+        formats.PAUSES,
+        "pausing or resuming a queue",
+        PauseRefusedError,
+    )
     if row.paused == wanted.paused:
         return (
             f"queue {name!r} is {'paused' if row.paused else 'not paused'} already: nothing to do"

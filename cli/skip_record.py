@@ -25,6 +25,7 @@ import socket
 import time
 from collections.abc import Callable
 
+from pinledger.cli.catalog_preflight import preflight
 from pinledger.ledger import codec, formats
 from pinledger.ledger.events import (
     Actor,
@@ -33,10 +34,9 @@ from pinledger.ledger.events import (
     Event,
     RecordSkipped,
 )
-from pinledger.ledger.log import Log, LogError, LogRecord, Position, catalog_topic, queue_topic
+from pinledger.ledger.log import Log, LogError, LogRecord, Position, queue_topic
 from pinledger.ledger.state import event_local_id
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.catalog_log import catalog_envelopes, catalog_queues
 from pinledger.projections.skips import REASON_CHARS
 from pinledger.projections.store import LedgerStore, StoreError
 from pinledger.service.assembly import open_configured_store
@@ -106,23 +106,9 @@ def skip(
     Raises SkipRefusedError for a skip that cannot be made."""
     queue, partition, offset = wanted.name, wanted.partition, wanted.offset
     where = f"{queue}[{partition}] offset {offset}"
-    if "\x00" in wanted.reason or len(wanted.reason) > REASON_CHARS:
-        raise SkipRefusedError(f"give a --reason of at most {REASON_CHARS} characters, no NUL")
-    if not log.existing([catalog_topic(prefix)]):
-        raise SkipRefusedError(
-            f"no catalog under the prefix {prefix!r}: check PINLEDGER_TOPIC_PREFIX"
-        )
-    envelopes = catalog_envelopes(log, prefix)
-    cluster = formats.folded(formats.PLAIN, (e for v in envelopes for e in v.events))
-    if cluster < formats.SKIPS:
-        raise SkipRefusedError(
-            f"skipping a record needs ledger format {formats.SKIPS}; the cluster writes "
-            f"format {cluster}: run `pinledger upgrade-format` once every server runs a "
-            "release that reads it"
-        )
-    row = catalog_queues(envelopes).get(queue)
-    if row is None:
-        raise SkipRefusedError(f"no queue {queue!r} in the catalog (prefix {prefix!r})")
+    cluster, row = preflight(
+        log, prefix, queue, wanted.reason, formats.SKIPS, "skipping a record", SkipRefusedError
+    )
     if not 0 <= partition < row.partitions:
         raise SkipRefusedError(
             f"queue {queue!r} has partitions 0..{row.partitions - 1}, not {partition}"
