@@ -218,6 +218,9 @@ def _facts(backend: Backend, history: JobHistory, body: bytes | None) -> str:
         ["run after (UTC)", esc(when(job.run_after) if job else "-")],
         ["trace", trace],
     ]
+    if job is not None and job.unique_key is not None:
+        # A unique job (decision 0037), or a periodic job's tick (0038).
+        rows.append(["unique key", f'<code class="unique-key">{esc(job.unique_key)}</code>'])
     out = table(["", ""], rows, "facts")
     status = job.custom_status if job else ""
     out += f'<h2>Custom status</h2><pre class="status">{esc(status) or "(empty)"}</pre>'

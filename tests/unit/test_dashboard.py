@@ -4,7 +4,10 @@ sessions and CSRF tokens, keyset page tokens; the standalone dashboard's owner."
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -360,3 +363,15 @@ def test_the_dashboard_claims_nothing_but_appends_a_dequeues_acks() -> None:
     assert owner.dequeue("mail", 5, 1000, Actor(server="dash"), alongside=acks) == []
     [record] = log.records("p.q.mail", 0)
     assert codec.decode(record.value).events == (Succeeded(local_id=7),)
+
+
+def test_the_job_page_shows_a_unique_jobs_key_and_nothing_for_a_plain_job() -> None:
+    history = build_history(D, rows_for(STORY))
+    assert history.job is not None
+    backend: Any = SimpleNamespace(trace_url_template="")
+    assert "unique key" not in jobs._facts(backend, history, None)
+    keyed = dataclasses.replace(
+        history, job=dataclasses.replace(history.job, unique_key="schedule:<nightly>:5")
+    )
+    shown = jobs._facts(backend, keyed, None)
+    assert '<code class="unique-key">schedule:&lt;nightly&gt;:5</code>' in shown
