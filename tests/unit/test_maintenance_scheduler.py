@@ -197,6 +197,7 @@ WHERE = {
     "adaptation": ("members", Scope.EVERY_SERVER),
     "members": ("members", Scope.EVERY_SERVER),
     "timeline-retention": ("timeline-retention", Scope.EVERY_SERVER),
+    "schedules": ("schedules", Scope.CATALOG_OWNER),
     "queue-gauges": ("queue-gauges", Scope.CATALOG_OWNER),
 }
 
@@ -233,6 +234,7 @@ def test_every_periodic_duty_the_server_builds_runs_under_the_one_scheduler() ->
             "owner": None,  # run by the owner loop's pass
             "members": "owner-members",
             "timeline-retention": "timeline-retention",
+            "schedules": "schedules",
             "queue-gauges": "queue-gauges",
         }
         # Each interval from the config, or the room's own constant.
@@ -245,6 +247,7 @@ def test_every_periodic_duty_the_server_builds_runs_under_the_one_scheduler() ->
             "adaptation": 2.0,
             "members": 2.0,
             "timeline-retention": 600.0,
+            "schedules": 1.0,
             "queue-gauges": 15.0,
         }
 

@@ -27,7 +27,18 @@ NOT_METRICS = {
     "pinledger_import": "the PinLater importer's bookkeeping table",
     "pinledger_session": "the dashboard's session cookie",
 }
-UNITS = {"", "calls", "connections", "events", "jobs", "partitions", "records", "seconds", "spans"}
+UNITS = {
+    "",
+    "calls",
+    "connections",
+    "events",
+    "jobs",
+    "partitions",
+    "records",
+    "seconds",
+    "spans",
+    "ticks",
+}
 
 
 def _is_docstring(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:

@@ -86,8 +86,8 @@ class Duties:
     adaptation: Adaptation
     members: Members
     timeline_retention: TimelineRetention
-    queue_gauges: QueueGauges | None
     schedules: Schedules
+    queue_gauges: QueueGauges | None
     # Whether this server owns the catalog's partition now.
     leads: Callable[[], bool]
 
