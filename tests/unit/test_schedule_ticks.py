@@ -6,7 +6,9 @@ ledger format 3 and refuses one no store could project."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -39,6 +41,7 @@ from pinledger.projections.verify import verify
 
 PREFIX = "t"
 DUTY = Actor(source="pinledger:schedules")
+GOLDEN = Path(__file__).parents[1] / "golden" / "v1-catalog-schedule-ticked.json"
 
 
 def _project(envelopes: list[Envelope], records_per_batch: int) -> list[ScheduleTick]:
@@ -51,6 +54,19 @@ def _project(envelopes: list[Envelope], records_per_batch: int) -> list[Schedule
     for start in range(0, len(records), records_per_batch):
         projector.apply(records[start : start + records_per_batch])
     return store.schedule_ticks()
+
+
+@pytest.mark.parametrize("batch", [1, 2, 100])
+def test_the_projection_holds_what_the_golden_records_fold_to(batch: int) -> None:
+    document = json.loads(GOLDEN.read_text())
+    envelopes = [codec.decode(r["value"].encode()) for r in document["records"]]
+    expected = [ScheduleTick(*tick) for tick in document["expected"]["ticks"]]
+    assert [(t.queue, t.schedule, t.job) for t in expected] == [
+        ("born", "weekly", ""),
+        ("mail", "daily", "mail:s1:p2:1024"),
+        ("mail", "hourly", "mail:s0:p1:1024"),
+    ]
+    assert _project(envelopes, batch) == expected
 
 
 _NAMES = st.sampled_from(["a", "b"])
