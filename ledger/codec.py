@@ -43,6 +43,7 @@ from pinledger.ledger.events import (
     QueueResized,
     RecordSkipped,
     Retried,
+    ScheduleTicked,
     Succeeded,
     TimedOut,
 )
@@ -77,6 +78,7 @@ EVENT_TAGS: dict[type[Event], str] = {
     PartitionMoved: "qmove",
     RecordSkipped: "qskip",
     QueuePaused: "qpause",
+    ScheduleTicked: "stick",
     FormatRaised: "fmt",
     Cancelled: "cncl",
 }
@@ -188,6 +190,7 @@ def _encode_event(event: Event) -> dict[str, Any]:
             | PartitionMoved()
             | RecordSkipped()
             | QueuePaused()
+            | ScheduleTicked()
             | FormatRaised()
         ):
             return _encode_catalog_event(event)
@@ -244,6 +247,14 @@ def _encode_catalog_event(event: CatalogEvent) -> dict[str, Any]:
                 "q": event.name,
                 "on": event.paused,
                 "why": event.reason,
+            }
+        case ScheduleTicked():
+            return {
+                "t": EVENT_TAGS[ScheduleTicked],
+                "q": event.name,
+                "s": event.schedule,
+                "tick": event.tick_ms,
+                "job": event.job,
             }
         case FormatRaised():
             return {"t": EVENT_TAGS[FormatRaised], "f": event.format}
@@ -347,6 +358,12 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], Event]] = {
     ),
     "qpause": lambda o: QueuePaused(
         name=_field(o, "q", str), paused=_field(o, "on", bool), reason=_field(o, "why", str)
+    ),
+    "stick": lambda o: ScheduleTicked(
+        name=_field(o, "q", str),
+        schedule=_field(o, "s", str),
+        tick_ms=_field(o, "tick", int),
+        job=_field(o, "job", str),
     ),
     "fmt": lambda o: FormatRaised(format=_field(o, "f", int)),
 }

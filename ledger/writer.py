@@ -64,6 +64,23 @@ class EventTooLargeError(RecordTooLargeError):
         self.limit = limit
 
 
+# The longest schedule name a tick may carry: the stores' key column holds no more
+# (MariaDB's schedule_ticks.schedule is a VARCHAR(255)).
+MAX_SCHEDULE_NAME = 255
+
+
+def check_tick(tick: ScheduleTicked) -> None:
+    """Refuse a tick no store could project: the catalog would stall on its record
+    (Postgres refuses a NUL in text; MariaDB a schedule name longer than its column)."""
+    if not tick.schedule or len(tick.schedule) > MAX_SCHEDULE_NAME or "\x00" in tick.schedule:
+        raise ValueError(
+            f"a schedule name is 1 to {MAX_SCHEDULE_NAME} characters without NUL, "
+            f"got {tick.schedule[:40]!r} ({len(tick.schedule)} characters)"
+        )
+    if "\x00" in tick.job:
+        raise ValueError(f"a tick's job descriptor holds no NUL, got {tick.job[:80]!r}")
+
+
 class LedgerWriter:
     def __init__(
         self, log: Log, prefix: str, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
@@ -187,6 +204,7 @@ class LedgerWriter:
         """Record a periodic job's tick as enqueued (or where its schedule began), on a
         cluster whose ledger format has schedules (format 3)."""
         check_queue_name(tick.name)
+        check_tick(tick)
         self._require(formats.SCHEDULES, "recording a periodic job's tick")
         self._append_catalog(tick, at, actor)
 

@@ -31,6 +31,7 @@ from pinledger.ledger.events import (
     QueuePaused,
     QueueResized,
     RecordSkipped,
+    ScheduleTicked,
 )
 from pinledger.ledger.log import Log, LogRecord, Position, Reader, catalog_topic, queue_topic
 from pinledger.ledger.state import (
@@ -48,6 +49,7 @@ from pinledger.projections.store import (
     PartitionBatch,
     ProjectorStore,
     QueueRow,
+    ScheduleTick,
     StoreUnavailableError,
 )
 from pinledger.projections.timeline_rows import timeline_row
@@ -341,7 +343,7 @@ class PartitionProjector:
 
 class CatalogProjector:
     """Projects the catalog topic: queue creations, deletions, resizes, retirements,
-    placements, skipped records and pauses."""
+    placements, skipped records, pauses and periodic jobs' ticks."""
 
     def __init__(self, store: ProjectorStore, prefix: str, bound: Bound = UNBOUNDED) -> None:
         self.store = store
@@ -401,6 +403,7 @@ class CatalogProjector:
             batch.placed,
             batch.skipped,
             batch.paused,
+            batch.ticks,
         )
         self.next_offset = last + 1
         self.skipped.extend(batch.skipped)
@@ -511,6 +514,10 @@ class _CatalogBatch:
     # Pauses and resumes (decision 0035), in order, after the batch's creations: a
     # record that creates a queue may be followed by one that pauses it.
     paused: list[QueuePaused] = field(default_factory=list)
+    # Periodic jobs' ticks (decision 0038), in order, after the batch's creations, each
+    # with its record's time: as pauses, a record that creates a queue may be followed by
+    # one that ticks its schedule.
+    ticks: list[ScheduleTick] = field(default_factory=list)
     deleted: list[tuple[str, str]] = field(default_factory=list)
     # Queues deleted in this batch and not created again since: a resize or retirement
     # of one names no queue (the fold ignores it), though the store would apply it to a
@@ -530,6 +537,7 @@ class _CatalogBatch:
                 # Pauses before it named no queue (the fold ignores them), though the
                 # store would apply them to the queue created here (decision 0035).
                 self.paused = [k for k in self.paused if k.name != event.name]
+                self.ticks = [t for t in self.ticks if t.queue != event.name]
             elif isinstance(event, QueueResized) and event.name not in self.gone:
                 row = QueueRow(event.name, event.partitions, envelope.at)
                 self.resized.append((row, [queue_topic(prefix, event.name)]))
@@ -543,6 +551,10 @@ class _CatalogBatch:
                 self.skipped.append(event)
             elif isinstance(event, QueuePaused) and event.name not in self.gone:
                 self.paused.append(event)
+            elif isinstance(event, ScheduleTicked) and event.name not in self.gone:
+                self.ticks.append(
+                    ScheduleTick(event.name, event.schedule, event.tick_ms, event.job, envelope.at)
+                )
             elif isinstance(event, QueueDeleted):
                 # A deletion cancels an earlier creation or resize in the same batch.
                 self.created = [c for c in self.created if c[0].name != event.name]
@@ -551,6 +563,7 @@ class _CatalogBatch:
                 self.placed = [p for p in self.placed if p.name != event.name]
                 self.skipped = [k for k in self.skipped if k.name != event.name]
                 self.paused = [k for k in self.paused if k.name != event.name]
+                self.ticks = [t for t in self.ticks if t.queue != event.name]
                 self.deleted.append((event.name, queue_topic(prefix, event.name)))
                 self.gone.add(event.name)
 

@@ -25,7 +25,11 @@ _COMPARED = (
     ("job_events", "queue", "partition"),
     ("imported_descriptors", "queue", "partition"),
     ("skipped_records", "queue", "partition"),
+    ("schedule_ticks", "queue", "tick_ms"),
 )
+# The catalog's tables of whole queues: compared whole, whatever partition is replayed
+# (their integer column above is any integer column; it is never filtered on).
+_OF_QUEUES = frozenset({"queues", "schedule_ticks"})
 
 
 @dataclass(slots=True)
@@ -74,7 +78,7 @@ def replay(
                 queue_column=queue_column,
                 partition_column=partition_column,
                 queues=queues,
-                partition=None if table == "queues" else scope.partition,
+                partition=None if table in _OF_QUEUES else scope.partition,
                 limit=samples,
             )
             diffs.append(TableDiff(table, only_live, only_replay, live_rows, replay_rows))

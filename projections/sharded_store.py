@@ -73,6 +73,7 @@ from pinledger.projections.store import (
     QueueRow,
     QueueTally,
     ScanKey,
+    ScheduleTick,
     StateCount,
     StoreError,
     StoreUnavailableError,
@@ -517,6 +518,7 @@ class ShardedStore:
         placed: Sequence[Placement] = (),
         skipped: Sequence[RecordSkipped] = (),
         paused: Sequence[QueuePaused] = (),
+        ticks: Sequence[ScheduleTick] = (),
     ) -> None:
         # Every shard holds the catalog. In order, home first, one after the other: for
         # stores at the same catalog offset (a replay into new schemas); live servers run
@@ -533,6 +535,7 @@ class ShardedStore:
                 placed,
                 skipped,
                 paused,
+                ticks,
             )
         # The queues or placements may have changed: the next call reads them again.
         self.forget_placements()
@@ -548,6 +551,10 @@ class ShardedStore:
         rows = self.home.queues()
         self._set_cache({row.name: row for row in rows})
         return rows
+
+    def schedule_ticks(self, queue: str | None = None) -> list[ScheduleTick]:
+        # The catalog's, as the queues: home's rows are the truth.
+        return self.home.schedule_ticks(queue)
 
     def holds_jobs_from(self, queue: str, first: int) -> bool:
         stores = self._queue_stores(queue)

@@ -497,18 +497,21 @@ class ProjectorStore(Protocol):
         placed: Sequence[Placement] = (),
         skipped: Sequence[RecordSkipped] = (),
         paused: Sequence[QueuePaused] = (),
+        ticks: Sequence[ScheduleTick] = (),
     ) -> None:
         """Apply queue creations (row, partition topics to start at offset 0),
-        deletions (queue name, its topic: its jobs, timeline, offsets, placements and
-        skipped records go too) and resizes (row with the new partition count, after
-        deletions and creations: a queue only grows here, its new partitions start at
-        offset 0), then retirements (of partitions still closed), placements (of
+        deletions (queue name, its topic: its jobs, timeline, offsets, placements,
+        skipped records and schedules' ticks go too) and resizes (row with the new
+        partition count, after deletions and creations: a queue only grows here, its new
+        partitions start at offset 0), then retirements (of partitions still closed), placements (of
         partitions the queue has and that were not placed yet: `QueueRow.shards`; a
         move, of a partition still on the shard it names) and skipped records (of
         partitions the queue has; the first skip of an offset stands; the reason as
         projections/skips.py `stored_reason` keeps it) with the catalog offset, by the
         same compare-and-set; last, pauses and resumes (of queues it holds, in order:
-        the last stands)."""
+        the last stands) and periodic jobs' ticks (`ScheduleTicked` with its record's
+        time, decision 0038: of queues it holds, in order; a schedule's tick only ever
+        rises, an earlier or equal one changes nothing)."""
         ...
 
     def skipped_records(self, queue: str, partition: int) -> dict[int, str]:

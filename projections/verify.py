@@ -28,8 +28,9 @@ from pinledger.projections.partition_log import read_partition
 from pinledger.projections.prefetch import Prefetched
 from pinledger.projections.projector import Scope
 from pinledger.projections.replay import ReplayReport
+from pinledger.projections.schedule_ticks import fold_tick
 from pinledger.projections.skips import catalog_skips
-from pinledger.projections.store import LedgerStore, QueueRow, ReadStore
+from pinledger.projections.store import LedgerStore, QueueRow, ReadStore, ScheduleTick
 from pinledger.projections.verify_fold import (
     IdRange,
     Keys,
@@ -161,32 +162,45 @@ def partition_tasks(live: ReadStore, prefix: str, scope: Scope) -> list[Partitio
     ]
 
 
-def verify_catalog(live: ReadStore, log: Log, prefix: str, scope: Scope, samples: int) -> TableDiff:
+def verify_catalog(
+    live: ReadStore, log: Log, prefix: str, scope: Scope, samples: int
+) -> list[TableDiff]:
     """The queues the catalog's records before the live catalog offset create, against
-    the live `queues` table (as the catalog projector folds them: catalog.py)."""
+    the live `queues` table (as the catalog projector folds them: catalog.py), and the
+    schedules' ticks they leave, against the live `schedule_ticks` (schedule_ticks.py)."""
     topic = catalog_topic(prefix)
     end = live.offsets([(topic, 0)]).get((topic, 0), 0)
     expected: dict[str, QueueRow] = {}
+    expected_ticks: dict[tuple[str, str], ScheduleTick] = {}
     records = read_partition(log, topic, 0, 0, end)
     with _closing(records):
         for record in records:
             envelope = codec.decode(record.value)
             for event in envelope.events:
+                fold_tick(expected_ticks, expected, event, envelope.at)
                 fold_queue_event(expected, event, envelope.at)
-    diff = TableDiff("queues")
+    queues, ticks = TableDiff("queues"), TableDiff("schedule_ticks")
 
-    def in_scope(row: QueueRow) -> bool:
-        return scope.queues is None or row.name in scope.queues
+    def in_scope(name: str) -> bool:
+        return scope.queues is None or name in scope.queues
 
     compare_sorted(
-        sorted((r for r in expected.values() if in_scope(r)), key=lambda r: r.name),
-        sorted((r for r in live.queues() if in_scope(r)), key=lambda r: r.name),
+        sorted((r for r in expected.values() if in_scope(r.name)), key=lambda r: r.name),
+        sorted((r for r in live.queues() if in_scope(r.name)), key=lambda r: r.name),
         lambda r: r.name,
-        diff,
+        queues,
         asdict,
         samples,
     )
-    return diff
+    compare_sorted(
+        sorted(t for t in expected_ticks.values() if in_scope(t.queue)),
+        sorted(t for t in live.schedule_ticks() if in_scope(t.queue)),
+        lambda t: (t.queue, t.schedule),
+        ticks,
+        ScheduleTick._asdict,
+        samples,
+    )
+    return [queues, ticks]
 
 
 def _open_worker(open_ports: Callable[[], Ports]) -> None:
@@ -258,10 +272,10 @@ def verify(
     else:
         for task in tasks:
             absorb(verify_settled(live, log, task, max_jobs, samples))
-    queues = verify_catalog(live, log, prefix, scope, samples)
+    catalog = verify_catalog(live, log, prefix, scope, samples)
     return ReplayReport(
         events=events,
         seconds=time.monotonic() - started,
-        diffs=[queues, jobs, job_events],
+        diffs=[*catalog, jobs, job_events],
         compared=True,
     )

@@ -16,6 +16,7 @@ from pinledger.projections.store import (
     EventRow,
     InvalidRegexError,
     QueueRow,
+    ScheduleTick,
     StoreError,
     TableDiff,
 )
@@ -151,6 +152,7 @@ def table_rows(
     events: Mapping[EventKey, EventRow],
     imported: Mapping[tuple[str, str], ImportedRow],
     skipped: Mapping[tuple[str, int], Mapping[int, str]] | None = None,
+    ticks: Mapping[tuple[str, str], ScheduleTick] | None = None,
 ) -> list[dict[str, Any]]:
     """A table's rows as column -> value, as Postgres's to_jsonb writes them."""
     if table == "queues":
@@ -178,6 +180,17 @@ def table_rows(
             {"queue": queue, "partition": partition, "record_offset": offset, "reason": reason}
             for (queue, partition), offsets in (skipped or {}).items()
             for offset, reason in offsets.items()
+        ]
+    if table == "schedule_ticks":
+        return [
+            {
+                "queue": t.queue,
+                "schedule": t.schedule,
+                "tick_ms": t.tick_ms,
+                "job": t.job,
+                "at_ms": t.at,
+            }
+            for t in (ticks or {}).values()
         ]
     raise StoreError(f"no table {table!r} in schema {schema}")
 

@@ -46,6 +46,7 @@ from pinledger.projections.fake.rows import (
 from pinledger.projections.migration_plan import Plan, Progress, plan
 from pinledger.projections.pg.sql import migrations
 from pinledger.projections.row_text import event_line, job_line
+from pinledger.projections.schedule_ticks import forget_queue, record
 from pinledger.projections.skips import holds, stored_reason
 from pinledger.projections.store import (
     ClaimHolder,
@@ -62,6 +63,7 @@ from pinledger.projections.store import (
     QueueRow,
     QueueTally,
     ScanKey,
+    ScheduleTick,
     StateCount,
     StoreError,
     StoreUnavailableError,
@@ -108,6 +110,8 @@ class FakeStore(OneShard):
         self._ended_sessions: dict[str, int] = {}
         # Skipped records: (queue, partition) -> offset -> reason.
         self._skips: dict[tuple[str, int], dict[int, str]] = {}
+        # Periodic jobs' latest ticks: (queue, schedule) -> tick.
+        self._ticks: dict[tuple[str, str], ScheduleTick] = {}
         # Text a commit may not hold (`refuse_text_containing`).
         self._refused_text: str | None = None
         # Replaced whole by `hide`, read without the lock.
@@ -173,6 +177,7 @@ class FakeStore(OneShard):
             self._events.clear()
             self._offsets.clear()
             self._skips.clear()
+            self._ticks.clear()
             self._day_partitions = FakeDayPartitions()
 
     # -- the projector's side ------------------------------------------------------------
@@ -364,6 +369,7 @@ class FakeStore(OneShard):
         placed: Sequence[Placement] = (),
         skipped: Sequence[RecordSkipped] = (),
         paused: Sequence[QueuePaused] = (),
+        ticks: Sequence[ScheduleTick] = (),
     ) -> None:
         def run() -> None:
             check_forward(topic, 0, expected_offset, next_offset)
@@ -392,6 +398,8 @@ class FakeStore(OneShard):
                     offsets.setdefault(skip.offset, stored_reason(skip.reason))
             for pause in paused:
                 fold_queue_event(self._queues, pause, 0)  # as the UPDATE: known queues
+            for tick in ticks:
+                self._record_tick(tick)
 
         self._run(f"committing catalog {topic}", run)
 
@@ -402,6 +410,12 @@ class FakeStore(OneShard):
         self._events = {k: v for k, v in self._events.items() if k[0] != name}
         self._imported = {k: v for k, v in self._imported.items() if k[0] != name}
         self._skips = {k: v for k, v in self._skips.items() if k[0] != name}
+        forget_queue(self._ticks, name)
+
+    def _record_tick(self, tick: ScheduleTick) -> None:
+        """As the upsert: of a queue held, and only raising the schedule's tick."""
+        if tick.queue in self._queues:
+            record(self._ticks, tick)
 
     def _start_partitions(self, row: QueueRow, topics: Sequence[str]) -> None:
         if row.name not in self._queues:
@@ -447,6 +461,16 @@ class FakeStore(OneShard):
     def queues(self) -> list[QueueRow]:
         return self._run(
             "listing queues", lambda: sorted(self._queues.values(), key=lambda q: q.name)
+        )
+
+    def schedule_ticks(self, queue: str | None = None) -> list[ScheduleTick]:
+        return self._run(
+            "listing schedules' ticks",
+            lambda: [
+                tick
+                for key, tick in sorted(self._ticks.items())
+                if queue is None or key[0] == queue
+            ],
         )
 
     def holds_jobs_from(self, queue: str, first: int) -> bool:
@@ -762,6 +786,7 @@ class FakeStore(OneShard):
             self._events,
             self._imported,
             self._skips,
+            self._ticks,
         )
 
     def diff(

@@ -199,6 +199,18 @@ SELECT name, %(partition)s, %(offset)s, %(reason)s FROM queues
 WHERE name = %(name)s AND partitions > %(partition)s
   AND %(partition)s >= 0 AND %(offset)s >= 0;
 
+-- name: record_tick
+-- A periodic job's tick (decision 0038), as Postgres's record_tick: only of a queue the
+-- store holds, and only when later than the schedule's latest. MariaDB assigns left to
+-- right, each assignment seeing the ones before it: tick_ms last, so that job and at_ms
+-- compare with the tick held.
+INSERT INTO schedule_ticks (queue, schedule, tick_ms, job, at_ms)
+SELECT name, %(schedule)s, %(tick_ms)s, %(job)s, %(at)s FROM queues WHERE name = %(name)s
+ON DUPLICATE KEY UPDATE
+    job = IF(VALUES(tick_ms) > tick_ms, VALUES(job), job),
+    at_ms = IF(VALUES(tick_ms) > tick_ms, VALUES(at_ms), at_ms),
+    tick_ms = GREATEST(tick_ms, VALUES(tick_ms));
+
 -- name: skipped_records
 -- The records of one partition its projectors pass over.
 SELECT record_offset, reason FROM skipped_records

@@ -43,6 +43,19 @@ CREATE TABLE skipped_records (
     PRIMARY KEY (queue, `partition`, record_offset)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
+-- The latest tick of each periodic job's schedule (`ScheduleTicked`, decision 0038):
+-- `tick_ms` when the tick was due (only ever rises), `job` the descriptor of the job it
+-- enqueued ('' where the schedule began), `at_ms` the time of the catalog record that
+-- set it (migrations/mysql/0012).
+CREATE TABLE schedule_ticks (
+    queue     VARCHAR(255) NOT NULL,
+    schedule  VARCHAR(255) NOT NULL,
+    tick_ms   BIGINT       NOT NULL,
+    job       TEXT         NOT NULL,
+    at_ms     BIGINT       NOT NULL,
+    PRIMARY KEY (queue, schedule)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
 -- Current state of every job that has not been deleted or garbage collected.
 CREATE TABLE jobs (
     queue               VARCHAR(255) NOT NULL,

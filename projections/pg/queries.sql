@@ -198,6 +198,17 @@ WHERE name = %(name)s AND partitions > %(partition)s
   AND %(partition)s >= 0 AND %(offset)s >= 0
 ON CONFLICT (queue, partition, record_offset) DO NOTHING;
 
+-- name: record_tick
+-- A periodic job's tick (decision 0038): only of a queue the store holds, and only when
+-- it is later than the schedule's latest, which stands otherwise (two catalog owners of
+-- a failover recording one tick leave the first; projections/schedule_ticks.py folds
+-- the same).
+INSERT INTO schedule_ticks (queue, schedule, tick_ms, job, at_ms)
+SELECT name, %(schedule)s, %(tick_ms)s, %(job)s, %(at)s FROM queues WHERE name = %(name)s
+ON CONFLICT (queue, schedule) DO UPDATE
+SET tick_ms = EXCLUDED.tick_ms, job = EXCLUDED.job, at_ms = EXCLUDED.at_ms
+WHERE schedule_ticks.tick_ms < EXCLUDED.tick_ms;
+
 -- name: skipped_records
 -- The records of one partition its projectors pass over.
 SELECT record_offset, reason FROM skipped_records

@@ -40,6 +40,19 @@ CREATE TABLE skipped_records (
     PRIMARY KEY (queue, partition, record_offset)
 );
 
+-- The latest tick of each periodic job's schedule (`ScheduleTicked`, decision 0038):
+-- `tick_ms` when the tick was due (only ever rises), `job` the descriptor of the job it
+-- enqueued ('' where the schedule began), `at_ms` the time of the catalog record that
+-- set it (migrations/0018).
+CREATE TABLE schedule_ticks (
+    queue     text    NOT NULL,
+    schedule  text    NOT NULL,
+    tick_ms   bigint  NOT NULL,
+    job       text    NOT NULL,
+    at_ms     bigint  NOT NULL,
+    PRIMARY KEY (queue, schedule)
+);
+
 -- Current state of every job that has not been deleted or garbage collected.
 CREATE TABLE jobs (
     queue               text     NOT NULL,

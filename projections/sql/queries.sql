@@ -28,6 +28,9 @@ DELETE FROM partition_placements WHERE queue = %(name)s;
 -- name: delete_queue_skips
 DELETE FROM skipped_records WHERE queue = %(name)s;
 
+-- name: delete_queue_ticks
+DELETE FROM schedule_ticks WHERE queue = %(name)s;
+
 -- name: delete_queue_jobs
 DELETE FROM jobs WHERE queue = %(name)s;
 
@@ -54,3 +57,12 @@ DELETE FROM ended_sessions WHERE until_ms <= %(now)s;
 -- name: pause_queue
 -- A queue paused or resumed from the catalog (decision 0035): the last record stands.
 UPDATE queues SET paused = %(paused)s WHERE name = %(name)s;
+
+-- name: list_schedule_ticks
+-- The latest tick of every periodic job's schedule (decision 0038).
+SELECT queue, schedule, tick_ms, job, at_ms FROM schedule_ticks ORDER BY queue, schedule;
+
+-- name: queue_schedule_ticks
+-- The latest tick of each of one queue's schedules.
+SELECT queue, schedule, tick_ms, job, at_ms FROM schedule_ticks WHERE queue = %(queue)s
+ORDER BY schedule;

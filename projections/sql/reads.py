@@ -17,6 +17,7 @@ from pinledger.projections.store import (
     JobRow,
     QueueRow,
     ScanKey,
+    ScheduleTick,
     with_placements,
 )
 
@@ -114,6 +115,18 @@ class SqlReads(SqlBase):
             QueueRow(row[0], row[1], row[2], row[3], row[4], paused=bool(row[5])) for row in rows
         ]
         return with_placements(listed, placements)
+
+    def schedule_ticks(self, queue: str | None = None) -> list[ScheduleTick]:
+        if queue is None:
+            rows = self._all("listing schedules' ticks", "list_schedule_ticks", {})
+        else:
+            rows = self._all(
+                f"listing the schedules' ticks of {queue}", "queue_schedule_ticks", {"queue": queue}
+            )
+        # Sorted here too: by code point, as every store answers, whatever the collation.
+        return sorted(
+            ScheduleTick(str(q), str(s), int(t), str(j), int(at)) for q, s, t, j, at in rows
+        )
 
     def holds_jobs_from(self, queue: str, first: int) -> bool:
         params = {"queue": queue, "first": first, "away": self._hidden(queue)}

@@ -20,6 +20,7 @@ from pinledger.projections.sql.dialect import Session
 from pinledger.projections.store import (
     PartitionBatch,
     QueueRow,
+    ScheduleTick,
     StoreError,
     catalog_fenced,
     check_forward,
@@ -35,6 +36,7 @@ _DELETE_QUEUE = (
     "delete_queue",
     "delete_queue_placements",
     "delete_queue_skips",
+    "delete_queue_ticks",
     "delete_queue_jobs",
     "delete_queue_job_events",
     "delete_queue_imported",
@@ -139,10 +141,12 @@ class SqlWrites(SqlDayPartitions):
         placed: Sequence[Placement] = (),
         skipped: Sequence[RecordSkipped] = (),
         paused: Sequence[QueuePaused] = (),
+        ticks: Sequence[ScheduleTick] = (),
     ) -> None:
         """Apply queue creations (row, partition topics to start at offset 0),
         deletions (queue name, its topic), resizes, retirements, placements, skipped
-        records and pauses with the catalog offset, in one transaction."""
+        records, pauses and schedules' ticks with the catalog offset, in one
+        transaction."""
         check_forward(topic, 0, expected_offset, next_offset)
         with self.dialect.session(f"committing catalog {topic}", transaction=True) as session:
             moved = session.execute(
@@ -179,6 +183,18 @@ class SqlWrites(SqlDayPartitions):
             _record_skips(session, skipped)
             for pause in paused:
                 session.execute("pause_queue", {"name": pause.name, "paused": pause.paused})
+            for tick in ticks:
+                # Of a queue held, and only raising the schedule's tick (the statement).
+                session.execute(
+                    "record_tick",
+                    {
+                        "name": tick.queue,
+                        "schedule": tick.schedule,
+                        "tick_ms": tick.tick_ms,
+                        "job": tick.job,
+                        "at": tick.at,
+                    },
+                )
 
 
 def _start_partitions(session: Session, row: QueueRow, topics: Sequence[str]) -> None:

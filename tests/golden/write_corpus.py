@@ -23,7 +23,7 @@ selected in (`"del"` with `"s"`, ledger format 3, decision 0032); a queue record
 an operator (`"qskip"`, ledger format 3, decision 0032); a queue paused or resumed
 (`"qpause"`, ledger format 3, decision 0035); enqueues of unique jobs (`"k"` and `"kf"`,
 ledger format 3, decision 0037); jobs cancelled by an operator (`"cncl"`, ledger format
-3, decision 0036).
+3, decision 0036); periodic jobs' ticks (`"stick"`, ledger format 3, decision 0038).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ from pinledger.ledger.events import (
     QueueResized,
     RecordSkipped,
     Retried,
+    ScheduleTicked,
     Succeeded,
     TimedOut,
 )
@@ -66,6 +67,7 @@ from pinledger.ledger.log import LogRecord
 from pinledger.ledger.state import Job
 from pinledger.projections.catalog_log import catalog_queues
 from pinledger.projections.row_text import EVENT_COLUMNS, columns, leading_ints
+from pinledger.projections.schedule_ticks import ticks_of
 from pinledger.projections.skips import Skips, skips_of
 from pinledger.projections.verify_fold import IdRange, PartitionFold
 
@@ -405,6 +407,37 @@ def queue_paused() -> Story:
     return s
 
 
+def schedule_ticked() -> Story:
+    tick, hour = 1_800_000_000_000, 3_600_000
+    s = Story(
+        "v1-catalog-schedule-ticked",
+        "Catalog records of ledger format 3: periodic jobs' ticks recorded by the catalog "
+        "owner's schedules duty (decision 0038): where a schedule began (no job), a tick "
+        "and its job, the same tick recorded again (a failover's second owner: the first "
+        "stands), an earlier tick (no change), two schedules in one record, a tick of a "
+        "queue that does not exist (it records nothing), a queue with a tick deleted and "
+        "created again (it starts with none), and a tick in the record that creates its "
+        "queue.",
+        topic="catalog",
+    )
+    s.plain(T0, OWNER, FormatRaised(3))
+    s.plain(T0 + 1, OPERATOR, QueueCreated("mail", 2), QueueCreated("old", 1))
+    s.plain(T0 + 2, OWNER, ScheduleTicked("mail", "hourly", tick))
+    s.plain(T0 + 3, OWNER, ScheduleTicked("mail", "hourly", tick + hour, "mail:s0:p1:1024"))
+    s.plain(T0 + 4, OWNER, ScheduleTicked("mail", "hourly", tick + hour, "mail:s1:p1:2048"))
+    s.plain(T0 + 5, OWNER, ScheduleTicked("mail", "hourly", tick, "mail:s0:p1:4096"))
+    s.plain(
+        T0 + 6,
+        OWNER,
+        ScheduleTicked("mail", "daily", tick + 24 * hour, "mail:s1:p2:1024"),
+        ScheduleTicked("old", "nightly", tick, "old:s0:p1:1024"),
+    )
+    s.plain(T0 + 7, OWNER, ScheduleTicked("gone", "hourly", tick, "gone:s0:p1:1024"))
+    s.plain(T0 + 8, OPERATOR, QueueDeleted("old"), QueueCreated("old", 1))
+    s.plain(T0 + 9, OWNER, QueueCreated("born", 1), ScheduleTicked("born", "weekly", tick))
+    return s
+
+
 def keyed_enqueues() -> Story:
     s = Story(
         "v1-keyed-enqueues",
@@ -483,6 +516,9 @@ def expected(story: Story) -> dict[str, Any]:
         if any(isinstance(e, QueuePaused) for e in events):
             # Files written before pauses existed hold no "paused".
             found["paused"] = paused_json(envelopes)
+        if any(isinstance(e, ScheduleTicked) for e in events):
+            # Files written before ticks existed hold no "ticks".
+            found["ticks"] = ticks_json(envelopes)
         return found
     return folded(
         [
@@ -504,6 +540,12 @@ def skipped_json(skips: Skips) -> dict[str, dict[str, str]]:
 def paused_json(envelopes: list[Envelope]) -> dict[str, bool]:
     """Each queue the catalog lists after the records, paused or not."""
     return {name: row.paused for name, row in sorted(catalog_queues(envelopes).items())}
+
+
+def ticks_json(envelopes: list[Envelope]) -> list[list[Any]]:
+    """The latest tick of each schedule after the records: [queue, schedule, tick_ms,
+    job, at], by queue and schedule."""
+    return [list(tick) for tick in ticks_of(envelopes)]
 
 
 def document(story: Story) -> dict[str, Any]:
@@ -535,6 +577,9 @@ CATALOG_FIELDS = (
     "source",
     "offset",
     "paused",
+    "schedule",
+    "tick_ms",
+    "job",
 )
 STORIES = (
     lifecycle,
@@ -550,6 +595,7 @@ STORIES = (
     queue_paused,
     keyed_enqueues,
     cancelled_jobs,
+    schedule_ticked,
 )
 
 

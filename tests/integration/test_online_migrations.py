@@ -269,7 +269,8 @@ def test_migrate_stops_before_a_pause_and_says_what_to_do(
         "applied 0015_jobs_unique_key.sql (online)",
         "applied 0016_jobs_by_key.sql (concurrently)",
         "applied 0017_cancelled_event_type.sql (online)",
-        f"schema {store.schema}: 12 applied",
+        "applied 0018_schedule_ticks.sql (online)",
+        f"schema {store.schema}: 13 applied",
     ]
     # The same schema as a new one migrated in one run.
     fresh = fresh_pg_store("online_fresh")

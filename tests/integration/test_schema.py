@@ -49,6 +49,7 @@ def test_migrations_produce_the_canonical_schema(
         "queues",
         "partition_placements",
         "skipped_records",
+        "schedule_ticks",
         "jobs",
         "job_events",
         "imported_descriptors",

@@ -35,6 +35,7 @@ from pinledger.ledger.events import (
     QueueResized,
     RecordSkipped,
     Retried,
+    ScheduleTicked,
     Succeeded,
     TimedOut,
 )
@@ -103,6 +104,9 @@ record_skipped = st.builds(
     RecordSkipped, name=st.text(), partition=i64, offset=i64, reason=st.text()
 )
 queue_paused = st.builds(QueuePaused, name=st.text(), paused=st.booleans(), reason=st.text())
+schedule_ticked = st.builds(
+    ScheduleTicked, name=st.text(), schedule=st.text(), tick_ms=i64, job=st.text()
+)
 format_raised = st.builds(FormatRaised, format=i64)
 
 EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
@@ -124,6 +128,7 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Event]] = {
     PartitionMoved: partition_moved,
     RecordSkipped: record_skipped,
     QueuePaused: queue_paused,
+    ScheduleTicked: schedule_ticked,
     FormatRaised: format_raised,
 }
 

@@ -18,8 +18,15 @@ from pinledger.ledger.log import LogRecord
 from pinledger.projections.catalog_log import catalog_queues
 from pinledger.projections.fake.store import FakeStore
 from pinledger.projections.projector import PartitionProjector
+from pinledger.projections.schedule_ticks import ticks_of
 from pinledger.projections.skips import skips_of
-from tests.golden.write_corpus import CATALOG_FIELDS, folded, paused_json, skipped_json
+from tests.golden.write_corpus import (
+    CATALOG_FIELDS,
+    folded,
+    paused_json,
+    skipped_json,
+    ticks_json,
+)
 
 CORPUS = Path(__file__).parent.parent / "golden"
 FILES = sorted(CORPUS.glob("*.json"))
@@ -140,3 +147,8 @@ def test_catalog_records_decode_as_written(path: Path) -> None:
         assert paused_json(envelopes) == document["expected"]["paused"]
     else:
         assert not any(row.paused for row in catalog_queues(envelopes).values())
+    # Files written before periodic jobs existed hold no tick.
+    if "ticks" in document["expected"]:
+        assert ticks_json(envelopes) == document["expected"]["ticks"]
+    else:
+        assert ticks_of(envelopes) == []
