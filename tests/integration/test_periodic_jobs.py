@@ -78,6 +78,9 @@ def test_a_killed_duty_holder_neither_doubles_nor_silently_skips_a_tick(
         missed = _missed(second.log())
         span = (ran[-1] - ran[0]) // EVERY_MS + 1
         assert len(ran) + missed == span, (ran, missed)  # each tick ran or was counted
+        # The group's session timeout (6 s) passed before the second server took over:
+        # at least two ticks came due meanwhile, the latest ran and the others are counted.
+        assert missed >= 1, (ran, missed)
         with PinLaterClient([f"127.0.0.1:{second.port}"]) as client:
             assert client.count(queue, JobState.PENDING) >= len(ran)
             infos = client.lookup([next(iter(jobs[t])) for t in ran])
