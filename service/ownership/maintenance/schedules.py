@@ -25,12 +25,10 @@ import logging
 from collections.abc import Callable, Iterable
 
 from pinledger.ledger.clock import Clock
-from pinledger.ledger.commands import NewJob, Refused
+from pinledger.ledger.commands import NewJob
 from pinledger.ledger.events import Actor, ScheduleTicked
-from pinledger.ledger.formats import FormatTooOldError
-from pinledger.ledger.log import LogError
 from pinledger.ledger.writer import LedgerWriter
-from pinledger.projections.store import LedgerStore, QueueRow, StoreError
+from pinledger.projections.store import LedgerStore, QueueRow
 from pinledger.service.observability import catalogue
 from pinledger.service.observability.log_limit import RateLimitedLog
 from pinledger.service.observability.metrics import Metrics
@@ -110,12 +108,13 @@ class Schedules(Duty):
             recorded = max(last.get(key, -1), self._recorded.get(key, -1))
             try:
                 tick = self._run_one(queue, spec, None if recorded < 0 else recorded, now_ms)
-            except (Refused, FormatTooOldError, LogError, StoreError) as exc:
+            except Exception as exc:  # one schedule's failure holds up no other
                 self._failures.warning(
-                    "schedule %r of queue %r: tick not enqueued, tried again in %g s: %s",
+                    "schedule %r of queue %r: tick not enqueued, tried again in %g s: %s: %s",
                     spec.name,
                     queue,
                     SCHEDULES_EVERY_S,
+                    type(exc).__name__,
                     exc,
                 )
                 continue
