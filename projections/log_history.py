@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 from pinledger.ledger import codec
 from pinledger.ledger.descriptor import JobDescriptor
-from pinledger.ledger.events import CatalogEvent, Collected, Enqueued
+from pinledger.ledger.events import CatalogEvent, Collected, Enqueued, Envelope, JobEvent
 from pinledger.ledger.log import Log, LogError, LogRecord, Position
-from pinledger.ledger.state import Job, Stamp, event_local_id, evolve
+from pinledger.ledger.state import Job, Stamp, event_local_id, evolve, key_holder
 from pinledger.projections.store import EventRow
-from pinledger.projections.timeline_rows import timeline_row
+from pinledger.projections.timeline_rows import timeline_row, turned_away_row
 
 # Records asked of the log per poll, and how long one poll waits.
 POLL_RECORDS = 500
@@ -75,6 +75,7 @@ class _Fold:
                 continue
             local_id = event_local_id(event, offset, idx)
             if local_id != self.job.local_id:
+                self._turned_away(offset, idx, envelope, event, stamp, part.traceparent)
                 continue
             prior = self.current
             after, verdict = evolve(prior, event, stamp, local_id)
@@ -87,6 +88,31 @@ class _Fold:
                 self.collected = True
                 return True
         return False
+
+    def _turned_away(
+        self,
+        offset: int,
+        idx: int,
+        envelope: Envelope,
+        event: JobEvent,
+        stamp: Stamp,
+        traceparent: str | None,
+    ) -> None:
+        """The holder's copy of an enqueue this job's key turned away (as the projector
+        writes it, timeline_rows.turned_away_row). Only this job is folded here: when
+        another job of the key held it too, the projector may have named that one."""
+        current = self.current
+        if (
+            isinstance(event, Enqueued)
+            and event.unique_key
+            and current is not None
+            and current.unique_key == event.unique_key
+            and key_holder(event, stamp, [current]) is current
+        ):
+            _, verdict = evolve(None, event, stamp, event_local_id(event, offset, idx), current)
+            self.rows.append(
+                turned_away_row(current, offset, idx, envelope, event, verdict, traceparent)
+            )
 
 
 def _enqueued_here(record: LogRecord, job: JobDescriptor, skipped: Collection[int]) -> bool:

@@ -52,7 +52,7 @@ from pinledger.projections.store import (
     ScheduleTick,
     StoreUnavailableError,
 )
-from pinledger.projections.timeline_rows import timeline_row
+from pinledger.projections.timeline_rows import timeline_row, turned_away_row
 
 log = logging.getLogger(__name__)
 
@@ -317,6 +317,12 @@ class PartitionProjector:
                         holder,
                     )
                 )
+                if holder is not None:
+                    batch.events.append(
+                        turned_away_row(
+                            holder, record.offset, idx, envelope, event, verdict, traceparent
+                        )
+                    )
         return before, working
 
     def _keyed(

@@ -84,3 +84,22 @@ def timeline_row(
         detail,
         traceparent,
     )
+
+
+def turned_away_row(
+    holder: Job,
+    offset: int,
+    idx: int,
+    envelope: Envelope,
+    event: JobEvent,
+    verdict: Verdict,
+    traceparent: str | None = None,
+) -> EventRow:
+    """The holder's copy of a keyed enqueue its key turned away (decision 0037): the
+    same event and verdict in the holder's timeline, judged against the holder (which
+    it left as it was), so that the holder's history and `pinledger trace` list the
+    enqueues its key turned away. Every fold that writes the turned-away row writes
+    this one after it (the projector, the verify's fold, the history from the log)."""
+    return timeline_row(
+        holder.local_id, offset, idx, envelope, event, holder, holder, verdict, traceparent, holder
+    )

@@ -30,7 +30,7 @@ from pinledger.projections.row_text import (
     job_line,
     leading_ints,
 )
-from pinledger.projections.timeline_rows import timeline_row
+from pinledger.projections.timeline_rows import timeline_row, turned_away_row
 
 T = TypeVar("T")
 
@@ -226,7 +226,7 @@ class PartitionFold:
         """The timeline rows this range owns, as lines (projections/row_text.py)."""
         whole = self.range == IdRange()
         holds, owns = self.range.holds, self.range.owns
-        jobs, traceparents = self.jobs, self.traceparents
+        jobs = self.jobs
         skipped, keyed = self.skipped, self.keyed
         next_start = None if self.range.hi is None else IdRange(self.range.hi).start
         for record in records:
@@ -245,13 +245,7 @@ class PartitionFold:
                 prior = jobs.get(local_id) if held else None
                 after, verdict = evolve(prior, event, stamp, local_id, holder)
                 if held:
-                    if after is None:
-                        jobs.pop(local_id, None)
-                        traceparents.pop(local_id, None)
-                    else:
-                        jobs[local_id] = after
-                        if isinstance(event, Enqueued) and verdict.applied and traceparent:
-                            traceparents[local_id] = traceparent
+                    self._keep(local_id, event, after, verdict.applied, traceparent)
                 if whole or owns(local_id, offset):
                     self.rows += 1
                     yield event_line(
@@ -268,10 +262,32 @@ class PartitionFold:
                             holder,
                         )
                     )
+                if holder is not None and (whole or owns(holder.local_id, offset)):
+                    self.rows += 1
+                    yield event_line(
+                        turned_away_row(holder, offset, idx, envelope, event, verdict, traceparent)
+                    )
             if self.max_jobs is not None and self.range.hi is None and len(jobs) > self.max_jobs:
                 raise Overflow(cut_point(jobs, self.range.lo))
         if next_start is not None:
             self._reached(next_start, next_start)
+
+    def _keep(
+        self,
+        local_id: int,
+        event: JobEvent,
+        after: Job | None,
+        applied: bool,
+        traceparent: str | None,
+    ) -> None:
+        """The range's job after an event that names it (gone when `after` is None)."""
+        if after is None:
+            self.jobs.pop(local_id, None)
+            self.traceparents.pop(local_id, None)
+            return
+        self.jobs[local_id] = after
+        if isinstance(event, Enqueued) and applied and traceparent:
+            self.traceparents[local_id] = traceparent
 
     def _reached(self, offset: int, next_start: int | None) -> None:
         """Keep the keyed jobs as they are before the record at `offset`, when it is the
