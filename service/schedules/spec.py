@@ -49,6 +49,11 @@ class ScheduleSpec:
     every_s: int | None = None
 
     @property
+    def timing(self) -> tuple[object, ...]:
+        """What decides its ticks (not its job's body, priority or attempts)."""
+        return (None if self.cron is None else self.cron.text, self.timezone, self.every_s)
+
+    @property
     def when(self) -> str:
         """How the schedule is written, for listings: the cron with its zone, or the
         interval."""

@@ -6,6 +6,7 @@ test-output/browser/ (ignored by git)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -25,6 +26,18 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 OUTPUT = ROOT / "test-output" / "browser"
 PASSWORD = "dashboard-pw"
+# A periodic job (decision 0038) on a queue the schedules test creates.
+TICKING = "ticking"
+QUEUE_CONFIG = {
+    "queues": [
+        {
+            "name": TICKING,
+            "queueConfig": {
+                "schedules": [{"name": "each-second", "everySeconds": 1, "body": "tick"}]
+            },
+        }
+    ]
+}
 SALT = "pepper"
 
 
@@ -71,10 +84,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     config = Config.from_env()
     prefix = f"browser{uuid.uuid4().hex[:8]}."
     schema = f"browser_{uuid.uuid4().hex[:8]}"
+    logs = Path(tmp_path_factory.mktemp("browser-logs"))
+    queue_config = logs / "queues.json"
+    queue_config.write_text(json.dumps(QUEUE_CONFIG), encoding="utf-8")
     process = ServerProcess(
         prefix,
         schema,
         settings={
+            "PINLEDGER_QUEUE_CONFIG": str(queue_config),
             "PINLEDGER_CLAIM_TIMEOUT_S": "2",
             # A resized queue's empty partitions retire within seconds.
             "PINLEDGER_RETIRE_AFTER_S": "3",
@@ -83,7 +100,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
             "PINLEDGER_TRACE_URL_TEMPLATE": "https://traces.example/trace/{trace_id}",
         },
     )
-    process.start(Path(tmp_path_factory.mktemp("browser-logs")))
+    process.start(logs)
     try:
         yield process
     finally:

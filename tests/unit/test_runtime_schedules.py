@@ -13,6 +13,7 @@ from pinledger.ledger import codec
 from pinledger.ledger.events import Actor, ScheduleTicked
 from pinledger.ledger.log import LogError, catalog_topic
 from pinledger.ledger.writer import LedgerWriter
+from pinledger.service.observability import catalogue
 from pinledger.service.queue_config import QueueConfig, parse_queue_config
 from pinledger.service.testing.runtime import TEST_CONFIG, Node, Runtime
 
@@ -141,12 +142,17 @@ def test_the_queue_config_adds_changes_and_removes_schedules_from_the_next_tick(
         nodes = _cluster(rt, _config(PING))
         rt.advance_until(lambda: len(_ran(rt)) >= 1, "a tick", step_s=1.0)
         hourly = {"name": "hourly", "cron": "0 * * * *", "body": "report"}
-        fast = {**PING, "everySeconds": 5}
+        slower = {**PING, "everySeconds": 30}
+        changed_at = rt.clock.now_ms()
         for node in nodes:
-            node.queue_config = _config(fast, hourly)
+            node.queue_config = _config(slower, hourly)
+
+        def since_the_change() -> list[int]:
+            return [t for t in sorted(_ran(rt)) if t > changed_at]
+
+        rt.advance_until(lambda: len(since_the_change()) >= 3, "three ticks", step_s=1.0)
+        assert {b - a for a, b in itertools.pairwise(since_the_change())} == {30_000}
         rt.advance_until(lambda: len(_ran(rt, "hourly")) >= 1, "an hourly tick", step_s=5.0)
-        ticks = sorted(_ran(rt))
-        assert 5000 in {later - earlier for earlier, later in itertools.pairwise(ticks)}
         for node in nodes:
             node.queue_config = _config(hourly)
         rt.settle()
@@ -154,10 +160,28 @@ def test_the_queue_config_adds_changes_and_removes_schedules_from_the_next_tick(
         rt.clock.advance(60)
         rt.settle()
         assert len(_ran(rt)) == stopped  # removed: no tick since
-        (when,) = [
-            t.tick_ms for t in rt.ledger_store.schedule_ticks("mail") if t.schedule == "hourly"
-        ]
+        recorded = rt.ledger_store.schedule_ticks("mail")
+        (when,) = [t.tick_ms for t in recorded if t.schedule == "hourly"]
         assert when % 3_600_000 == 0
+
+
+def test_a_schedule_made_faster_begins_from_the_change_with_no_tick_counted_missed() -> None:
+    with Runtime() as rt:
+        minutely = {**PING, "everySeconds": 60}
+        nodes = _cluster(rt, _config(minutely))
+        rt.advance_until(lambda: len(_ran(rt)) >= 1, "a tick", step_s=1.0)
+        rt.clock.advance(30)  # half way to the next minute
+        changed_at = rt.clock.now_ms()
+        for node in nodes:
+            node.queue_config = _config({**PING, "everySeconds": 5})
+        rt.advance_until(
+            lambda: any(t > changed_at for t in _ran(rt)), "a tick of the new timing", step_s=1.0
+        )
+        first = min(t for t in _ran(rt) if t > changed_at)
+        assert first - changed_at <= 5_000  # the first tick after the change, not a catch-up
+        missed = catalogue.SCHEDULE_TICKS_MISSED
+        counted = [n.metrics.snapshot_counter(missed, queue="mail", schedule="ping") for n in nodes]
+        assert counted == [0, 0]  # the 5 s ticks of the old minute were never due
 
 
 def test_schedules_of_a_queue_that_does_not_exist_run_nothing_and_break_nothing() -> None:

@@ -16,7 +16,9 @@ tick. Exactly once across a failover, from both ends:
 
 The duty remembers what it recorded itself until the catalog projection shows it, and
 forgets it when it stands by (another server took the catalog). The queue config is
-read on each run, so adding, changing or removing a schedule holds from the next run.
+read on each run, so adding, changing or removing a schedule holds from the next run; a
+schedule whose timing changed begins again from the change (the ticks of its old timing
+are not due under the new one).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Callable, Iterable
 from pinledger.ledger.clock import Clock
 from pinledger.ledger.commands import NewJob
 from pinledger.ledger.events import Actor, ScheduleTicked
+from pinledger.ledger.times import format_ms
 from pinledger.ledger.writer import LedgerWriter
 from pinledger.projections.store import LedgerStore, QueueRow
 from pinledger.service.observability import catalogue
@@ -72,11 +75,14 @@ class Schedules(Duty):
         self._recorded: dict[tuple[str, str], int] = {}
         # The schedules whose counters this server exports.
         self._exported: set[tuple[str, str]] = set()
+        # How each schedule ticked when this server last ran it (ScheduleSpec.timing).
+        self._timing: dict[tuple[str, str], tuple[object, ...]] = {}
         self._failures = RateLimitedLog(log, burst=3, window_s=600.0, clock=clock)
         self.schedule = Schedule(SCHEDULES_EVERY_S)
 
     def stand_by(self) -> None:
         self._recorded.clear()
+        self._timing.clear()
 
     def run(self, now_ms: int) -> list[tuple[str, str, int]]:
         """Enqueue every due tick; the (queue, schedule, tick) enqueued now."""
@@ -96,7 +102,8 @@ class Schedules(Duty):
             if queue not in existing:
                 self._failures.warning(
                     "queue %r has schedules in the queue config but does not exist: "
-                    "create it (pinledger queue create, or createQueue) for them to run",
+                    "create it (createQueue; `pinledger client --mode create --queue Q`) "
+                    "for them to run",
                     queue,
                 )
                 continue
@@ -106,6 +113,11 @@ class Schedules(Duty):
                 for counter in (catalogue.SCHEDULE_TICKS, catalogue.SCHEDULE_TICKS_MISSED):
                     self.metrics.count(counter, 0, queue=queue, schedule=spec.name)
             recorded = max(last.get(key, -1), self._recorded.get(key, -1))
+            if self._timing.setdefault(key, spec.timing) != spec.timing:
+                # Changed (by a reload this server saw): its ticks begin again from now,
+                # so that ticks the old timing never had are not counted missed.
+                self._timing[key] = spec.timing
+                recorded = -1
             try:
                 tick = self._run_one(queue, spec, None if recorded < 0 else recorded, now_ms)
             except Exception as exc:  # one schedule's failure holds up no other
@@ -133,11 +145,11 @@ class Schedules(Duty):
         if decision.begins_ms is not None:
             self._record(ScheduleTicked(queue, spec.name, decision.begins_ms), now_ms)
             log.info(
-                "schedule %r of queue %r begins (%s): its first tick is at %d ms",
+                "schedule %r of queue %r begins (%s): its first tick is at %s",
                 spec.name,
                 queue,
                 spec.when,
-                spec.next_after(decision.begins_ms),
+                format_ms(spec.next_after(decision.begins_ms), zulu=True),
             )
             return None
         tick = decision.tick_ms
@@ -145,13 +157,13 @@ class Schedules(Duty):
             return None
         if decision.missed:
             log.warning(
-                "schedule %r of queue %r: %d tick(s) before %d ms were due while no server "
+                "schedule %r of queue %r: %d tick(s) before %s were due while no server "
                 "ran the schedule; they are not run, the latest tick is run once "
                 "(docs/guides/periodic-jobs.md#missed-ticks)",
                 spec.name,
                 queue,
                 decision.missed,
-                tick,
+                format_ms(tick, zulu=True),
             )
             self.metrics.count(
                 catalogue.SCHEDULE_TICKS_MISSED, decision.missed, queue=queue, schedule=spec.name
