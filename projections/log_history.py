@@ -109,10 +109,7 @@ class _Fold:
             and current.unique_key == event.unique_key
             and key_holder(event, stamp, [current]) is current
         ):
-            _, verdict = evolve(None, event, stamp, event_local_id(event, offset, idx), current)
-            self.rows.append(
-                turned_away_row(current, offset, idx, envelope, event, verdict, traceparent)
-            )
+            self.rows.append(turned_away_row(current, offset, idx, envelope, event, traceparent))
 
 
 def _enqueued_here(record: LogRecord, job: JobDescriptor, skipped: Collection[int]) -> bool:

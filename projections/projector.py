@@ -319,9 +319,7 @@ class PartitionProjector:
                 )
                 if holder is not None:
                     batch.events.append(
-                        turned_away_row(
-                            holder, record.offset, idx, envelope, event, verdict, traceparent
-                        )
+                        turned_away_row(holder, record.offset, idx, envelope, event, traceparent)
                     )
         return before, working
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from pinledger.ledger import codec
 from pinledger.ledger.events import Envelope, JobEvent
-from pinledger.ledger.state import Job, Verdict
+from pinledger.ledger.state import Job, Stamp, Verdict, event_local_id, evolve
 from pinledger.projections.store import EventRow
 
 # dataclasses.fields() per event cost ~8% of a replay (py-spy, docs/performance-history.md).
@@ -92,14 +92,17 @@ def turned_away_row(
     idx: int,
     envelope: Envelope,
     event: JobEvent,
-    verdict: Verdict,
     traceparent: str | None = None,
 ) -> EventRow:
     """The holder's copy of a keyed enqueue its key turned away (decision 0037): the
-    same event and verdict in the holder's timeline, judged against the holder (which
-    it left as it was), so that the holder's history and `pinledger trace` list the
-    enqueues its key turned away. Every fold that writes the turned-away row writes
-    this one after it (the projector, the verify's fold, the history from the log)."""
+    same event in the holder's timeline, with the verdict the enqueue had (judged here,
+    from the event alone: it creates nothing whatever a fold knows of its id), against
+    the holder (which it left as it was), so that the holder's history and `pinledger
+    trace` list the enqueues its key turned away. Every fold that writes the turned-away
+    row writes this one too (the projector, the verify's fold, the history from the
+    log)."""
+    stamp = Stamp(envelope.at, envelope.actor)
+    _, verdict = evolve(None, event, stamp, event_local_id(event, offset, idx), holder)
     return timeline_row(
         holder.local_id, offset, idx, envelope, event, holder, holder, verdict, traceparent, holder
     )

@@ -30,7 +30,6 @@ from pinledger.projections.row_text import (
     job_line,
     leading_ints,
 )
-from pinledger.projections.store import EventRow
 from pinledger.projections.timeline_rows import timeline_row, turned_away_row
 
 T = TypeVar("T")
@@ -245,7 +244,7 @@ class PartitionFold:
                     # row: the holder's id is the lower (the order: offset, idx, id).
                     self.rows += 1
                     yield event_line(
-                        _turned_away(holder, offset, idx, envelope, event, stamp, traceparent)
+                        turned_away_row(holder, offset, idx, envelope, event, traceparent)
                     )
                 held = whole or holds(local_id)
                 if not (held or owns(local_id, offset)):
@@ -302,21 +301,6 @@ class PartitionFold:
         """The range's jobs after the fold, by local id, as lines."""
         for local_id in sorted(self.jobs):
             yield job_line(self.jobs[local_id], self.traceparents.get(local_id))
-
-
-def _turned_away(
-    holder: Job,
-    offset: int,
-    idx: int,
-    envelope: Envelope,
-    event: JobEvent,
-    stamp: Stamp,
-    traceparent: str | None,
-) -> EventRow:
-    """The holder's copy of the keyed enqueue its key turned away, judged afresh (the
-    enqueue creates nothing, whatever the range knows of its id)."""
-    _, verdict = evolve(None, event, stamp, event_local_id(event, offset, idx), holder)
-    return turned_away_row(holder, offset, idx, envelope, event, verdict, traceparent)
 
 
 def event_key(line: bytes) -> tuple[int, ...]:
