@@ -296,9 +296,19 @@ class FakeLog:
                     member_id,
                     list(found.assignment.get(member_id, [])) if stable else [],
                     found.members[member_id].advertised,
+                    group_member_id=member_id,
                 )
                 for member_id in sorted(found.members)
             ]
+
+    def remove_member(self, group: str, member: GroupMember) -> bool:
+        with self._cond:
+            self._check("remove_member")
+            found = self._groups.get(group)
+            if found is None or found.members.pop(member.group_member_id, None) is None:
+                return False
+            self._changed(found)
+            return True
 
     # -- inside (callers hold self._cond) ----------------------------------------------
 
@@ -430,6 +440,8 @@ class FakeGroupReader:
         # During a rebalance: the positions of the partitions revoked.
         self._kept: dict[PartitionKey, int] = {}
         self._closed = False
+        # `wake` was called: the poll under way returns.
+        self._woken = False
 
     def subscribe(self, topics: Iterable[str]) -> None:
         wanted = frozenset(topics)
@@ -459,7 +471,8 @@ class FakeGroupReader:
                     keys = sorted(self._positions)
                     records = _take(self._log, self._positions, keys, max_records)
                     remaining = deadline - time.monotonic()
-                    if records or remaining <= 0:
+                    if records or remaining <= 0 or self._woken:
+                        self._woken = False
                         return records
                     self._log._cond.wait(remaining)
                     continue
@@ -468,6 +481,7 @@ class FakeGroupReader:
                 self._on_revoked(revoked)
             if assigned is not None:
                 self._on_assigned(assigned)
+                self._woken = True  # as kafka's: the poll ends, the owner adopts them
 
     def _rebalance(self) -> tuple[list[PartitionKey] | None, list[PartitionKey] | None]:
         """This member's part of a rebalance (lock held): (partitions to revoke, newly
@@ -515,6 +529,18 @@ class FakeGroupReader:
     def assignment(self) -> list[PartitionKey]:
         with self._log._cond:
             return sorted(self._positions)
+
+    def wake(self) -> None:
+        with self._log._cond:
+            self._woken = True
+            self._log._cond.notify_all()
+
+    def confirmed_at(self) -> float | None:
+        # The fake group keeps a member while it polls within its session timeout: its
+        # last poll is when the group last saw it.
+        with self._log._cond:
+            member = self._log._group(self._group).members.get(self._member_id)
+            return None if member is None or member.joined < 0 else member.last_seen
 
     def request_rejoin(self) -> None:
         with self._log._cond:

@@ -133,6 +133,9 @@ class GroupMember:
     # What the member said about itself when it joined (`group_reader`'s `advertised`;
     # "" for a member that said nothing).
     advertised: str = ""
+    # The id the group's coordinator gave this membership (Kafka's member.id: the
+    # client id and a uuid), what `Log.remove_member` takes; "" when not known.
+    group_member_id: str = ""
 
 
 # A partition of a topic: (topic, partition number).
@@ -180,9 +183,26 @@ class GroupReader(Protocol):
         """The partitions assigned to this member now."""
         ...
 
+    def confirmed_at(self) -> float | None:
+        """When (time.monotonic) the group last confirmed this membership: the send
+        time of the last heartbeat the coordinator answered, or of the join that gave
+        the current assignment; None while not a member. The coordinator drops a member
+        no sooner than its session timeout after that, so a member that saw this
+        within half its session timeout still holds its partitions (the owner's lease:
+        service/ownership/lease.py)."""
+        ...
+
     def request_rejoin(self) -> None:
         """Make the next poll rejoin the group, so every subscribed partition is
-        assigned again (the owner's remedy for a partition left unowned)."""
+        assigned again (the owner's remedy for a partition left unowned, and what a
+        server does when it found a peer gone). Any thread may call it; a poll under
+        way returns soon after."""
+        ...
+
+    def wake(self) -> None:
+        """End a poll under way soon (any thread): the owner stopping, or news to act
+        on. A poll also ends soon after this member was assigned partitions, so that
+        its owner adopts them without waiting out the poll's timeout."""
         ...
 
     def close(self) -> None: ...
@@ -404,6 +424,12 @@ class Log(Protocol):
         """The live members of a group and the partitions each was assigned (a
         member's list may be empty while a rebalance is under way); an empty list for
         a group nobody is in."""
+        ...
+
+    def remove_member(self, group: str, member: GroupMember) -> bool:
+        """Remove a member of `group` (as `group_members` listed it) whose process is
+        known to be gone, as if it had left: the group rebalances now instead of at its
+        session timeout. False when it was no longer a member."""
         ...
 
     def forget_deleted_topics(self) -> None:

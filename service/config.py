@@ -177,6 +177,20 @@ class Config:
         and advertises; 0: `port`. With `processes` > 1 the processes take `peer_port`,
         `peer_port` + 1, ... (0: ports the OS picks).""",
     )
+    liveness: bool = _setting(
+        True,
+        """Watch the other servers' processes: one whose process is gone is removed from
+        the owners' group at once, and its partitions move in a fraction of a second
+        instead of at `session_timeout_ms` (docs/decisions/0039-failover.md). Off: a
+        dead server is noticed at its session timeout.""",
+    )
+    liveness_port: int = _setting(
+        0,
+        """The port of this process's liveness listener, which the other servers hold a
+        connection to (it must be reachable from them, at the host of the address this
+        server advertises); 0: any free port. With `processes` > 1 the processes take
+        `liveness_port`, `liveness_port` + 1, ... (0: ports the OS picks).""",
+    )
     forward_quiet_ms: int = _setting(
         10,
         """A peer that answered a forwarded dequeue with no jobs is not asked again for
@@ -620,7 +634,7 @@ _AT_LEAST_ONE = frozenset(
         "queue_metrics_cap",
     }
 )
-_PORTS = frozenset({"port", "admin_port", "peer_port"})
+_PORTS = frozenset({"port", "admin_port", "peer_port", "liveness_port"})
 
 
 def _convert(name: str, value: Any, source: Source) -> Any:

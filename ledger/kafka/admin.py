@@ -23,7 +23,7 @@ from kafka.errors import (
 
 from pinledger.ledger.kafka import patches
 from pinledger.ledger.kafka.errors import log_error, translated
-from pinledger.ledger.kafka.membership import describe_group
+from pinledger.ledger.kafka.membership import describe_group, remove_member
 from pinledger.ledger.kafka.settings import KafkaSettings
 from pinledger.ledger.log import (
     BROKER_MAX_MESSAGE_BYTES,
@@ -196,6 +196,9 @@ class KafkaAdmin:
     def group_members(self, group: str) -> list[GroupMember]:
         """Live members of a consumer group with the partitions each owns."""
         return describe_group(self._admin, group, self.bootstrap)
+
+    def remove_member(self, group: str, member: GroupMember) -> bool:
+        return remove_member(self._admin, group, member, self.bootstrap)
 
     def close(self) -> None:
         with self._translated("cannot close the Kafka admin client"):

@@ -49,8 +49,10 @@ def _hint(exc: Exception, bootstrap: str) -> str:
         )
     if isinstance(exc, InvalidSessionTimeoutError):
         return (
-            "Check the session timeout against the broker's group.min.session.timeout.ms "
-            "and group.max.session.timeout.ms."
+            "The broker refuses PINLEDGER_SESSION_TIMEOUT_MS: it must lie between the "
+            "broker's group.min.session.timeout.ms (6000 by default) and "
+            "group.max.session.timeout.ms; raise the setting, or lower the broker's minimum "
+            "(docs/decisions/0039-failover.md)."
         )
     return "Check the broker's log."
 

@@ -3,6 +3,7 @@ subscriber of ledger.kafka.subscription (other systems reading the ledger)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,6 +33,10 @@ OWNER_PARTITION_FETCH_BYTES = 2 * 1024 * 1024
 OWNER_FETCH_MAX_BYTES = 8 * 1024 * 1024
 # A partition added to a queue is handed out within this (plus a rebalance).
 GROUP_METADATA_MAX_AGE_MS = 5000
+# How often a member heartbeats, whatever its session timeout: a member learns of a
+# rebalance (a server that left or was removed) at its next heartbeat, so this bounds
+# how long the others wait for it (decision 0039). Four small requests a second.
+HEARTBEAT_INTERVAL_MS = 250
 
 
 # Where a member's advertisement starts in its subscription's user data. Topic names
@@ -79,15 +84,19 @@ def advertised_by(metadata: Any) -> str:
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
     """Runs on the consumer's I/O loop, which also heartbeats: hand over and return."""
 
-    def __init__(self, revoked: PartitionsCallback, assigned: PartitionsCallback):
+    def __init__(
+        self, revoked: PartitionsCallback, assigned: PartitionsCallback, woken: threading.Event
+    ):
         self._revoked = revoked
         self._assigned = assigned
+        self._woken = woken
 
     def on_partitions_revoked(self, revoked: Any) -> None:
         self._revoked([(tp.topic, tp.partition) for tp in revoked])
 
     def on_partitions_assigned(self, assigned: Any) -> None:
         self._assigned([(tp.topic, tp.partition) for tp in assigned])
+        self._woken.set()  # the poll under way ends: the owner adopts them now
 
 
 class KafkaGroupReader:
@@ -121,7 +130,7 @@ class KafkaGroupReader:
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
                 session_timeout_ms=session_timeout_ms,
-                heartbeat_interval_ms=max(100, session_timeout_ms // 5),
+                heartbeat_interval_ms=min(HEARTBEAT_INTERVAL_MS, session_timeout_ms // 3),
                 # The group's leader sees partitions added to a queue (decision 0030)
                 # only at a metadata refresh, 5 min apart by default. The subscription
                 # is a list, so a refresh asks about these topics only (decision 0008).
@@ -131,7 +140,9 @@ class KafkaGroupReader:
                 fetch_max_bytes=OWNER_FETCH_MAX_BYTES,
                 allow_auto_create_topics=False,
             )
-        self._listener = _Listener(on_revoked, on_assigned)
+        patches.track_confirmations(self._consumer)
+        self._woken = threading.Event()
+        self._listener = _Listener(on_revoked, on_assigned, self._woken)
         self.subscribe(topics)
 
     def subscribe(self, topics: Iterable[str]) -> None:
@@ -146,7 +157,13 @@ class KafkaGroupReader:
 
     def poll(self, max_records: int, timeout_ms: int) -> list[LogRecord]:
         with translated(f"cannot poll as a member of group {self._group}", self._bootstrap):
-            return to_records(patches.poll_group(self._consumer, max_records, timeout_ms))
+            self._woken.clear()
+            return to_records(
+                patches.poll_group(self._consumer, max_records, timeout_ms, self._woken.is_set)
+            )
+
+    def wake(self) -> None:
+        self._woken.set()
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
         try:
@@ -161,11 +178,14 @@ class KafkaGroupReader:
     def assignment(self) -> list[PartitionKey]:
         return [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
 
+    def confirmed_at(self) -> float | None:
+        return patches.confirmed_at(self._consumer)
+
     def request_rejoin(self) -> None:
         """Make the next poll rejoin the group, so the leader assigns again. kafka-python
         can leave a topic created during a rebalance out of the assignment and never
         notice (dpkp/kafka-python#1237): its subscription already lists the topic, so
-        nothing looks changed. Call it from the polling thread."""
+        nothing looks changed. Any thread may call it (it sets a flag)."""
         patches.request_rejoin(self._consumer)
 
     def close(self) -> None:

@@ -300,6 +300,9 @@ class KafkaLog:
     def group_members(self, group: str) -> list[GroupMember]:
         return self._admin.group_members(group)
 
+    def remove_member(self, group: str, member: GroupMember) -> bool:
+        return self._admin.remove_member(group, member)
+
     def close(self) -> None:
         self._closed.set()
         try:

@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafka import KafkaAdminClient
-from kafka.errors import GroupIdNotFoundError
+from kafka.admin import MemberToRemove
+from kafka.errors import GroupIdNotFoundError, NoError, UnknownMemberIdError
 
 from pinledger.ledger.kafka import patches
 from pinledger.ledger.kafka.errors import translated
@@ -47,9 +48,31 @@ def describe_group(admin: KafkaAdminClient, group: str, bootstrap: str) -> list[
                 member_id=str(member.get("client_id", "")),
                 partitions=owned,
                 advertised=advertised_by(member.get("member_metadata")),
+                group_member_id=str(member.get("member_id", "")),
             )
         )
     return members
+
+
+def remove_member(admin: KafkaAdminClient, group: str, member: GroupMember, bootstrap: str) -> bool:
+    """Log.remove_member: a LeaveGroup for a member that can no longer send its own
+    (Kafka 2.3+ takes it from any client: KIP-345's batched LeaveGroup, which names
+    dynamic members by member id too). False when the member was gone already."""
+    if not member.group_member_id:
+        return False
+    with translated(f"cannot remove {member.member_id} from group {group}", bootstrap):
+        try:
+            answers = admin.remove_group_members(
+                group, [MemberToRemove(member_id=member.group_member_id, reason="process gone")]
+            )
+        except (UnknownMemberIdError, GroupIdNotFoundError):
+            return False
+    error = next(iter(answers.values()), NoError) if answers else NoError
+    if error is UnknownMemberIdError:
+        return False
+    if error is not NoError:
+        raise LogError(f"cannot remove {member.member_id} from group {group}: {error.__name__}")
+    return True
 
 
 def _assigned_partitions(assignment: dict[str, Any]) -> list[tuple[str, list[int]]]:

@@ -18,12 +18,16 @@ from __future__ import annotations
 import functools
 import logging
 import selectors
+import time
+from collections.abc import Callable
 from typing import Any
 
 import kafka
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.cluster import ClusterMetadata
+from kafka.coordinator.base import MemberState
 from kafka.coordinator.consumer import ConsumerCoordinator
+from kafka.coordinator.heartbeat import Heartbeat
 from kafka.errors import UnknownTopicOrPartitionError
 from kafka.net.inet import KafkaNetSocket
 from kafka.net.selector import NetworkSelector, Task
@@ -41,6 +45,8 @@ TESTED_KAFKA_PYTHON = frozenset({"3.0.12"})
 # How long a poll may take while its consumer (re)joins its group: long enough for the
 # join to finish inside the poll (see poll_group).
 _JOIN_BUDGET_MS = 5000
+# The longest a group poll waits before looking whether a rejoin is wanted.
+_POLL_SLICE_MS = 20
 
 
 @functools.cache  # a check that passed is not repeated; one that failed is
@@ -63,6 +69,7 @@ def check_kafka_python() -> None:
             (ConsumerCoordinator, "request_rejoin"),
             (ConsumerCoordinator, "need_rejoin"),
             (ConsumerCoordinator, "poll"),
+            (Heartbeat, "received_heartbeat"),
             (RecordAccumulator, "_tp_lock"),
             (RecordAccumulator, "deallocate"),
             (ClusterMetadata, "get_coordinator"),
@@ -135,7 +142,12 @@ def close_failed_connects() -> None:
     KafkaNetSocket.sock_connect = sock_connect
 
 
-def poll_group(consumer: KafkaConsumer, max_records: int, timeout_ms: int) -> dict[Any, Any]:
+def poll_group(
+    consumer: KafkaConsumer,
+    max_records: int,
+    timeout_ms: int,
+    until: Callable[[], bool] = lambda: False,
+) -> dict[Any, Any]:
     """Poll a consumer of a group without losing a rejoin to kafka-python 3.0.12's
     join race. When a rejoin is caused by a metadata change (a topic created that
     matches the subscription pattern: every createQueue) and the poll's time runs out
@@ -146,12 +158,24 @@ def poll_group(consumer: KafkaConsumer, max_records: int, timeout_ms: int) -> di
     So a rejoin gets the time to finish before records are polled (the coordinator's
     own poll, which KafkaConsumer.poll runs first on the same thread), and a join that
     finished uncollected is started again. `_coordinator` is kafka-python's own.
+    The poll also ends once `until()` holds (checked between slices).
     Returns kafka-python's batches of records by partition."""
     coordinator = consumer._coordinator
     join = coordinator._join_task
     if coordinator.need_rejoin() or (join is not None and not join.is_done):
         coordinator.poll(timeout_ms=_JOIN_BUDGET_MS)
-    batches: dict[Any, Any] = consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+    # In slices, so that a rebalance the heartbeat learnt of (or a rejoin asked for from
+    # another thread) ends the poll within a slice, not at its timeout: the time the
+    # others wait for this member to rejoin (decision 0039). A fetch in flight carries
+    # over from one slice to the next.
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+        batches: dict[Any, Any] = consumer.poll(
+            timeout_ms=min(_POLL_SLICE_MS, left_ms), max_records=max_records
+        )
+        if batches or left_ms <= _POLL_SLICE_MS or coordinator.need_rejoin() or until():
+            break
     join = coordinator._join_task
     if join is not None and join.is_done and not coordinator.need_rejoin():
         log.info(
@@ -164,8 +188,40 @@ def poll_group(consumer: KafkaConsumer, max_records: int, timeout_ms: int) -> di
 
 def request_rejoin(consumer: KafkaConsumer) -> None:
     """Make the consumer's next poll rejoin its group. There is no public call for this
-    in kafka-python 3; `request_rejoin` is the coordinator's own (it only sets a flag)."""
+    in kafka-python 3; `request_rejoin` is the coordinator's own (it only sets a flag,
+    so any thread may call it; a poll under way in `poll_group` returns within a
+    slice)."""
     consumer._coordinator.request_rejoin()
+
+
+def track_confirmations(consumer: KafkaConsumer) -> None:
+    """Record, on the consumer's heartbeat, the send time of each heartbeat the
+    coordinator answered (`confirmed_at`). kafka-python keeps only the last send and
+    the last receive, and a heartbeat sent after the one answered overwrites the send
+    time; this wraps the instance's `received_heartbeat`, which its heartbeat loop calls
+    right after an answer, while `last_send` is still that heartbeat's."""
+    heartbeat = consumer._coordinator.heartbeat
+    received = heartbeat.received_heartbeat
+    heartbeat.answered_send_at = float("-inf")
+
+    def confirmed() -> None:
+        heartbeat.answered_send_at = heartbeat.last_send
+        received()
+
+    heartbeat.received_heartbeat = confirmed
+
+
+def confirmed_at(consumer: KafkaConsumer) -> float | None:
+    """When the group last confirmed the consumer's membership (time.monotonic): the
+    send time of the last heartbeat answered, or the end of the join that made it a
+    member (`last_reset`, set when heartbeats start after a join); None while it is not
+    a member (no member id, or not joined)."""
+    coordinator = consumer._coordinator
+    if coordinator.state is MemberState.UNJOINED or not coordinator._generation.has_member_id():
+        return None
+    heartbeat = coordinator.heartbeat
+    answered = float(getattr(heartbeat, "answered_send_at", float("-inf")))
+    return max(answered, float(heartbeat.last_reset))
 
 
 def forget_group_coordinator(admin: KafkaAdminClient, group: str) -> None:

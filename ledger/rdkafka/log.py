@@ -131,6 +131,9 @@ class RdkafkaLog:
     def group_members(self, group: str) -> list[GroupMember]:
         return self._admin.group_members(group)
 
+    def remove_member(self, group: str, member: GroupMember) -> bool:
+        return self._admin.remove_member(group, member)
+
     def close(self) -> None:
         try:
             self._appender.close()

@@ -71,6 +71,11 @@ SCHEDULE_TICKS: Final = "pinledger_schedule_ticks_total"
 SCHEDULE_TICKS_MISSED: Final = "pinledger_schedule_ticks_missed_total"
 OWNED_PARTITIONS: Final = "pinledger_owned_partitions"
 UNOWNED_PARTITIONS: Final = "pinledger_unowned_partitions"
+GROUP_REBALANCES_TOTAL: Final = "pinledger_group_rebalances_total"
+PARTITION_HANDOFFS_TOTAL: Final = "pinledger_partition_handoffs_total"
+PARTITION_HANDOFF_SECONDS: Final = "pinledger_partition_handoff_seconds"
+PEERS_REMOVED_TOTAL: Final = "pinledger_peers_removed_total"
+OWNER_LEASE_LAPSES_TOTAL: Final = "pinledger_owner_lease_lapses_total"
 PROJECTION_LAG_RECORDS: Final = "pinledger_projection_lag_records"
 PROJECTION_LAG_SECONDS: Final = "pinledger_projection_lag_seconds"
 PARTITION_PAUSED: Final = "pinledger_partition_paused"
@@ -320,6 +325,55 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "Queue partitions this server owns (projects and serves). Summed over servers it",
         "is every queue partition, each owned once; a server at 0 for long with others",
         "at many is not getting a share (check its log for the owners' group).",
+    ),
+    _spec(
+        GROUP_REBALANCES_TOTAL,
+        "counter",
+        (),
+        "events",
+        "Assignments this server received from the owners' group: one when it joins, one",
+        "per rebalance after (a server joined, left, died or was removed, or partitions",
+        "were added). A steady cluster adds none; a count that keeps rising means servers",
+        "keep dropping out of the group (their logs say why).",
+    ),
+    _spec(
+        PARTITION_HANDOFFS_TOTAL,
+        "counter",
+        (),
+        "partitions",
+        "Partitions this server took over: assigned to it when it did not own them (at",
+        "its start, or from a server that left or died). Sum over servers: every move of",
+        "a partition between servers, counted once.",
+    ),
+    _spec(
+        PARTITION_HANDOFF_SECONDS,
+        "histogram",
+        (),
+        "seconds",
+        "For each partition this server took over: from its assignment to serving (its",
+        "ready window read and its log projected up to the end it had at assignment).",
+        "What a worker waits, on top of the time the group took to notice (docs/decisions/",
+        "0039-failover.md).",
+    ),
+    _spec(
+        PEERS_REMOVED_TOTAL,
+        "counter",
+        (),
+        "events",
+        "Servers this one removed from the owners' group because their process was gone",
+        "(their liveness port refused connections), so that their partitions moved at",
+        "once rather than at the session timeout. Several servers may remove the same",
+        "one: sum over servers counts removals, not deaths.",
+    ),
+    _spec(
+        OWNER_LEASE_LAPSES_TOTAL,
+        "counter",
+        (),
+        "events",
+        "Times this server stopped handing out jobs because the owners' group had not",
+        "confirmed its membership for half the session timeout (a stall: frozen process,",
+        "Kafka unreachable): another server may own its partitions by then, so none of",
+        "its claims is handed out until the group answers again. Should stay 0.",
     ),
     _spec(
         UNOWNED_PARTITIONS,

@@ -20,7 +20,7 @@ import logging
 import math
 import random
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 from pinledger.ledger.commands import decide_claims
@@ -65,8 +65,12 @@ class Claims:
         partitions: Partitions,
         writer: LedgerWriter,
         metrics: Metrics,
+        lease: Callable[[], bool] = lambda: True,
     ) -> None:
+        """`lease`: whether the owners' group confirmed this server recently enough
+        that it still owns its partitions (lease.py)."""
         self.server_id = server_id
+        self.lease = lease
         self.started_ms = started_ms
         self.partitions = partitions
         self.writer = writer
@@ -88,7 +92,8 @@ class Claims:
         """Call with the partitions' lock held."""
         if self._closed:
             return []
-        return serving_parts(list(self.partitions.owned.values()), queue, coverage)
+        parts = serving_parts(list(self.partitions.owned.values()), queue, coverage)
+        return parts if parts and self.lease() else []
 
     def close(self, timeout_s: float) -> bool:
         """Stop serving before the server leaves the owners' group: every owned partition
@@ -217,6 +222,18 @@ class Claims:
             finally:
                 with self.partitions.lock:
                     self._landed()
+        if not self.lease():
+            # Acknowledged after the lease lapsed: another server may have been given
+            # the partitions before the claims landed, and hand the jobs out too. Handed
+            # to nobody, the claims time out into retries.
+            log.warning(
+                "claim %s of %d job(s) of queue %s landed after this server's lease "
+                "lapsed: not handed out, the jobs are retried after their claim timeout",
+                claim,
+                len(taken),
+                queue,
+            )
+            return []
         self.metrics.observe_many(
             catalogue.DEQUEUE_DELAY_SECONDS,
             [max(0, now - job.run_after) / 1000 for _, job in taken],

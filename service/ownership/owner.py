@@ -70,7 +70,15 @@ from pinledger.service.observability import catalogue
 from pinledger.service.observability.ledger_metrics import LedgerMetrics
 from pinledger.service.observability.metrics import Metrics
 from pinledger.service.ownership.claims import Claims, DequeuedJob
+from pinledger.service.ownership.lease import Lease
 from pinledger.service.ownership.live_traces import LiveTraces
+from pinledger.service.ownership.liveness import (
+    Endpoint,
+    LivenessListener,
+    LivenessWatch,
+    advertisement,
+    new_token,
+)
 from pinledger.service.ownership.loop import OwnerLoop
 from pinledger.service.ownership.maintenance.adaptation import DequeueTally
 from pinledger.service.ownership.maintenance.duties import Duties, Sources, build_duties
@@ -129,8 +137,14 @@ class Owner:
             live_traces=self.live_traces,
             clock=self.clock,
         )
+        self.lease = Lease(config.session_timeout_ms / 1000, self.clock.monotonic, metrics)
         self.claims = Claims(
-            config.server_id, self.clock.now_ms(), self.partitions, writer, metrics
+            config.server_id,
+            self.clock.now_ms(),
+            self.partitions,
+            writer,
+            metrics,
+            self.lease.held,
         )
         self.loop = OwnerLoop(
             self.topics,
@@ -165,6 +179,27 @@ class Owner:
         self.format = self.duties.ledger_format
         self._reader: GroupReader | None = None
         self.metrics = metrics
+        # Exported from the start: an alert on their increase needs the series.
+        for counter in (catalogue.PEERS_REMOVED_TOTAL, catalogue.OWNER_LEASE_LAPSES_TOTAL):
+            metrics.count(counter, 0)
+        # What this server advertises in the owners' group beyond its ledger formats:
+        # its liveness endpoint, which the other servers watch (liveness.py).
+        self.advertised = ""
+        self._listener: LivenessListener | None = None
+        self._watch: LivenessWatch | None = None
+        if config.liveness:
+            token = new_token()
+            self._listener = LivenessListener(config.host, config.liveness_port, token)
+            host = config.address.rpartition(":")[0]
+            self.advertised = advertisement(Endpoint(token, host, self._listener.port))
+            self._watch = LivenessWatch(
+                token,
+                lambda: self.peers.members,
+                lambda member: kafka.remove_member(self.group, member),
+                self._rejoin_now,
+                metrics,
+                self._stop,
+            )
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -173,6 +208,8 @@ class Owner:
         UnreadableFormatError, before joining, when the cluster writes a ledger format
         this release cannot read."""
         self.format.start()
+        if self._listener is not None:
+            self._listener.start()
         self._reader = self.kafka.group_reader(
             self.group,
             self.topics.initial(),
@@ -180,16 +217,21 @@ class Owner:
             self.partitions.revoked,
             self.partitions.assigned,
             self.config.session_timeout_ms,
-            advertised=formats.advertisement(),
+            advertised=formats.advertisement() + self.advertised,
         )
         self.partitions.attach(self._reader)
+        self.lease.attach(self._reader.confirmed_at)
         self.loop.start(self._reader)
         self.scheduler.start()
         self.live_traces.thread.start()
+        if self._watch is not None:
+            self._watch.thread.start()
 
     def stop(self) -> None:
         started = time.monotonic()
         self._stop.set()
+        if self._reader is not None:
+            self._reader.wake()  # the owner thread's poll ends now, not at its timeout
         self.live_traces.wake()
         self.loop.thread.join(timeout=10)
         self.scheduler.join(timeout_s=5)
@@ -210,6 +252,18 @@ class Owner:
             )
         if self._reader is not None:
             self._reader.close()  # leaves the group: the others take over at once
+        if self._listener is not None:
+            # Only now, out of the group: the others, seeing it close, rejoin at once
+            # (liveness.py), and never take a server still owning partitions for dead.
+            self._listener.close()
+        if self._watch is not None:
+            self._watch.thread.join(timeout=2)
+
+    def _rejoin_now(self) -> None:
+        """A peer was found gone: rejoin the group at once rather than at the next
+        heartbeat (the liveness watch's thread; the reader takes it from any thread)."""
+        if self._reader is not None:
+            self._reader.request_rejoin()
 
     @property
     def alive(self) -> bool:

@@ -102,6 +102,9 @@ class Owned:
     # it was placed on at adoption, kept until a move is seen (`follow_moves`), so that
     # no refill ever reads a shard still catching up ("": one store).
     shard: str = ""
+    # When (monotonic) it was assigned to this server, until it serves: the hand-off
+    # time (PARTITION_HANDOFF_SECONDS) is measured from there.
+    assigned_at: float | None = None
 
     @property
     def store(self) -> ProjectorStore:
@@ -130,6 +133,8 @@ class _News:
 
     revoked: list[Key] = field(default_factory=list)
     assigned: list[Key] = field(default_factory=list)
+    # When (monotonic) the last assignment was told.
+    assigned_at: float = 0.0
 
 
 class Partitions:
@@ -166,6 +171,8 @@ class Partitions:
         self.owned: dict[Key, Owned] = {}
         self.catalog: CatalogProjectors | None = None
         self._news = _News()
+        # When the assignment being adopted was told (0.0: none being adopted).
+        self._assigned_at = 0.0
         # Set while a reload after a failed pass has not succeeded yet (loop.py retries).
         self.reload_pending = False
         # Why the last reload failed (the loop logs it).
@@ -241,8 +248,11 @@ class Partitions:
             self._news.revoked.extend(keys)
 
     def assigned(self, keys: list[Key]) -> None:
+        at = self.clock.monotonic()
         with self.lock:
             self._news.assigned.extend(keys)
+            self._news.assigned_at = at
+        self.metrics.count(catalogue.GROUP_REBALANCES_TOTAL)
 
     # -- the owner thread ---------------------------------------------------------------
 
@@ -276,11 +286,15 @@ class Partitions:
                 raise
             stored = {}  # each partition is read from its shard when adopted
         ends = self.end_offsets(keys)
-        for key in keys:
-            if key in self.pauses.paused:
-                self.drop(key)  # tried again when its time comes (`retry_paused`)
-                continue
-            self._adopt_placed(key, stored.get(key), ends.get(key, 0))
+        self._assigned_at = news.assigned_at
+        try:
+            for key in keys:
+                if key in self.pauses.paused:
+                    self.drop(key)  # tried again when its time comes (`retry_paused`)
+                    continue
+                self._adopt_placed(key, stored.get(key), ends.get(key, 0))
+        finally:
+            self._assigned_at = 0.0
         self.metrics.set_gauge(catalogue.OWNED_PARTITIONS, float(len(self.owned)))
 
     def _adopt_placed(self, key: Key, stored: int | None, end: int) -> None:
@@ -403,11 +417,22 @@ class Partitions:
         )
         sightings = self._sightings.setdefault(key, Sightings(since=self.clock.monotonic()))
         owned = Owned(
-            queue, topic, partition, projector, buffer, target=end, shard=shard, sightings=sightings
+            queue,
+            topic,
+            partition,
+            projector,
+            buffer,
+            target=end,
+            shard=shard,
+            sightings=sightings,
+            # A partition adopted later (it waited for its shard or placement, or it
+            # moved between shards) counts from its adoption.
+            assigned_at=self._assigned_at or self.clock.monotonic(),
         )
         with self.lock:
             owned.retired = _retired(queue, partition, self._retired_from)
         self._refill(owned)
+        self.metrics.count(catalogue.PARTITION_HANDOFFS_TOTAL)
         with self.lock:
             # Again, in the block that makes it owned: `set_retired` may have changed
             # the map since, and it only updates the partitions in `owned`.
@@ -694,11 +719,18 @@ class Partitions:
 
     def promote(self) -> None:
         """Partitions whose projection caught up start serving."""
+        now = self.clock.monotonic()
+        took: list[float] = []
         with self.lock:
             for owned in self.owned.values():
                 if not owned.serving and owned.projector.next_offset >= owned.target:
                     owned.serving = True
+                    if owned.assigned_at is not None:
+                        took.append(now - owned.assigned_at)
+                        owned.assigned_at = None
                     log.info("serving %s[%d]", owned.topic, owned.partition)
+        if took:
+            self.metrics.observe_many(catalogue.PARTITION_HANDOFF_SECONDS, took)
 
     def settle_doubts(self, now: float, every_s: float = 1.0) -> None:
         """Hand out again the jobs whose claim append failed without saying whether it

@@ -16,6 +16,8 @@ class WorkerSpec:
     peer_port: int
     admin_port: int
     server_id: str
+    # 0: the worker's OS picks it.
+    liveness_port: int = 0
 
 
 def worker_env(base: Mapping[str, str], spec: WorkerSpec) -> dict[str, str]:
@@ -27,6 +29,7 @@ def worker_env(base: Mapping[str, str], spec: WorkerSpec) -> dict[str, str]:
         "PINLEDGER_PROCESSES": "1",
         "PINLEDGER_PEER_PORT": str(spec.peer_port),
         "PINLEDGER_ADMIN_PORT": str(spec.admin_port),
+        "PINLEDGER_LIVENESS_PORT": str(spec.liveness_port),
         "PINLEDGER_SERVER_ID": spec.server_id,
     }
 

@@ -121,6 +121,7 @@ class Supervisor:
             peer_port=peer_port_of(self.config.peer_port, slot.index, free_port(self._local)),
             admin_port=free_port(self._local),
             server_id=worker_server_id(self.config.server_id, slot.index),
+            liveness_port=peer_port_of(self.config.liveness_port, slot.index, 0),
         )
         proc = subprocess.Popen(
             worker_command(slot.index, self.verbose), env=worker_env(self._env, spec)

@@ -79,6 +79,8 @@ TEST_CONFIG = Config(
     gc_interval_s=60.0,
     read_wait_s=1.0,
     session_timeout_ms=86_400_000,
+    # No liveness listeners: the runtime's servers share one process (decision 0039).
+    liveness=False,
 )
 # How long (real time) a test waits for the owner threads before it fails.
 WAIT_S = 10.0

@@ -46,10 +46,10 @@ def _read_all(log: Log, positions: list[Position], count: int) -> list[LogRecord
     return records
 
 
-def _eventually(what: str, check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + _WAIT_S
+def _eventually(what: str, check: Callable[[], bool], within_s: float = _WAIT_S) -> None:
+    deadline = time.monotonic() + within_s
     while not check():
-        assert time.monotonic() < deadline, f"not within {_WAIT_S:.0f} s: {what}"
+        assert time.monotonic() < deadline, f"not within {within_s:.0f} s: {what}"
         time.sleep(0.05)
 
 
@@ -220,6 +220,10 @@ class Member:
         self._error: BaseException | None = None
         self._stop = threading.Event()
         self._rejoin = threading.Event()
+        # False: stop polling without leaving the group (`vanish`).
+        self._leave = True
+        # What the reader said of its membership at its last step (`confirmed_at`).
+        self._confirmed: float | None = None
         self._thread = threading.Thread(
             target=self._run, args=(log, group, list(topics)), daemon=True
         )
@@ -251,7 +255,7 @@ class Member:
         except BaseException as exc:  # handed to the test thread
             self._error = exc
         finally:
-            if reader is not None:
+            if reader is not None and self._leave:
                 reader.close()
 
     def _step(self, reader: GroupReader) -> None:
@@ -271,8 +275,21 @@ class Member:
                 if key in self._seek_to:
                     reader.seek(key[0], key[1], self._seek_to[key])
             records = [r for r in records if (r.topic, r.partition) not in self._seek_to]
+        confirmed = reader.confirmed_at()
         with self._lock:
             self._records.extend(records)
+            self._confirmed = confirmed
+
+    def confirmed_at(self) -> float | None:
+        self._raise()
+        with self._lock:
+            return self._confirmed
+
+    def vanish(self) -> None:
+        """Stop polling without leaving the group, as a process that was killed (its
+        session may still be kept alive by a heartbeat thread, as kafka-python's)."""
+        self._leave = False
+        self.close()
 
     def held(self) -> list[PartitionKey]:
         self._raise()
@@ -397,6 +414,47 @@ def test_two_members_share_the_partitions_and_one_takes_all_when_the_other_leave
         )
     finally:
         first.close()
+
+
+def test_a_member_removed_by_another_client_loses_its_partitions_at_once(
+    log: Log, prefix: str
+) -> None:
+    """What a server does for a peer whose process is gone (decision 0039): removing it
+    hands its partitions to the others now, not at its session timeout (6 s here; a
+    kafka-python member that stopped polling even keeps heartbeating for minutes)."""
+    topic, group = queue_topic(prefix, "q"), f"{prefix}owners"
+    log.create_topic(topic, 4)
+    everything = _partitions(topic, 4)
+    with Member(log, group, [topic], "first") as first:
+        second = Member(log, group, [topic], "second")
+        _eventually("both hold partitions", lambda: bool(first.held()) and bool(second.held()))
+        _eventually("both listed", lambda: len(log.group_members(group)) == 2)
+        [gone] = [m for m in log.group_members(group) if m.member_id == "second"]
+        assert gone.group_member_id, "a listed member names its membership"
+        second.vanish()
+        removed_at = time.monotonic()
+        assert log.remove_member(group, gone) is True
+        _eventually("the first member owns all", lambda: first.held() == everything, 4.0)
+        assert time.monotonic() - removed_at < 4.0
+        assert [m.member_id for m in log.group_members(group)] == ["first"]
+        assert log.remove_member(group, gone) is False, "removed twice"
+
+
+def test_a_polling_member_knows_the_group_confirmed_it_recently(log: Log, prefix: str) -> None:
+    """The owner's lease (service/ownership/lease.py) rests on this: a member that
+    polls hears from the group at least every heartbeat."""
+    topic = queue_topic(prefix, "q")
+    log.create_topic(topic, 1)
+    with Member(log, f"{prefix}owners", [topic], "alone") as member:
+        _eventually("assigned", lambda: member.held() == _partitions(topic, 1))
+
+        def recent() -> bool:
+            at = member.confirmed_at()
+            return at is not None and time.monotonic() - at < 1.0
+
+        _eventually("membership confirmed within the last second", recent)
+        time.sleep(1.5)
+        assert recent(), "confirmations keep coming while the member polls"
 
 
 def test_members_that_advertise_and_members_that_do_not_share_one_group(

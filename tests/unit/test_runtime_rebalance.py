@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from pinledger.idl import pinlater
+from pinledger.service.observability import catalogue
 from pinledger.service.testing.runtime import TEST_CONFIG, Node, Runtime, job
 
 SESSION_S = 10
@@ -56,15 +57,36 @@ def test_when_an_owner_stops_the_other_adopts_its_partitions_and_serves_their_jo
         assert set(a.dequeue("mail", PARTITIONS)) == set(jobs)
 
 
-def test_a_zombie_owners_late_claim_is_rejected_and_shown_in_the_history() -> None:
+def test_an_owner_frozen_past_its_session_hands_out_nothing_once_it_wakes() -> None:
+    """The lease (service/ownership/lease.py, decision 0039): a server that stalled past
+    its session timeout has lost its partitions to another by the time it runs again;
+    it hands out none of their jobs (which the other may hand out too) until the group
+    confirms it again."""
     with Runtime(CONFIG) as rt:
         a, zombie, jobs = _two_owners(rt)
         zombie.freeze()  # stops polling; its handler still answers from its buffers
         rt.clock.advance(SESSION_S + 1)  # its session runs out
         rt.wait_serving("mail", PARTITIONS, [a])
+        # Whatever it answers comes from the live owner (forwarded): claimed by s1.
+        handed = set(zombie.dequeue("mail", PARTITIONS))
+        rt.settle()
+        assert all(a.lookup(d).claimDescriptor.startswith("s1:") for d in handed)
+        assert zombie.metrics.snapshot_counter(catalogue.OWNER_LEASE_LAPSES_TOTAL) == 1
+        assert handed | set(a.dequeue("mail", PARTITIONS)) == set(jobs)
+
+
+def test_a_late_claim_of_a_zombie_owner_is_rejected_and_shown_in_the_history() -> None:
+    """Log order arbitrates what fencing misses: a claim that lands after the next owner
+    claimed the job (here a zombie whose lease check is made to pass) is rejected."""
+    with Runtime(CONFIG) as rt:
+        a, zombie, jobs = _two_owners(rt)
+        zombie.freeze()
+        rt.clock.advance(SESSION_S + 1)
+        rt.wait_serving("mail", PARTITIONS, [a])
         assert set(a.dequeue("mail", PARTITIONS)) == set(jobs)
         rt.settle()
 
+        zombie.owner.lease.attach(rt.clock.monotonic)  # as if just confirmed
         [late] = zombie.dequeue("mail", 1)  # appends a claim for a job `a` claimed
         rt.settle()
         info = a.lookup(late)
