@@ -1,0 +1,107 @@
+"""The failover benchmark's figures from what its load recorded (bench/failover.py):
+when the moved partitions served again, the measure's resolution, the hand-offs read
+from /metrics or the servers' logs, and when the owners' group counts as settled."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from pytest import approx
+
+from bench.failover import (
+    PARTITIONS,
+    Stage,
+    first_answers,
+    handoffs_in_metrics,
+    member,
+    owning_lines,
+    recovery,
+    resolution,
+    settled,
+)
+from bench.failover_load import Answer
+from pinledger.service.config import Config
+from pinledger.service.testing.servers import ServerProcess
+
+FAULT = 100.0
+
+
+def answer(started: float, ended: float, *partitions: int) -> Answer:
+    return Answer(started, ended, frozenset(partitions))
+
+
+def test_recovery_is_the_slowest_moved_partitions_first_answer_after_the_fault() -> None:
+    answers = [
+        answer(90.0, 90.1, 1, 2),  # before the fault
+        answer(100.5, 100.6, 1),
+        answer(101.0, 101.2, 1, 2),
+        answer(102.0, 102.5, 2),  # partition 2 again: its first one counts
+        answer(100.1, 100.2, 7),  # not a moved partition
+    ]
+    assert first_answers(answers, [1, 2], FAULT) == {1: approx(0.6), 2: approx(1.2)}
+    assert recovery(answers, [1, 2], FAULT) == approx(1.2)
+
+
+def test_an_answer_to_a_dequeue_started_before_the_fault_does_not_count() -> None:
+    # Started before the signal, answered after it: the victim may have served it
+    # on its way out; the partition has not been served again yet.
+    answers = [answer(99.9, 100.3, 1), answer(100.2, 103.0, 1)]
+    assert recovery(answers, [1], FAULT) == approx(3.0)
+
+
+def test_no_recovery_while_a_moved_partition_has_not_served() -> None:
+    answers = [answer(100.5, 100.6, 1), answer(101.0, 101.1, 3)]
+    assert recovery(answers, [1, 2], FAULT) is None
+    assert first_answers(answers, [1, 2], FAULT) == {1: approx(0.6)}
+
+
+def test_resolution_is_the_median_gap_between_a_partitions_answers() -> None:
+    answers = [answer(0, t, 1) for t in (1.0, 1.1, 1.3)] + [answer(0, t, 2) for t in (5.0, 6.0)]
+    # Gaps: 0.1 and 0.2 on partition 1, 1.0 on partition 2; partition 3 never answered.
+    assert resolution(answers, [1, 2, 3]) == approx(0.2)
+    assert math.isnan(resolution([answer(0, 1.0, 1)], [1]))
+
+
+def test_handoffs_are_summed_over_the_series_of_the_counter() -> None:
+    page = "\n".join(
+        [
+            "# HELP pinledger_partition_handoffs_total Partitions handed over.",
+            "# TYPE pinledger_partition_handoffs_total counter",
+            'pinledger_partition_handoffs_total{queue="a",reason="stop"} 3',
+            'pinledger_partition_handoffs_total{queue="b",reason="join"} 2.0',
+            'pinledger_partition_handoffs_totally{queue="a"} 40',
+            'pinledger_jobs_total{queue="a",action="dequeue"} 100',
+        ]
+    )
+    assert handoffs_in_metrics(page) == 5.0
+    assert handoffs_in_metrics("pinledger_partition_handoffs_total 7\n") == 7.0
+    assert handoffs_in_metrics("# TYPE pinledger_rpc_total counter\n") == 0.0
+
+
+def test_owning_lines_count_the_queues_topic_only() -> None:
+    log = "\n".join(
+        [
+            "2026-11-28 14:00:00,000 INFO owning fo1.q.failover[3] from offset 0 (...)",
+            "2026-11-28 14:00:00,001 INFO owning fo1.q.failover[11] from offset 9 (...)",
+            "2026-11-28 14:00:00,002 INFO owning fo1.q.failover2[3] from offset 0 (...)",
+            "2026-11-28 14:00:00,003 INFO serving fo1.q.failover[3]",
+        ]
+    )
+    assert owning_lines(log, "fo1.q.failover") == 2
+
+
+def test_the_group_is_settled_when_each_partition_has_one_live_owner() -> None:
+    stage = Stage(Config(), {}, Path("."))
+    stage.servers = [ServerProcess(prefix=stage.prefix, schema=stage.schema) for _ in range(3)]
+    a, b, c = (member(s) for s in stage.servers)
+    thirds = [frozenset(range(i, PARTITIONS, 3)) for i in range(3)]
+    assert settled({a: thirds[0], b: thirds[1], c: thirds[2]}, stage)
+    # A server with nothing yet (a rebalance under way), a partition missing or owned
+    # twice, a dead member still in the group: not settled.
+    assert not settled({a: thirds[0] | thirds[1], b: frozenset(), c: thirds[2]}, stage)
+    assert not settled({a: thirds[0], b: thirds[1], c: thirds[2] - {2}}, stage)
+    assert not settled({a: thirds[0] | {1}, b: thirds[1], c: thirds[2]}, stage)
+    assert not settled(
+        {a: thirds[0], b: thirds[1], c: thirds[2], "pinledger@127.0.0.1:1": frozenset()}, stage
+    )
