@@ -257,18 +257,21 @@ class Run:
     moved: frozenset[int]
     # math.inf when some moved partition did not serve again within the limit.
     seconds: float
-    slowest: dict[int, float]
+    # Each moved partition's first answer after the signal (`first_answers`).
+    first: dict[int, float]
     exited_s: float
     failures: list[Failure]
     resolution_s: float
 
     def line(self, number: int) -> str:
         served = "never" if self.seconds == float("inf") else f"{self.seconds:.3f} s"
+        earliest = min(self.first.values(), default=float("nan"))
         messages = Tally(f.what[:100] for f in self.failures)
         failed = "; ".join(f"{n} x {what}" for what, n in messages.most_common(3))
         return (
             f"{self.mode} run {number}: {self.victim} owned {sorted(self.moved)}; "
-            f"all served again after {served} (victim exited after {self.exited_s:.2f} s, "
+            f"the first served again after {earliest:.3f} s, all after {served} "
+            f"(victim exited after {self.exited_s:.2f} s, "
             f"resolution ~{self.resolution_s * 1000:.0f} ms); "
             f"{len(self.failures)} failed calls{': ' + failed if failed else ''}"
         )
@@ -302,7 +305,7 @@ def fault_run(log: Log, stage: Stage, load: Load, mode: str, turn: int, limit_s:
         victim=victim.host + f":{victim.port}",
         moved=moved,
         seconds=seconds,
-        slowest=first_answers(load.record.answers_since(signalled), moved, signalled),
+        first=first_answers(load.record.answers_since(signalled), moved, signalled),
         exited_s=exited,
         failures=load.record.failures_between(signalled, until),
         resolution_s=resolution(before, moved),
