@@ -23,6 +23,12 @@ and the next run (another victim, in turn) starts once the group is settled and 
 partition serves. `steady` runs the load for `--seconds` with no fault and counts the
 hand-offs: the servers' pinledger_partition_handoffs_total where the metric exists,
 else their "owning <topic>[n] from offset" log lines.
+
+`--backlog N` enqueues N jobs at the lowest priority before the load starts, so that
+the moved partitions hold a big backlog when they are taken over. The load's jobs are
+at the highest priority and go first (a dequeue takes the highest priority first,
+then the earliest due): the figure stays the moment a partition serves again, not the
+moment its jobs' turn comes among the new owner's other partitions.
 """
 
 from __future__ import annotations
@@ -40,10 +46,18 @@ from collections import Counter as Tally
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from bench import pinledger_load
-from bench.failover_load import DEQUEUE_LIMIT, ENQUEUE_BATCH, Answer, Failure, Load
+from bench.failover_load import (
+    DEQUEUE_LIMIT,
+    ENQUEUE_BATCH,
+    LOAD_PRIORITY,
+    Answer,
+    Failure,
+    Load,
+)
 from bench.stats import Counter, Progress
 from bench.table import Row, render
 from pinledger.idl import pinlater
@@ -68,6 +82,11 @@ SETTLE_S = 1.0
 # The window before a fault whose answers give the measure's resolution.
 RESOLUTION_WINDOW_S = 5.0
 READY_LIMIT_S = 120.0
+BACKLOG_BATCH = 1000
+BACKLOG_THREADS = 2
+BACKLOG_BODY = b'{"task":"backlog"}'
+# Before a run, the ownership must be the same over at least this long.
+QUIET_S = 2.0
 
 
 # ----------------------------------------------------------------- the figures ----
@@ -164,10 +183,16 @@ class Stage:
 
 
 @contextmanager
-def staged(config: Config, settings: dict[str, str]) -> Iterator[Stage]:
-    with tempfile.TemporaryDirectory(prefix="pinledger-failover-") as logs:
-        stage = Stage(config, settings, Path(logs))
-        print(f"servers: topics {stage.prefix}*, schema {stage.schema}", file=sys.stderr)
+def staged(config: Config, settings: dict[str, str], keep: str | None) -> Iterator[Stage]:
+    """The stage, its servers' logs in `keep` (kept) or a temporary directory."""
+    with tempfile.TemporaryDirectory(prefix="pinledger-failover-") as scratch:
+        logs = Path(keep or scratch)
+        logs.mkdir(parents=True, exist_ok=True)
+        stage = Stage(config, settings, logs)
+        print(
+            f"servers: topics {stage.prefix}*, schema {stage.schema}, logs in {logs}",
+            file=sys.stderr,
+        )
         try:
             for _ in range(SERVERS):
                 stage.servers.append(stage.new_server())
@@ -229,7 +254,7 @@ def settled(owned: dict[str, frozenset[int]], stage: Stage) -> bool:
 
 def wait_ready(log: Log, stage: Stage, load: Load) -> dict[str, frozenset[int]]:
     """The group's ownership once it is settled, every partition has served a job since,
-    and the ownership is still the same."""
+    and the ownership is still the same at least QUIET_S later."""
     deadline = time.monotonic() + READY_LIMIT_S
     while time.monotonic() < deadline:
         owned = ownership(log, stage)
@@ -239,6 +264,8 @@ def wait_ready(log: Log, stage: Stage, load: Load) -> dict[str, frozenset[int]]:
             while served is None and time.monotonic() < deadline:
                 time.sleep(0.1)
                 served = recovery(load.record.answers_since(since), range(PARTITIONS), since)
+            # A join can take two rebalances: the ownership must also have held still.
+            time.sleep(max(0.0, since + QUIET_S - time.monotonic()))
             if served is not None and ownership(log, stage) == owned:
                 return owned
         time.sleep(0.5)
@@ -254,6 +281,8 @@ def wait_ready(log: Log, stage: Stage, load: Load) -> dict[str, frozenset[int]]:
 class Run:
     mode: str
     victim: str
+    # The signal's wall-clock time (HH:MM:SS.mmm, local).
+    at: str
     moved: frozenset[int]
     # math.inf when some moved partition did not serve again within the limit.
     seconds: float
@@ -269,7 +298,8 @@ class Run:
         messages = Tally(f.what[:100] for f in self.failures)
         failed = "; ".join(f"{n} x {what}" for what, n in messages.most_common(3))
         return (
-            f"{self.mode} run {number}: {self.victim} owned {sorted(self.moved)}; "
+            f"{self.mode} run {number} (signal at {self.at}): {self.victim} owned "
+            f"{sorted(self.moved)}; "
             f"the first served again after {earliest:.3f} s, all after {served} "
             f"(victim exited after {self.exited_s:.2f} s, "
             f"resolution ~{self.resolution_s * 1000:.0f} ms); "
@@ -286,6 +316,8 @@ def fault_run(log: Log, stage: Stage, load: Load, mode: str, turn: int, limit_s:
     before = load.record.answers_since(time.monotonic() - RESOLUTION_WINDOW_S)
     signalled = time.monotonic()
     victim.proc.send_signal(SIGNALS[mode])
+    # For reading the servers' logs (wall-clock times) beside the run's line.
+    at = datetime.now().strftime("%H:%M:%S.%f")[:-3]
     exited: float | None = None
     recovered: float | None = None
     while time.monotonic() < signalled + limit_s and (exited is None or recovered is None):
@@ -302,7 +334,8 @@ def fault_run(log: Log, stage: Stage, load: Load, mode: str, turn: int, limit_s:
     time.sleep(max(0.0, until - time.monotonic()))
     run = Run(
         mode=mode,
-        victim=victim.host + f":{victim.port}",
+        victim=f"{victim.host}:{victim.port}",
+        at=at,
         moved=moved,
         seconds=seconds,
         first=first_answers(load.record.answers_since(signalled), moved, signalled),
@@ -355,11 +388,29 @@ def _metrics(server: ServerProcess) -> str:
         return text
 
 
-def fill_backlog(stage: Stage, jobs: int) -> None:
-    """`jobs` pending jobs spread over the partitions, before the load starts; waits
-    until the servers have projected them."""
+def fill_backlog(stage: Stage, jobs: int, priority: int) -> None:
+    """`jobs` pending jobs of `priority`, spread over the partitions (a server moves on
+    to the next partition every few ms), before the load starts; waits until the
+    servers have projected them."""
     port = stage.servers[0].port
-    pinledger_load.enqueue(port, stage.queue, jobs, min(1000, jobs), 2, "backlog")
+    sizes = [BACKLOG_BATCH] * (jobs // BACKLOG_BATCH) + [jobs % BACKLOG_BATCH] * bool(
+        jobs % BACKLOG_BATCH
+    )
+    done = Counter()
+
+    def enqueue(index: int) -> None:
+        client = connect(port)
+        try:
+            for size in sizes[index::BACKLOG_THREADS]:
+                batch = [pinlater.PinLaterJob(body=BACKLOG_BODY, priority=priority)] * size
+                request = pinlater.PinLaterEnqueueRequest(queueName=stage.queue, jobs=batch)
+                client.enqueueJobs(pinledger_load.context(), request)
+                done.add(size)
+        finally:
+            client.close()
+
+    with Progress("backlog", jobs, done.get):
+        pinledger_load._run_threads(BACKLOG_THREADS, enqueue)
     seen = Counter()
     deadline = time.monotonic() + 1800
     with Progress("backlog projected", jobs, seen.get):
@@ -440,7 +491,11 @@ def setup_rows(
             f"{args.producers} producers x {ENQUEUE_BATCH} jobs per call, {args.rate:,.0f} "
             f"jobs/s in all; {args.workers} workers, dequeue up to {DEQUEUE_LIMIT} + ack",
         ),
-        ("backlog before the faults", f"{args.backlog:,} jobs"),
+        (
+            "backlog before the faults",
+            f"{args.backlog:,} jobs at priority {config.max_priority} (the load's: "
+            f"{LOAD_PRIORITY})",
+        ),
         ("session timeout", timeout),
         ("runs per fault mode", f"{args.runs} (the victim in turn among the three)"),
         (
@@ -480,12 +535,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--runs", type=int, default=5, help="runs per fault mode")
     parser.add_argument("--seconds", type=float, default=60, help="length of the steady run")
-    parser.add_argument("--backlog", type=int, default=0, help="jobs enqueued before the faults")
+    parser.add_argument(
+        "--backlog", type=int, default=0, help="jobs enqueued (lowest priority) before the load"
+    )
     parser.add_argument(
         "--session-timeout-ms",
         type=int,
         help="PINLEDGER_SESSION_TIMEOUT_MS for the servers (default: the server's own; the "
         "broker refuses one below its group.min.session.timeout.ms, 6000 by default)",
+    )
+    parser.add_argument(
+        "--logs", metavar="DIR", help="keep the servers' logs in DIR (default: removed)"
     )
     parser.add_argument("--producers", type=int, default=3)
     parser.add_argument("--workers", type=int, default=6)
@@ -520,9 +580,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     steady: Steady | None = None
     log = _admin_log(config)
     try:
-        with staged(config, settings) as stage:
+        with staged(config, settings, args.logs) as stage:
             if args.backlog:
-                fill_backlog(stage, args.backlog)
+                # At the lowest priority: a dequeue takes the highest priority first, then
+                # the earliest due, across a server's partitions, so the load's jobs go
+                # first in every partition and a moved partition serves one as soon as it
+                # serves at all, whatever its backlog (or its backlog's age).
+                fill_backlog(stage, args.backlog, config.max_priority)
             load = Load(
                 stage.servers,
                 stage.queue,
@@ -544,6 +608,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         log.close()
     rows = steady_rows(steady) + [row for mode in SIGNALS for row in mode_rows(mode, runs[mode])]
+    everyone = [r for mode in SIGNALS for r in runs[mode]]
+    if everyone:
+        gaps = [r.resolution_s * 1000 for r in everyone]
+        rows.append(
+            Row(
+                "resolution: a partition's answers apart before a fault",
+                statistics.median(gaps),
+                "ms",
+            )
+        )
     print()
     print(render(setup_rows(args, config, steady), rows, []))
     details = [line for mode in SIGNALS for line in failure_lines(mode, runs[mode])]

@@ -29,6 +29,8 @@ IDLE_PAUSE_S = 0.02
 ENQUEUE_BATCH = 10
 DEQUEUE_LIMIT = 5
 BODY = b'{"task":"failover"}'
+# The highest: the load's jobs go ahead of the benchmark's backlog (bench/failover.py).
+LOAD_PRIORITY = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +167,8 @@ class Load:
     def _produce(self, index: int) -> None:
         source = f"bench:failover-producer{index}"
         request = p.PinLaterEnqueueRequest(
-            queueName=self.queue, jobs=[p.PinLaterJob(body=BODY) for _ in range(ENQUEUE_BATCH)]
+            queueName=self.queue,
+            jobs=[p.PinLaterJob(body=BODY, priority=LOAD_PRIORITY)] * ENQUEUE_BATCH,
         )
         next_at = time.monotonic()
 
