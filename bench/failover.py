@@ -14,9 +14,14 @@ enqueueing and workers dequeueing up to 5 jobs and acking them at once, round ro
 over the servers, moving to the next one after a failed call (bench/failover_load.py).
 
 A fault run asks the owners' group which partitions the victim owns (the moved ones),
-signals it, and times the moment every moved partition has served a job again: for
-each, the end of the first dequeue started after the signal that returned one of its
-jobs; the run's figure is the slowest partition's. The calls that failed from the signal
+signals it, and waits until every moved partition has served a job again: the end of
+the first dequeue started after the signal that returned one of its jobs. The figure is
+how long each stood still while it had work: from the signal to that answer or, for a
+partition with no job pending at the signal (the workers keep up with the producers),
+from the start of the next enqueue into it; the run's figure is the slowest
+partition's. The same measure taken 3 s before the signal, with no fault, shows what it
+reads when nothing stops. The load knows which partition each job is in from the
+descriptors the enqueues and dequeues answer. The calls that failed from the signal
 until one second after both the recovery and the victim's exit are counted. A
 replacement server then takes the victim's place, the load spreads over the three again,
 and the next run (another victim, in turn) starts once the group is settled and every
@@ -34,6 +39,7 @@ moment its jobs' turn comes among the new owner's other partitions.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import signal
@@ -55,6 +61,7 @@ from bench.failover_load import (
     ENQUEUE_BATCH,
     LOAD_PRIORITY,
     Answer,
+    Enqueue,
     Failure,
     Load,
 )
@@ -79,14 +86,15 @@ TARGETS = {"kill": "<= 2", "term": "<= 0.2"}
 HANDOFFS = "pinledger_partition_handoffs_total"
 # After the recovery and the victim's exit, failed calls are still counted this long.
 SETTLE_S = 1.0
-# The window before a fault whose answers give the measure's resolution.
-RESOLUTION_WINDOW_S = 5.0
+# The measure taken this long before each signal, with no fault, for comparison.
+BASELINE_S = 3.0
 READY_LIMIT_S = 120.0
 BACKLOG_BATCH = 1000
 BACKLOG_THREADS = 2
 BACKLOG_BODY = b'{"task":"backlog"}'
-# Before a run, the ownership must be the same over at least this long.
-QUIET_S = 2.0
+# Before a run, the ownership must be the same over at least this long: longer than
+# BASELINE_S, so that the no-fault measure falls in a settled stretch.
+QUIET_S = BASELINE_S + 1.0
 
 
 # ----------------------------------------------------------------- the figures ----
@@ -121,19 +129,40 @@ def recovery(answers: Iterable[Answer], partitions: Iterable[int], since: float)
     return max(first.values(), default=0.0)
 
 
-def resolution(answers: Iterable[Answer], partitions: Iterable[int]) -> float:
-    """The median gap between two answers of the same partition, over `partitions`: how
-    finely the load can see a partition serve again (NaN with too few answers)."""
-    times: dict[int, list[float]] = {p: [] for p in partitions}
-    for answer in answers:
-        for partition in answer.partitions & times.keys():
-            times[partition].append(answer.ended)
-    gaps = [
-        later - earlier
-        for ends in times.values()
-        for earlier, later in zip(sorted(ends), sorted(ends)[1:], strict=False)
-    ]
-    return statistics.median(gaps) if gaps else float("nan")
+def work_from(
+    enqueues: Iterable[Enqueue], answers: Iterable[Answer], partitions: Iterable[int], since: float
+) -> dict[int, float]:
+    """For each partition, the moment at or after `since` from which it had a job to
+    serve: `since` when one of its jobs was pending then (enqueued by a call that ended
+    before, not returned by a dequeue started before), else the start of the first
+    enqueue into it that ended after `since` (its job cannot exist earlier). A partition
+    with neither is left out."""
+    wanted = set(partitions)
+    taken = {job for answer in answers if answer.started < since for job in answer.jobs}
+    ready: dict[int, float] = {}
+    for enqueue in enqueues:
+        if enqueue.partition not in wanted:
+            continue
+        if enqueue.ended < since:
+            if any(job not in taken for job in enqueue.jobs):
+                ready[enqueue.partition] = since
+            continue
+        start = max(enqueue.started, since)
+        ready[enqueue.partition] = min(start, ready.get(enqueue.partition, start))
+    return ready
+
+
+def stood_still(
+    enqueues: Iterable[Enqueue], answers: Sequence[Answer], partitions: Iterable[int], since: float
+) -> dict[int, float]:
+    """For each partition served again (`first_answers`), the seconds it stood still
+    while it had work: from `work_from` (`since` where that is unknown: it served a job,
+    so it had one) to the end of that first answer. A partition that had no job at
+    `since` is not charged the wait for its next one."""
+    wanted = set(partitions)
+    ready = work_from(enqueues, answers, wanted, since)
+    first = first_answers(answers, wanted, since)
+    return {p: max(0.0, seconds - (ready.get(p, since) - since)) for p, seconds in first.items()}
 
 
 def handoffs_in_metrics(text: str) -> float:
@@ -284,27 +313,39 @@ class Run:
     # The signal's wall-clock time (HH:MM:SS.mmm, local).
     at: str
     moved: frozenset[int]
-    # math.inf when some moved partition did not serve again within the limit.
+    # The run's figure: the longest a moved partition stood still while it had work
+    # (`stood_still`); math.inf when one did not serve again within the limit.
     seconds: float
-    # Each moved partition's first answer after the signal (`first_answers`).
+    # From the signal to each moved partition's first answer (`first_answers`).
     first: dict[int, float]
     exited_s: float
     failures: list[Failure]
-    resolution_s: float
+    # The same figure over the moved partitions BASELINE_S before the signal, with no
+    # fault: what the measure reads when nothing stops (NaN when it could not tell).
+    baseline_s: float
 
     def line(self, number: int) -> str:
-        served = "never" if self.seconds == float("inf") else f"{self.seconds:.3f} s"
-        earliest = min(self.first.values(), default=float("nan"))
+        served = "never" if self.seconds == math.inf else f"{self.seconds:.3f} s"
         messages = Tally(f.what[:100] for f in self.failures)
         failed = "; ".join(f"{n} x {what}" for what, n in messages.most_common(3))
         return (
             f"{self.mode} run {number} (signal at {self.at}): {self.victim} owned "
-            f"{sorted(self.moved)}; "
-            f"the first served again after {earliest:.3f} s, all after {served} "
-            f"(victim exited after {self.exited_s:.2f} s, "
-            f"resolution ~{self.resolution_s * 1000:.0f} ms); "
+            f"{sorted(self.moved)}; stood still {served}; first answers after the signal "
+            f"{min(self.first.values(), default=math.nan):.3f} to "
+            f"{max(self.first.values(), default=math.nan):.3f} s; victim exited after "
+            f"{self.exited_s:.2f} s; no-fault baseline {self.baseline_s * 1000:.0f} ms; "
             f"{len(self.failures)} failed calls{': ' + failed if failed else ''}"
         )
+
+
+def baseline(
+    enqueues: list[Enqueue], answers: list[Answer], moved: frozenset[int], signalled: float
+) -> float:
+    """`stood_still` over `moved` BASELINE_S before the signal, from the answers that
+    ended before it; NaN when a moved partition served none in between."""
+    before = [a for a in answers if a.ended < signalled]
+    still = stood_still(enqueues, before, moved, signalled - BASELINE_S)
+    return max(still.values()) if set(still) == moved else math.nan
 
 
 def fault_run(log: Log, stage: Stage, load: Load, mode: str, turn: int, limit_s: float) -> Run:
@@ -313,7 +354,7 @@ def fault_run(log: Log, stage: Stage, load: Load, mode: str, turn: int, limit_s:
     victim = stage.servers[index]
     assert victim.proc is not None
     moved = owned[member(victim)]
-    before = load.record.answers_since(time.monotonic() - RESOLUTION_WINDOW_S)
+    mark = load.record.mark()
     signalled = time.monotonic()
     victim.proc.send_signal(SIGNALS[mode])
     # For reading the servers' logs (wall-clock times) beside the run's line.
@@ -324,24 +365,25 @@ def fault_run(log: Log, stage: Stage, load: Load, mode: str, turn: int, limit_s:
         if exited is None and victim.proc.poll() is not None:
             exited = time.monotonic() - signalled
         if recovered is None:
-            recovered = recovery(load.record.answers_since(signalled), moved, signalled)
+            recovered = recovery(load.record.answers_since(signalled, mark), moved, signalled)
         time.sleep(0.02)
     if exited is None:
         victim.kill()
         exited = time.monotonic() - signalled
-    seconds = float("inf") if recovered is None else recovered
-    until = signalled + max(min(seconds, limit_s), exited) + SETTLE_S
+    until = signalled + max(limit_s if recovered is None else recovered, exited) + SETTLE_S
     time.sleep(max(0.0, until - time.monotonic()))
+    enqueues, answers = load.record.seen()
+    still = stood_still(enqueues, answers[mark:], moved, signalled)
     run = Run(
         mode=mode,
         victim=f"{victim.host}:{victim.port}",
         at=at,
         moved=moved,
-        seconds=seconds,
-        first=first_answers(load.record.answers_since(signalled), moved, signalled),
+        seconds=max(still.values()) if set(still) == moved else math.inf,
+        first=first_answers(answers[mark:], moved, signalled),
         exited_s=exited,
         failures=load.record.failures_between(signalled, until),
-        resolution_s=resolution(before, moved),
+        baseline_s=baseline(enqueues, answers, moved, signalled),
     )
     stage.servers[index] = stage.new_server()
     load.spread()
@@ -429,27 +471,37 @@ def fill_backlog(stage: Stage, jobs: int, priority: int) -> None:
 def mode_rows(mode: str, runs: list[Run]) -> list[Row]:
     if not runs:
         return []
-    times = [r.seconds for r in runs]
-    exits = [r.exited_s for r in runs]
-    failed = [float(len(r.failures)) for r in runs]
     what = "SIGKILL" if mode == "kill" else "SIGTERM"
+    times = [r.seconds for r in runs]
+    raw = [max(r.first.values(), default=math.inf) for r in runs]
+    baselines = [r.baseline_s * 1000 for r in runs if not math.isnan(r.baseline_s)]
+    failed = [float(len(r.failures)) for r in runs]
     no_failures = "<= 0" if mode == "term" else ""
-    return [
+    rows = [
         Row(
-            f"{what}: until every moved partition serves, median",
+            f"{what}: moved partitions stood still, median",
             statistics.median(times),
             "s",
             TARGETS[mode],
         ),
-        Row(f"{what}: until every moved partition serves, worst", max(times), "s", TARGETS[mode]),
+        Row(f"{what}: moved partitions stood still, worst", max(times), "s", TARGETS[mode]),
+        Row(
+            f"{what}: signal to the last moved partition's first job, median",
+            statistics.median(raw),
+            "s",
+        ),
+        Row(
+            f"{what}: the same measure {BASELINE_S:.0f} s before, no fault, median",
+            statistics.median(baselines) if baselines else math.nan,
+            "ms",
+        ),
         Row(f"{what}: failed calls, median", statistics.median(failed), "calls", no_failures),
         Row(f"{what}: failed calls, worst", max(failed), "calls", no_failures),
-    ] + (
-        # A killed server is gone at once; a stopped one takes its time.
-        [Row(f"{what}: victim exited after, median", statistics.median(exits), "s")]
-        if mode == "term"
-        else []
-    )
+    ]
+    if mode == "term":  # a killed server is gone at once; a stopped one takes its time
+        exits = [r.exited_s for r in runs]
+        rows.append(Row(f"{what}: victim exited after, median", statistics.median(exits), "s"))
+    return rows
 
 
 def steady_rows(steady: Steady | None) -> list[Row]:
@@ -499,9 +551,10 @@ def setup_rows(
         ("session timeout", timeout),
         ("runs per fault mode", f"{args.runs} (the victim in turn among the three)"),
         (
-            "served again",
-            "for each moved partition, the end of the first dequeue started after the "
-            "signal that returned one of its jobs; the slowest partition's",
+            "stood still",
+            "per moved partition: from the signal (or its next enqueue, if it had no job "
+            "pending then) to the end of the first dequeue started after the signal that "
+            "returned one of its jobs; the run's figure is the slowest partition's",
         ),
         (
             "failed calls",
@@ -608,16 +661,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         log.close()
     rows = steady_rows(steady) + [row for mode in SIGNALS for row in mode_rows(mode, runs[mode])]
-    everyone = [r for mode in SIGNALS for r in runs[mode]]
-    if everyone:
-        gaps = [r.resolution_s * 1000 for r in everyone]
-        rows.append(
-            Row(
-                "resolution: a partition's answers apart before a fault",
-                statistics.median(gaps),
-                "ms",
-            )
-        )
     print()
     print(render(setup_rows(args, config, steady), rows, []))
     details = [line for mode in SIGNALS for line in failure_lines(mode, runs[mode])]

@@ -1,14 +1,16 @@
 """The steady load of `python -m bench.failover`: producers enqueueing and workers
 dequeueing small batches and acking them at once, each thread with its own client,
 round robin over the servers and moving to the next one when a call fails. It records
-when each dequeue that returned jobs started and ended and which partitions its jobs
-came from, and every failed call: what a user of the servers sees, from outside.
+when each enqueue and each dequeue that returned jobs started and ended, with the jobs'
+descriptors (their partitions), and every failed call: what a user of the servers
+sees, from outside.
 
 `servers` is read at each (re)connection, so the benchmark can put a replacement server
 in a dead one's place while the load runs."""
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -26,7 +28,7 @@ CALL_TIMEOUT_MS = 10_000
 RETRY_PAUSE_S = 0.02
 # A worker whose dequeue came back empty waits this long before asking again.
 IDLE_PAUSE_S = 0.02
-ENQUEUE_BATCH = 10
+ENQUEUE_BATCH = 5
 DEQUEUE_LIMIT = 5
 BODY = b'{"task":"failover"}'
 # The highest: the load's jobs go ahead of the benchmark's backlog (bench/failover.py).
@@ -35,12 +37,24 @@ LOAD_PRIORITY = 1
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """A dequeue that returned jobs: when it started and ended (monotonic seconds), and
-    the partitions its jobs came from."""
+    """A dequeue that returned jobs: when it started and ended (monotonic seconds), its
+    jobs' descriptors and the partitions they came from."""
 
     started: float
     ended: float
     partitions: frozenset[int]
+    jobs: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueue:
+    """An enqueue that succeeded: when it started and ended, the partition that took its
+    jobs (a server puts one call's jobs in one partition) and their descriptors."""
+
+    started: float
+    ended: float
+    partition: int
+    jobs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,13 +72,26 @@ class Record:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     answers: list[Answer] = field(default_factory=list)
+    enqueues: list[Enqueue] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
-    enqueued: int = 0
-    acked: int = 0
 
-    def answers_since(self, since: float) -> list[Answer]:
+    def answers_since(self, since: float, first: int = 0) -> list[Answer]:
+        """The answers to dequeues started at or after `since`, looked for from the
+        `first` answer recorded on (`len(answers)` at `since` or before: a dequeue
+        started then is recorded after)."""
         with self.lock:
-            return [a for a in self.answers if a.started >= since]
+            return [a for a in self.answers[first:] if a.started >= since]
+
+    def mark(self) -> int:
+        """Where `answers_since` may start looking for answers to dequeues started from
+        now on."""
+        with self.lock:
+            return len(self.answers)
+
+    def seen(self) -> tuple[list[Enqueue], list[Answer]]:
+        """Copies of the enqueues and the answers so far."""
+        with self.lock:
+            return list(self.enqueues), list(self.answers)
 
     def failures_between(self, start: float, end: float) -> list[Failure]:
         """The calls that failed (ended) in [start, end]: a call in flight at the fault
@@ -174,12 +201,16 @@ class Load:
 
         def enqueue(client: Any) -> float:
             nonlocal next_at
-            client.enqueueJobs(_context(source), request)
+            started = time.monotonic()
+            answer = client.enqueueJobs(_context(source), request)
+            jobs = tuple(answer.jobDescriptors)
+            done = Enqueue(started, time.monotonic(), descriptor.parse(jobs[0]).partition, jobs)
             with self.record.lock:
-                self.record.enqueued += ENQUEUE_BATCH
-            # Paced to the rate from a fixed schedule, so a slow call does not lower it
-            # (nor a stall make up for lost time in a burst: the schedule restarts).
-            next_at = max(next_at + self.producer_pause_s, time.monotonic() - 1.0)
+                self.record.enqueues.append(done)
+            # Random gaps (exponential, of the rate's mean): calls at a fixed period
+            # would meet a server's partition rotation (Config.enqueue_sticky_ms) in
+            # step and feed a few partitions only. Past a stall the schedule restarts.
+            next_at = max(next_at + random.expovariate(1 / self.producer_pause_s), started - 1.0)
             return next_at - time.monotonic()
 
         self._serve(index, enqueue)
@@ -198,15 +229,14 @@ class Load:
             if not jobs:
                 return IDLE_PAUSE_S
             partitions = frozenset(descriptor.parse(d).partition for d in jobs)
+            done = Answer(started, ended, partitions, frozenset(jobs))
             with self.record.lock:
-                self.record.answers.append(Answer(started, ended, partitions))
+                self.record.answers.append(done)
             acks = [p.PinLaterJobAckInfo(jobDescriptor=d) for d in jobs]
             client.ackDequeuedJobs(
                 _context(source),
                 p.PinLaterJobAckRequest(queueName=self.queue, jobsSucceeded=acks),
             )
-            with self.record.lock:
-                self.record.acked += len(jobs)
             return 0.0
 
         self._serve(index, work)

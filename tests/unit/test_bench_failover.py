@@ -1,10 +1,10 @@
 """The failover benchmark's figures from what its load recorded (bench/failover.py):
-when the moved partitions served again, the measure's resolution, the hand-offs read
-from /metrics or the servers' logs, and when the owners' group counts as settled."""
+when the moved partitions served again, how long each stood still while it had work,
+the hand-offs read from /metrics or the servers' logs, and when the owners' group
+counts as settled."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from pytest import approx
@@ -17,10 +17,11 @@ from bench.failover import (
     member,
     owning_lines,
     recovery,
-    resolution,
     settled,
+    stood_still,
+    work_from,
 )
-from bench.failover_load import Answer
+from bench.failover_load import Answer, Enqueue
 from pinledger.service.config import Config
 from pinledger.service.testing.servers import ServerProcess
 
@@ -56,11 +57,49 @@ def test_no_recovery_while_a_moved_partition_has_not_served() -> None:
     assert first_answers(answers, [1, 2], FAULT) == {1: approx(0.6)}
 
 
-def test_resolution_is_the_median_gap_between_a_partitions_answers() -> None:
-    answers = [answer(0, t, 1) for t in (1.0, 1.1, 1.3)] + [answer(0, t, 2) for t in (5.0, 6.0)]
-    # Gaps: 0.1 and 0.2 on partition 1, 1.0 on partition 2; partition 3 never answered.
-    assert resolution(answers, [1, 2, 3]) == approx(0.2)
-    assert math.isnan(resolution([answer(0, 1.0, 1)], [1]))
+def enqueue(started: float, ended: float, partition: int, *jobs: str) -> Enqueue:
+    return Enqueue(started, ended, partition, jobs)
+
+
+def test_a_partition_stands_still_from_the_signal_when_it_had_a_job_pending() -> None:
+    enqueues = [enqueue(99.0, 99.1, 1, "q:s1:p1:1", "q:s1:p1:2")]
+    # Job 1 was taken before the fault; job 2 waits: the partition had work at the signal.
+    answers = [
+        Answer(99.2, 99.3, frozenset({1}), frozenset({"q:s1:p1:1"})),
+        Answer(102.0, 102.5, frozenset({1}), frozenset({"q:s1:p1:2"})),
+    ]
+    assert work_from(enqueues, answers, [1], FAULT) == {1: FAULT}
+    assert stood_still(enqueues, answers, [1], FAULT) == {1: approx(2.5)}
+
+
+def test_a_drained_partition_is_not_charged_the_wait_for_its_next_job() -> None:
+    enqueues = [
+        enqueue(99.0, 99.1, 1, "q:s1:p1:1"),
+        enqueue(99.5, 99.6, 2, "q:s2:p1:2"),  # another partition's
+        enqueue(100.4, 100.45, 1, "q:s1:p1:3"),  # the next job of partition 1
+        enqueue(100.8, 100.9, 1, "q:s1:p1:4"),
+    ]
+    answers = [
+        Answer(99.2, 99.3, frozenset({1}), frozenset({"q:s1:p1:1"})),
+        Answer(100.5, 100.6, frozenset({1}), frozenset({"q:s1:p1:3"})),
+    ]
+    assert work_from(enqueues, answers, [1], FAULT) == {1: 100.4}
+    assert stood_still(enqueues, answers, [1], FAULT) == {1: approx(0.2)}
+    # From the signal, the same answer came 0.6 s after it.
+    assert first_answers(answers, [1], FAULT) == {1: approx(0.6)}
+
+
+def test_an_enqueue_in_flight_at_the_signal_counts_from_the_signal() -> None:
+    enqueues = [enqueue(99.9, 100.2, 1, "q:s1:p1:1")]
+    answers = [Answer(100.3, 100.4, frozenset({1}), frozenset({"q:s1:p1:1"}))]
+    assert work_from(enqueues, answers, [1], FAULT) == {1: FAULT}
+    assert stood_still(enqueues, answers, [1], FAULT) == {1: approx(0.4)}
+
+
+def test_a_partition_not_served_again_has_no_figure() -> None:
+    enqueues = [enqueue(99.0, 99.1, 1, "q:s1:p1:1"), enqueue(99.0, 99.1, 2, "q:s2:p1:2")]
+    answers = [Answer(101.0, 101.1, frozenset({2}), frozenset({"q:s2:p1:2"}))]
+    assert stood_still(enqueues, answers, [1, 2], FAULT) == {2: approx(1.1)}
 
 
 def test_handoffs_are_summed_over_the_series_of_the_counter() -> None:
