@@ -30,10 +30,11 @@ hand-offs: the servers' pinledger_partition_handoffs_total where the metric exis
 else their "owning <topic>[n] from offset" log lines.
 
 `--backlog N` enqueues N jobs at the lowest priority before the load starts, so that
-the moved partitions hold a big backlog when they are taken over. The load's jobs are
-at the highest priority and go first (a dequeue takes the highest priority first,
-then the earliest due): the figure stays the moment a partition serves again, not the
-moment its jobs' turn comes among the new owner's other partitions.
+the moved partitions hold a big backlog when they are taken over. The figures follow
+the load's own jobs only, which are at the highest priority and go first (a dequeue
+takes the highest priority first, then the earliest due): they stay the moment a
+partition serves again, not the moment its backlog's turn comes among the new owner's
+other partitions. The workers ack the backlog's jobs they get.
 """
 
 from __future__ import annotations
@@ -288,11 +289,13 @@ def wait_ready(log: Log, stage: Stage, load: Load) -> dict[str, frozenset[int]]:
     while time.monotonic() < deadline:
         owned = ownership(log, stage)
         if settled(owned, stage):
+            mark = load.record.mark()
             since = time.monotonic()
             served: float | None = None
             while served is None and time.monotonic() < deadline:
                 time.sleep(0.1)
-                served = recovery(load.record.answers_since(since), range(PARTITIONS), since)
+                answers = load.record.answers_since(since, mark)
+                served = recovery(answers, range(PARTITIONS), since)
             # A join can take two rebalances: the ownership must also have held still.
             time.sleep(max(0.0, since + QUIET_S - time.monotonic()))
             if served is not None and ownership(log, stage) == owned:
@@ -636,9 +639,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with staged(config, settings, args.logs) as stage:
             if args.backlog:
                 # At the lowest priority: a dequeue takes the highest priority first, then
-                # the earliest due, across a server's partitions, so the load's jobs go
-                # first in every partition and a moved partition serves one as soon as it
-                # serves at all, whatever its backlog (or its backlog's age).
+                # the earliest due, across a server's partitions, so the load's jobs (the
+                # only ones the figures follow) go first in every partition and a moved
+                # partition serves one as soon as it serves at all, whatever its backlog.
                 fill_backlog(stage, args.backlog, config.max_priority)
             load = Load(
                 stage.servers,

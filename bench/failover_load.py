@@ -225,13 +225,16 @@ class Load:
                 p.PinLaterDequeueRequest(queueName=self.queue, limit=DEQUEUE_LIMIT),
             )
             ended = time.monotonic()
-            jobs = list(answer.jobs or ())
+            jobs: dict[str, bytes] = dict(answer.jobs or {})
             if not jobs:
                 return IDLE_PAUSE_S
-            partitions = frozenset(descriptor.parse(d).partition for d in jobs)
-            done = Answer(started, ended, partitions, frozenset(jobs))
-            with self.record.lock:
-                self.record.answers.append(done)
+            # Only the load's own jobs are recorded: a backlog's (bench/failover.py
+            # --backlog) are acked and otherwise left out of the figures.
+            ours = frozenset(d for d, body in jobs.items() if body == BODY)
+            if ours:
+                partitions = frozenset(descriptor.parse(d).partition for d in ours)
+                with self.record.lock:
+                    self.record.answers.append(Answer(started, ended, partitions, ours))
             acks = [p.PinLaterJobAckInfo(jobDescriptor=d) for d in jobs]
             client.ackDequeuedJobs(
                 _context(source),
