@@ -29,12 +29,11 @@ partition serves. `steady` runs the load for `--seconds` with no fault and count
 hand-offs: the servers' pinledger_partition_handoffs_total where the metric exists,
 else their "owning <topic>[n] from offset" log lines.
 
-`--backlog N` enqueues N jobs at the lowest priority before the load starts, so that
-the moved partitions hold a big backlog when they are taken over. The figures follow
-the load's own jobs only, which are at the highest priority and go first (a dequeue
-takes the highest priority first, then the earliest due): they stay the moment a
-partition serves again, not the moment its backlog's turn comes among the new owner's
-other partitions. The workers ack the backlog's jobs they get.
+`--backlog N` enqueues N jobs before the load starts, at the lowest priority and due
+in a day, so that the moved partitions hold a big backlog when they are taken over (a
+new owner loads their ready windows from the store) while the workers, which would
+otherwise take them whenever none of the load's jobs is ready and never be idle, get
+only the load's jobs. The figures follow the load's jobs only.
 """
 
 from __future__ import annotations
@@ -93,6 +92,9 @@ READY_LIMIT_S = 120.0
 BACKLOG_BATCH = 1000
 BACKLOG_THREADS = 2
 BACKLOG_BODY = b'{"task":"backlog"}'
+# The backlog is due in a day: held by its partitions (in their ready windows and the
+# store, loaded by whoever takes them over), never handed to the load's workers.
+BACKLOG_DELAY_S = 86_400
 # Before a run, the ownership must be the same over at least this long: longer than
 # BASELINE_S, so that the no-fault measure falls in a settled stretch.
 QUIET_S = BASELINE_S + 1.0
@@ -434,21 +436,22 @@ def _metrics(server: ServerProcess) -> str:
 
 
 def fill_backlog(stage: Stage, jobs: int, priority: int) -> None:
-    """`jobs` pending jobs of `priority`, spread over the partitions (a server moves on
-    to the next partition every few ms), before the load starts; waits until the
-    servers have projected them."""
+    """`jobs` pending jobs of `priority`, due in BACKLOG_DELAY_S, spread over the
+    partitions (a server moves on to the next partition every few ms), before the load
+    starts; waits until the servers have projected them."""
     port = stage.servers[0].port
     sizes = [BACKLOG_BATCH] * (jobs // BACKLOG_BATCH) + [jobs % BACKLOG_BATCH] * bool(
         jobs % BACKLOG_BATCH
     )
+    due = int((time.time() + BACKLOG_DELAY_S) * 1000)
+    job = pinlater.PinLaterJob(body=BACKLOG_BODY, priority=priority, runAfterTimestampMillis=due)
     done = Counter()
 
     def enqueue(index: int) -> None:
         client = connect(port)
         try:
             for size in sizes[index::BACKLOG_THREADS]:
-                batch = [pinlater.PinLaterJob(body=BACKLOG_BODY, priority=priority)] * size
-                request = pinlater.PinLaterEnqueueRequest(queueName=stage.queue, jobs=batch)
+                request = pinlater.PinLaterEnqueueRequest(queueName=stage.queue, jobs=[job] * size)
                 client.enqueueJobs(pinledger_load.context(), request)
                 done.add(size)
         finally:
@@ -458,14 +461,24 @@ def fill_backlog(stage: Stage, jobs: int, priority: int) -> None:
         pinledger_load._run_threads(BACKLOG_THREADS, enqueue)
     seen = Counter()
     deadline = time.monotonic() + 1800
-    with Progress("backlog projected", jobs, seen.get):
-        while seen.get() < jobs:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the backlog of {jobs:,} was not projected in 30 minutes")
-            time.sleep(0.5)
-            # The count waits for the projection; far behind, it fails: ask again.
-            with suppress(pinlater.PinLaterException):
-                seen.value = pinledger_load.pending(port, stage.queue)
+    count = pinlater.PinLaterGetJobCountRequest(
+        queueName=stage.queue,
+        jobState=pinlater.PinLaterJobState.PENDING,
+        priority=priority,
+        countFutureJobs=True,
+    )
+    client = connect(port)
+    try:
+        with Progress("backlog projected", jobs, seen.get):
+            while seen.get() < jobs:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the backlog of {jobs:,} was not projected in 30 minutes")
+                time.sleep(0.5)
+                # The count waits for the projection; far behind, it fails: ask again.
+                with suppress(pinlater.PinLaterException):
+                    seen.value = client.getJobCount(pinledger_load.context(), count)
+    finally:
+        client.close()
 
 
 # ---------------------------------------------------------------- the report ----
@@ -549,7 +562,7 @@ def setup_rows(
         (
             "backlog before the faults",
             f"{args.backlog:,} jobs at priority {config.max_priority} (the load's: "
-            f"{LOAD_PRIORITY})",
+            f"{LOAD_PRIORITY}), due in {BACKLOG_DELAY_S // 3600} h",
         ),
         ("session timeout", timeout),
         ("runs per fault mode", f"{args.runs} (the victim in turn among the three)"),
@@ -592,7 +605,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=5, help="runs per fault mode")
     parser.add_argument("--seconds", type=float, default=60, help="length of the steady run")
     parser.add_argument(
-        "--backlog", type=int, default=0, help="jobs enqueued (lowest priority) before the load"
+        "--backlog",
+        type=int,
+        default=0,
+        help="jobs held by the partitions (lowest priority, due in a day)",
     )
     parser.add_argument(
         "--session-timeout-ms",
@@ -638,10 +654,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with staged(config, settings, args.logs) as stage:
             if args.backlog:
-                # At the lowest priority: a dequeue takes the highest priority first, then
-                # the earliest due, across a server's partitions, so the load's jobs (the
-                # only ones the figures follow) go first in every partition and a moved
-                # partition serves one as soon as it serves at all, whatever its backlog.
                 fill_backlog(stage, args.backlog, config.max_priority)
             load = Load(
                 stage.servers,

@@ -229,7 +229,7 @@ class Load:
             if not jobs:
                 return IDLE_PAUSE_S
             # Only the load's own jobs are recorded: a backlog's (bench/failover.py
-            # --backlog) are acked and otherwise left out of the figures.
+            # --backlog, due in a day) would be acked and left out of the figures.
             ours = frozenset(d for d, body in jobs.items() if body == BODY)
             if ours:
                 partitions = frozenset(descriptor.parse(d).partition for d in ours)
