@@ -594,7 +594,7 @@ def failure_lines(label: str, runs: Iterable[Run | Steady]) -> list[str]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.failover",
-        description=(__doc__ or "").split("\n")[0],
+        description=" ".join((__doc__ or "").split("\n\n")[0].split()),
     )
     parser.add_argument(
         "--mode",
@@ -619,8 +619,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--logs", metavar="DIR", help="keep the servers' logs in DIR (default: removed)"
     )
-    parser.add_argument("--producers", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=6)
+    parser.add_argument("--producers", type=int, default=3, help="threads enqueueing")
+    parser.add_argument("--workers", type=int, default=6, help="threads dequeueing + acking")
     parser.add_argument("--rate", type=float, default=300, help="jobs/s the producers enqueue")
     parser.add_argument(
         "--limit", type=float, default=120, help="seconds a run waits for the recovery"
