@@ -353,6 +353,19 @@ def baseline(
     return max(still.values()) if set(still) == moved else math.nan
 
 
+def figures(
+    enqueues: list[Enqueue], answers: list[Answer], moved: frozenset[int], signalled: float
+) -> tuple[float, dict[int, float], float]:
+    """A run's figures from everything the load recorded (all of it: which jobs were
+    pending at the signal depends on the answers before): how long the slowest moved
+    partition stood still (math.inf if one has not served again), each one's first
+    answer after the signal, and the no-fault `baseline`."""
+    still = stood_still(enqueues, answers, moved, signalled)
+    seconds = max(still.values()) if set(still) == moved else math.inf
+    first = first_answers(answers, moved, signalled)
+    return seconds, first, baseline(enqueues, answers, moved, signalled)
+
+
 def fault_run(log: Log, stage: Stage, load: Load, mode: str, turn: int, limit_s: float) -> Run:
     owned = wait_ready(log, stage, load)
     index = turn % SERVERS
@@ -377,18 +390,17 @@ def fault_run(log: Log, stage: Stage, load: Load, mode: str, turn: int, limit_s:
         exited = time.monotonic() - signalled
     until = signalled + max(limit_s if recovered is None else recovered, exited) + SETTLE_S
     time.sleep(max(0.0, until - time.monotonic()))
-    enqueues, answers = load.record.seen()
-    still = stood_still(enqueues, answers[mark:], moved, signalled)
+    seconds, first, before = figures(*load.record.seen(), moved, signalled)
     run = Run(
         mode=mode,
         victim=f"{victim.host}:{victim.port}",
         at=at,
         moved=moved,
-        seconds=max(still.values()) if set(still) == moved else math.inf,
-        first=first_answers(answers[mark:], moved, signalled),
+        seconds=seconds,
+        first=first,
         exited_s=exited,
         failures=load.record.failures_between(signalled, until),
-        baseline_s=baseline(enqueues, answers, moved, signalled),
+        baseline_s=before,
     )
     stage.servers[index] = stage.new_server()
     load.spread()

@@ -5,6 +5,7 @@ counts as settled."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from pytest import approx
@@ -12,6 +13,7 @@ from pytest import approx
 from bench.failover import (
     PARTITIONS,
     Stage,
+    figures,
     first_answers,
     handoffs_in_metrics,
     member,
@@ -144,3 +146,32 @@ def test_the_group_is_settled_when_each_partition_has_one_live_owner() -> None:
     assert not settled(
         {a: thirds[0], b: thirds[1], c: thirds[2], "pinledger@127.0.0.1:1": frozenset()}, stage
     )
+
+
+def test_a_runs_figures_charge_only_the_time_a_moved_partition_had_work() -> None:
+    # Two moved partitions, served every 0.5 s until the fault at 100 s. Partition 1 had
+    # a job pending at the signal; partition 2 had been drained and got its next job at
+    # 104 s; both were served again at 105 s.
+    enqueues: list[Enqueue] = []
+    answers: list[Answer] = []
+    for n, t in enumerate(x / 2 for x in range(190, 200)):
+        for partition in (1, 2):
+            job = f"q:s{partition}:p1:{n}"
+            enqueues.append(enqueue(t, t + 0.01, partition, job))
+            answers.append(Answer(t + 0.02, t + 0.05, frozenset({partition}), frozenset({job})))
+    enqueues += [
+        enqueue(99.9, 99.95, 1, "q:s1:p1:late"),
+        enqueue(104.0, 104.01, 2, "q:s2:p1:next"),
+    ]
+    answers += [
+        Answer(104.9, 105.0, frozenset({1, 2}), frozenset({"q:s1:p1:late", "q:s2:p1:next"}))
+    ]
+    seconds, first, before = figures(enqueues, answers, frozenset({1, 2}), FAULT)
+    assert seconds == approx(5.0)  # partition 1's; partition 2 stood still 1 s
+    assert first == {1: approx(5.0), 2: approx(5.0)}
+    assert before == approx(0.05)  # with no fault, a job waited 50 ms
+
+    drained = figures(enqueues, answers, frozenset({2}), FAULT)[0]
+    assert drained == approx(1.0)
+    unserved = figures(enqueues, answers[:-1], frozenset({1, 2}), FAULT)[0]
+    assert unserved == math.inf
