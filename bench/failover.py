@@ -574,7 +574,9 @@ def setup_rows(
         (
             "backlog before the faults",
             f"{args.backlog:,} jobs at priority {config.max_priority} (the load's: "
-            f"{LOAD_PRIORITY}), due in {BACKLOG_DELAY_S // 3600} h",
+            f"{LOAD_PRIORITY}), due in {BACKLOG_DELAY_S // 3600} h"
+            if args.backlog
+            else "none",
         ),
         ("session timeout", timeout),
         ("runs per fault mode", f"{args.runs} (the victim in turn among the three)"),
