@@ -325,6 +325,8 @@ class Run:
     first: dict[int, float]
     exited_s: float
     failures: list[Failure]
+    # When each failed call ended, in seconds from the signal.
+    failed_at: list[float]
     # The same figure over the moved partitions BASELINE_S before the signal, with no
     # fault: what the measure reads when nothing stops (NaN when it could not tell).
     baseline_s: float
@@ -333,13 +335,18 @@ class Run:
         served = "never" if self.seconds == math.inf else f"{self.seconds:.3f} s"
         messages = Tally(f.what[:100] for f in self.failures)
         failed = "; ".join(f"{n} x {what}" for what, n in messages.most_common(3))
+        when = (
+            f" (ended {min(self.failed_at):.2f} to {max(self.failed_at):.2f} s after the signal)"
+            if self.failed_at
+            else ""
+        )
         return (
             f"{self.mode} run {number} (signal at {self.at}): {self.victim} owned "
             f"{sorted(self.moved)}; stood still {served}; first answers after the signal "
             f"{min(self.first.values(), default=math.nan):.3f} to "
             f"{max(self.first.values(), default=math.nan):.3f} s; victim exited after "
             f"{self.exited_s:.2f} s; no-fault baseline {self.baseline_s * 1000:.0f} ms; "
-            f"{len(self.failures)} failed calls{': ' + failed if failed else ''}"
+            f"{len(self.failures)} failed calls{when}{': ' + failed if failed else ''}"
         )
 
 
@@ -391,6 +398,7 @@ def fault_run(log: Log, stage: Stage, load: Load, mode: str, turn: int, limit_s:
     until = signalled + max(limit_s if recovered is None else recovered, exited) + SETTLE_S
     time.sleep(max(0.0, until - time.monotonic()))
     seconds, first, before = figures(*load.record.seen(), moved, signalled)
+    failures = load.record.failures_between(signalled, until)
     run = Run(
         mode=mode,
         victim=f"{victim.host}:{victim.port}",
@@ -399,7 +407,8 @@ def fault_run(log: Log, stage: Stage, load: Load, mode: str, turn: int, limit_s:
         seconds=seconds,
         first=first,
         exited_s=exited,
-        failures=load.record.failures_between(signalled, until),
+        failures=failures,
+        failed_at=[f.ended - signalled for f in failures],
         baseline_s=before,
     )
     stage.servers[index] = stage.new_server()
