@@ -15,9 +15,14 @@
 - With TLS (service/security/tls.py), each connection's handshake runs first, on its own thread; a
   client that fails it (plaintext, no or an untrusted certificate) is closed at once
   with one log line.
-- A server stopping (`close`, then `drain`) accepts no connection, answers the call each
-  connection has in flight, and then closes it: clients retry elsewhere; no call is
-  answered after the server has left the owners' group or closed its log.
+- A server stopping (`close`, `linger`, then `drain`) accepts no new connection (the
+  ones the kernel had already taken are served: none is reset), and each connection is
+  closed right after it answers its next call, its writing side first so that the
+  client sees the end with the answer: a pooled client (pinledger's checks a connection
+  before reusing it) opens its next connection to another server and no caller sees an
+  error. Connections that stay idle are closed at the end of the linger. Meanwhile the
+  server has left the owners' group (its dequeues are forwarded to the new owners); no
+  call is answered after its log is closed.
 """
 
 from __future__ import annotations
@@ -121,6 +126,8 @@ class ThriftServer:
         # The connections being served, so that `drain` can end them.
         self._clients: set[TSocket] = set()
         self._closed = threading.Event()
+        # Stopping: each connection closes after answering its next call.
+        self._lingering = threading.Event()
         self._draining = threading.Event()
         self._noise = RateLimitedLog(log)
 
@@ -158,9 +165,27 @@ class ThriftServer:
             _close(client)
 
     def close(self) -> None:
-        """Accept no more connections (close the listening socket too: that alone
-        unblocks accept)."""
+        """Accept no more connections: the ones the kernel already completed are taken
+        first (closing the listening socket would reset them, and their clients would
+        see an error), then the listening socket is closed (that also unblocks accept).
+        From now on each connection closes once it has answered its next call."""
+        self._lingering.set()
         self._closed.set()
+        sock = self._listener.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setblocking(False)
+                while True:
+                    client, _ = sock.accept()
+                    client.setblocking(True)
+                    self._dispatch(TSocket(sock=client))
+        self._listener.close()
+
+    def linger(self, timeout_s: float) -> bool:
+        """Wait (after `close`) until every connection has closed after its next call,
+        at most `timeout_s`; False when some are still open (idle: `drain` ends them)."""
+        with self._ended:
+            return self._ended.wait_for(lambda: not self._clients, timeout_s)
 
     def drain(self, timeout_s: float) -> bool:
         """End every connection once the call it has in flight is answered (after
@@ -212,7 +237,7 @@ class ThriftServer:
             with self._ended:
                 self._clients.add(client)
                 if self._draining.is_set():
-                    return  # accepted as the server began to stop
+                    return  # accepted as the server finished stopping
             while not self._draining.is_set():
                 frames.next()
                 itrans.clean()  # each call is read from its own frame only
@@ -220,6 +245,12 @@ class ThriftServer:
                     self._processor.process(iprot, oprot)
                 except MalformedCall as malformed:
                     self._malformed(client, peer, frames.payload, malformed)
+                if self._lingering.is_set():
+                    # The end right behind the answer: the client sees it before it
+                    # could reuse the connection.
+                    _stop_writing(client)
+                    reason = "stopping"
+                    break
         except FrameRefused as refused:
             reason = "oversized"
             self._oversized(client, refused, peer)
@@ -409,6 +440,16 @@ def _peer(client: TSocket) -> str:
 def _set_timeout(client: TSocket, seconds: float | None) -> None:
     if client.sock is not None:
         client.sock.settimeout(seconds)
+
+
+def _stop_writing(client: TSocket) -> None:
+    """Send the end of the stream after the answer just written (on the plain socket,
+    as `_stop_reading` says why)."""
+    sock = client.sock
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_WR)
 
 
 def _stop_reading(client: TSocket) -> None:

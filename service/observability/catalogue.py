@@ -139,7 +139,8 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "Thrift connections closed, by reason: client (the client closed it), idle (idle",
         "for PINLEDGER_IDLE_TIMEOUT_S), oversized (a frame over PINLEDGER_MAX_FRAME_BYTES),",
         "garbage (not a PinLater call), tls (the TLS handshake failed), refused (over",
-        "PINLEDGER_MAX_CONNECTIONS). Anything but client and idle means a misconfigured",
+        "PINLEDGER_MAX_CONNECTIONS), stopping (the server was stopping: closed after its",
+        "call was answered). Anything but client, idle and stopping means a misconfigured",
         "or hostile client: the server log names its address.",
     ),
     # -- jobs, as callers asked ---------------------------------------------------------

@@ -171,6 +171,22 @@ class LivenessListener:
             _close(sock)
 
 
+@dataclass
+class _Held:
+    """A connection to a peer's liveness port. `greeting` is what it has sent so far;
+    it counts as the peer's (its closing means something) once that is the whole
+    greeting with the advertised token. The greeting is read as it comes, never waited
+    for: a busy peer may take a while to accept."""
+
+    sock: socket.socket
+    expected: bytes
+    greeting: bytes = b""
+
+    @property
+    def greeted(self) -> bool:
+        return self.greeting == self.expected
+
+
 class LivenessWatch:
     """Holds a connection to every other member's liveness port and removes from the
     owners' group each member whose port closes and then refuses connections."""
@@ -193,7 +209,7 @@ class LivenessWatch:
         self._on_removed = on_removed
         self._metrics = metrics
         self._stop = stop
-        self._held: dict[str, socket.socket] = {}
+        self._held: dict[str, _Held] = {}
         self._tried: dict[str, float] = {}
         # Members found gone and not removed yet (retried while listed), and the tokens
         # of those dealt with (kept while the members list, refreshed every 2 s, still
@@ -213,13 +229,18 @@ class LivenessWatch:
 
     def close(self) -> None:
         """Let go of the held connections (the thread does on stop)."""
-        for sock in self._held.values():
-            _close(sock)
+        for held in self._held.values():
+            _close(held.sock)
         self._held.clear()
 
+    def watching(self) -> list[str]:
+        """The tokens of the peers whose greeting came: those whose death it would see."""
+        return sorted(token for token, held in self._held.items() if held.greeted)
+
     def tick(self) -> None:
-        """One look: connect to new members, wait up to WATCH_TICK_S for a held
-        connection to close, find out whether its member is gone, remove it."""
+        """One look: connect to new members, wait up to WATCH_TICK_S for news on a held
+        connection (a greeting, or its end), find out whether a member whose connection
+        ended is gone, remove it."""
         listed = {
             endpoint.token: (member, endpoint)
             for member in self._members()
@@ -227,7 +248,7 @@ class LivenessWatch:
             and endpoint.token != self._own
         }
         for token in [t for t in self._held if t not in listed]:
-            _close(self._held.pop(token))
+            _close(self._held.pop(token).sock)
         for token in [t for t in self._gone if t not in listed]:
             del self._gone[token]
         self._done &= listed.keys()
@@ -239,19 +260,21 @@ class LivenessWatch:
             if time.monotonic() - self._tried.get(token, float("-inf")) < RETRY_EVERY_S:
                 continue
             self._tried[token] = time.monotonic()
-            sock = _greeted(endpoint)
+            sock = _connected(endpoint)
             if sock is not None:
-                self._held[token] = sock
-        closed = _closed_among(self._held, WATCH_TICK_S)
-        for token in closed:
-            _close(self._held.pop(token))
+                self._held[token] = _Held(sock, _greeting(endpoint.token))
+        for token in _ended_among(self._held, WATCH_TICK_S):
+            held = self._held.pop(token)
+            _close(held.sock)
             member, endpoint = listed[token]
-            if _refused(endpoint):
+            if held.greeted and _refused(endpoint):
                 self._gone[token] = member
-            else:
+            elif held.greeted:
+                # Closed for another reason (the peer's listener was full, a network
+                # blip): connect again at once.
                 self._tried.pop(token, None)
-            # Else the connection closed for another reason (the peer's listener was
-            # full, a network blip): connect again next time.
+            # Never greeted (not the advertised peer's port, or it went first): tried
+            # again after RETRY_EVERY_S, and never taken for dead.
         for token, member in list(self._gone.items()):
             self._remove_gone(token, member)
 
@@ -282,49 +305,45 @@ def _family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
-def _greeted(endpoint: Endpoint) -> socket.socket | None:
-    """A connection to the endpoint that greeted with its token, or None."""
+def _greeting(token: str) -> bytes:
+    return _GREETING + token.encode("ascii") + b"\n"
+
+
+def _connected(endpoint: Endpoint) -> socket.socket | None:
+    """A connection to the endpoint (not yet greeted), or None."""
     try:
         sock = socket.create_connection((endpoint.host, endpoint.port), CONNECT_TIMEOUT_S)
     except OSError:
         return None
-    try:
-        expected = _GREETING + endpoint.token.encode("ascii") + b"\n"
-        got = b""
-        while len(got) < len(expected) and not got.endswith(b"\n"):
-            chunk = sock.recv(len(expected) - len(got))
-            if not chunk:
-                break
-            got += chunk
-        if got == expected:
-            sock.setblocking(False)
-            return sock
-    except OSError:
-        pass
-    _close(sock)
-    return None
+    sock.setblocking(False)
+    return sock
 
 
-def _closed_among(held: dict[str, socket.socket], timeout_s: float) -> list[str]:
-    """The tokens whose connection the peer closed, waiting up to `timeout_s` for one."""
+def _ended_among(held: dict[str, _Held], timeout_s: float) -> list[str]:
+    """Read what the held connections have to say, waiting up to `timeout_s` for some:
+    greetings are collected; the tokens whose connection ended (or sent more than a
+    greeting, or the wrong one) are returned."""
     if not held:
         threading.Event().wait(timeout_s)
         return []
     with selectors.DefaultSelector() as selector:
-        for token, sock in held.items():
-            selector.register(sock, selectors.EVENT_READ, token)
+        for token, h in held.items():
+            selector.register(h.sock, selectors.EVENT_READ, token)
         ready = selector.select(timeout_s)
-    closed = []
+    ended = []
     for key, _ in ready:
+        token = str(key.data)
+        h = held[token]
         try:
-            data = held[key.data].recv(64)
+            data = h.sock.recv(64)
         except BlockingIOError:
             continue
         except OSError:
             data = b""
-        if not data:
-            closed.append(str(key.data))
-    return closed
+        h.greeting += data
+        if not data or not h.expected.startswith(h.greeting):
+            ended.append(token)
+    return ended
 
 
 def _refused(endpoint: Endpoint) -> bool:
