@@ -81,9 +81,11 @@ class Record:
     rounds: list[Round] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
 
-    def failed(self, started: float, exc: BaseException) -> None:
+    def failed(self, started: float, exc: BaseException, call: str = "") -> None:
+        """A failed call (`call`: which, named first in what is recorded)."""
+        what = f"{call}: {describe(exc)}" if call else describe(exc)
         with self.lock:
-            self.failures.append(Failure(started, time.monotonic() - started, describe(exc)))
+            self.failures.append(Failure(started, time.monotonic() - started, what))
 
 
 def describe(exc: BaseException) -> str:
@@ -166,10 +168,12 @@ class Traffic:
     def stop_producing(self) -> None:
         self.producing.clear()
 
-    def _serve(self, turn: int, call: Callable[[Caller], bool], running: threading.Event) -> None:
-        """Run `call(caller)` until `running` clears; after a failure the caller is
-        told (the direct one moves to the next server). `call` says whether to pause
-        before the next call."""
+    def _serve(
+        self, turn: int, call: Callable[[Caller], bool], running: threading.Event, name: str
+    ) -> None:
+        """Run `call(caller)` until `running` clears; after a failure (recorded as
+        `name`'s) the caller is told (the direct one moves to the next server). `call`
+        says whether to pause before the next call."""
         caller = self.caller(turn)
         try:
             while running.is_set():
@@ -178,7 +182,7 @@ class Traffic:
                     if call(caller):
                         time.sleep(self.pause_s)
                 except Exception as exc:
-                    self.record.failed(started, exc)
+                    self.record.failed(started, exc, name)
                     caller.failed()
                     time.sleep(0.1)
         finally:
@@ -202,7 +206,7 @@ class Traffic:
                 self.record.enqueue_ok.append(started)
             return True
 
-        self._serve(index, enqueue, self.producing)
+        self._serve(index, enqueue, self.producing, "enqueue")
 
     def _work(self, index: int) -> None:
         source = f"chaos:worker{index}"
@@ -221,7 +225,7 @@ class Traffic:
                     self.record.rounds.append(Round(started, partitions))
             return False
 
-        self._serve(index, work, self.working)
+        self._serve(index, work, self.working, "dequeue")
 
     def _ack(self, caller: Caller, jobs: dict[str, bytes], started: float, source: str) -> bool:
         """Ack the jobs, sending the ack again after a failure (each failure recorded)
@@ -235,7 +239,7 @@ class Traffic:
                 landed = True
                 break
             except Exception as exc:
-                self.record.failed(attempt, exc)
+                self.record.failed(attempt, exc, "ack")
                 caller.failed()
                 if not caller.retryable(exc) or attempt - started > ACK_PATIENCE_S:
                     break
