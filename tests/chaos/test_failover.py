@@ -209,7 +209,8 @@ def test_a_server_stopped_under_load_costs_callers_nothing(trio: Stage, tmp_path
         "fault",
         fault_at,
         [
-            f"the stopped server exited 0 {exited_s:.1f} s after the SIGTERM; every "
+            f"the stopped server ({trio.servers[1].port}) exited 0 {exited_s:.1f} s after the "
+            f"SIGTERM; every "
             f"partition served by the other two {after_exit_s:.1f} s after it exited",
         ],
     )
@@ -225,7 +226,16 @@ def test_one_of_three_servers_killed(trio: Stage, tmp_path: Path) -> None:
         trio.servers[1].kill()
         recovered_s = served_again(trio, load, fault_at, "the SIGKILL")
         lost = finish(trio, load, {1})
-    row = record(load, "1 of 3 servers killed (SIGKILL)", lost, recovered_s, "fault", fault_at, [])
+    killed = trio.servers[1]
+    row = record(
+        load,
+        "1 of 3 servers killed (SIGKILL)",
+        lost,
+        recovered_s,
+        "fault",
+        fault_at,
+        [f"killed: {killed.host}:{killed.port}"],
+    )
     still_running(trio, {1})
     replay_is_identical(trio)
     nothing_lost_or_run_twice(row, load, lost)
@@ -258,8 +268,10 @@ def test_a_server_frozen_for_5_s(trio: Stage, tmp_path: Path) -> None:
         "repair",
         fault_at,
         [
-            f"the frozen server {kept} its share: {before} partitions before, {after} after "
-            f"(session timeout {SESSION_TIMEOUT_MS / 1000:.0f} s)",
+            f"the frozen server ({frozen.host}:{frozen.port}) {kept} its share: {before} "
+            f"partitions before, {after} after (session timeout "
+            f"{SESSION_TIMEOUT_MS / 1000:.0f} s); the client gives up on a call after "
+            f"{FROZEN_CALL_TIMEOUT_S:.0f} s",
             f"every partition served again {from_freeze_s:.1f} s after the SIGSTOP",
         ],
     )
