@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,6 +59,9 @@ assert FROZEN_S < SESSION_TIMEOUT_MS / 1000
 # A frozen server answers nothing: the client gives up on a call to it after this, so
 # an ack stuck there is sent again elsewhere well within the claim timeout.
 FROZEN_CALL_TIMEOUT_S = 2.0
+# More callers than the other chaos cases: a call is in flight at most moments, so a
+# fault that breaks calls in flight shows as failed calls (SIGKILL does).
+LOAD: dict[str, Any] = {"producers": 2, "workers": 4}
 # How long a new server may take to join the owners' group.
 JOIN_LIMIT_S = 60
 
@@ -108,6 +112,14 @@ def served_again(stage: Stage, load: ClientLoad, since: float, after: str) -> fl
     return seconds
 
 
+def pooled(server: ServerProcess) -> int:
+    """The client connections open on the server: its share of the client's pool,
+    idle between calls, which a SIGTERM must close without failing a call."""
+    open_now = gauge(server, "pinledger_connections_open")
+    assert open_now, f"no client connection open on {server.port}: the case tests nothing"
+    return open_now
+
+
 def stop(server: ServerProcess) -> float:
     """SIGTERM; the seconds until it exited, which must be cleanly (0)."""
     sent = time.monotonic()
@@ -123,9 +135,9 @@ def stop(server: ServerProcess) -> float:
 @contextmanager
 def loaded(stage: Stage, tmp_path: Path, timeout_s: float | None = None) -> Iterator[ClientLoad]:
     """The client load through the stage's servers, warmed up."""
-    options = {} if timeout_s is None else {"timeout_s": timeout_s}
+    options: dict[str, Any] = {} if timeout_s is None else {"timeout_s": timeout_s}
     with ClientLoad(
-        stage.servers, QUEUE, tmp_path, claim_timeout_s=CLAIM_TIMEOUT_S, **options
+        stage.servers, QUEUE, tmp_path, claim_timeout_s=CLAIM_TIMEOUT_S, **LOAD, **options
     ) as load:
         warm(load)
         yield load
@@ -195,6 +207,7 @@ def no_failed_call(row: Row) -> None:
 
 def test_a_server_stopped_under_load_costs_callers_nothing(trio: Stage, tmp_path: Path) -> None:
     with loaded(trio, tmp_path) as load:
+        connections = pooled(trio.servers[1])
         fault_at = time.monotonic()
         exited_s = stop(trio.servers[1])
         exited_at = fault_at + exited_s
@@ -210,7 +223,7 @@ def test_a_server_stopped_under_load_costs_callers_nothing(trio: Stage, tmp_path
         fault_at,
         [
             f"the stopped server ({trio.servers[1].port}) exited 0 {exited_s:.1f} s after the "
-            f"SIGTERM; every "
+            f"SIGTERM, closing {connections} client connections; every "
             f"partition served by the other two {after_exit_s:.1f} s after it exited",
         ],
     )
@@ -287,6 +300,7 @@ def test_a_rolling_restart_of_all_three(trio: Stage, tmp_path: Path) -> None:
     with loaded(trio, tmp_path) as load:
         fault_at = time.monotonic()
         for index in range(3):
+            connections = pooled(trio.servers[index])
             stopped_at = time.monotonic()
             exited_s = stop(trio.servers[index])
             gone.add(index)
@@ -303,7 +317,8 @@ def test_a_rolling_restart_of_all_three(trio: Stage, tmp_path: Path) -> None:
             rejoined_s = served_again(trio, load, joined_at, f"server {index}'s successor joined")
             worst_s = max(worst_s, served_s)
             steps.append(
-                f"server {index}: exited 0 {exited_s:.1f} s after SIGTERM, every partition "
+                f"server {index}: exited 0 {exited_s:.1f} s after SIGTERM, closing "
+                f"{connections} client connections; every partition "
                 f"served again {served_s:.1f} s after it; its successor joined the owners "
                 f"{joined_at - stopped_at:.1f} s after the SIGTERM, every partition served "
                 f"{rejoined_s:.1f} s after that"
