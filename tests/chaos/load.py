@@ -229,7 +229,8 @@ class Traffic:
 
     def _ack(self, caller: Caller, jobs: dict[str, bytes], started: float, source: str) -> bool:
         """Ack the jobs, sending the ack again after a failure (each failure recorded)
-        until it lands, is refused for good, or ACK_PATIENCE_S passed; marks the jobs
+        until it lands, is refused for good, ACK_PATIENCE_S passed or the workers are
+        stopped; marks the jobs
         late unless it landed within the claim timeout of `started`."""
         landed = False
         while True:
@@ -241,7 +242,8 @@ class Traffic:
             except Exception as exc:
                 self.record.failed(attempt, exc, "ack")
                 caller.failed()
-                if not caller.retryable(exc) or attempt - started > ACK_PATIENCE_S:
+                gave_up = attempt - started > ACK_PATIENCE_S or not self.working.is_set()
+                if gave_up or not caller.retryable(exc):
                     break
                 with self.record.lock:
                     self.record.ack_retries += 1
