@@ -230,8 +230,8 @@ class Traffic:
     def _ack(self, caller: Caller, jobs: dict[str, bytes], started: float, source: str) -> bool:
         """Ack the jobs, sending the ack again after a failure (each failure recorded)
         until it lands, is refused for good, ACK_PATIENCE_S passed or the workers are
-        stopped; marks the jobs
-        late unless it landed within the claim timeout of `started`."""
+        stopped; marks the jobs late unless it landed within the claim timeout of
+        `started`."""
         landed = False
         while True:
             attempt = time.monotonic()
