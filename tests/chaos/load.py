@@ -77,6 +77,8 @@ class Record:
     late: set[bytes] = field(default_factory=set)
     # Acks sent again after a failure.
     ack_retries: int = 0
+    # Bursts of enqueues started (Traffic.burst).
+    bursts: int = 0
     enqueue_ok: list[float] = field(default_factory=list)
     rounds: list[Round] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
@@ -188,25 +190,55 @@ class Traffic:
         finally:
             caller.close()
 
+    def _enqueue(self, caller: Caller, bodies: list[bytes], source: str) -> None:
+        """One enqueue call, recorded: acknowledged, or not (and raised)."""
+        started = time.monotonic()
+        try:
+            descriptors = caller.enqueue(self.queue, bodies, source)
+        except Exception:
+            with self.record.lock:
+                self.record.unacknowledged_enqueues += 1
+            raise
+        with self.record.lock:
+            self.record.enqueued.update(zip(descriptors, bodies, strict=True))
+            self.record.enqueue_ok.append(started)
+
     def _produce(self, index: int) -> None:
         sequence = iter(range(10**9))
         source = f"chaos:producer{index}"
 
         def enqueue(caller: Caller) -> bool:
-            bodies = [f"p{index}-{next(sequence)}".encode() for _ in range(self.batch)]
-            started = time.monotonic()
-            try:
-                descriptors = caller.enqueue(self.queue, bodies, source)
-            except Exception:
-                with self.record.lock:
-                    self.record.unacknowledged_enqueues += 1
-                raise
-            with self.record.lock:
-                self.record.enqueued.update(zip(descriptors, bodies, strict=True))
-                self.record.enqueue_ok.append(started)
+            self._enqueue(
+                caller, [f"p{index}-{next(sequence)}".encode() for _ in range(self.batch)], source
+            )
             return True
 
         self._serve(index, enqueue, self.producing, "enqueue")
+
+    def burst(self, calls: int, batch: int) -> list[threading.Thread]:
+        """Start `calls` enqueues of `batch` jobs each at once, a thread and a Caller
+        each (many calls in flight at one moment, some on connections just opened),
+        recorded like the producers' calls. The threads, for the caller to join."""
+        with self.record.lock:
+            self.record.bursts += 1
+            tag = f"b{self.record.bursts}"
+        threads = [
+            threading.Thread(target=self._burst_call, args=(tag, n, batch), daemon=True)
+            for n in range(calls)
+        ]
+        for thread in threads:
+            thread.start()
+        return threads
+
+    def _burst_call(self, tag: str, n: int, batch: int) -> None:
+        caller = self.caller(n)
+        started = time.monotonic()
+        try:
+            self._enqueue(caller, [f"{tag}-{n}-{i}".encode() for i in range(batch)], "chaos:burst")
+        except Exception as exc:
+            self.record.failed(started, exc, "enqueue (burst)")
+        finally:
+            caller.close()
 
     def _work(self, index: int) -> None:
         source = f"chaos:worker{index}"

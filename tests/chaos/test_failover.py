@@ -5,7 +5,8 @@ server stopped (SIGTERM), killed (SIGKILL), frozen for less than its session tim
 
 What a user is promised, and each case checks: a SIGTERMed server stops accepting
 calls, closes its idle connections, answers the calls in flight and leaves the owners'
-group, so its callers see no failed call and it exits 0; a SIGKILLed server's
+group, so its callers see no failed call and it exits 0 (each SIGTERM comes as a burst
+of enqueues is on its way, some on connections just opened); a SIGKILLed server's
 partitions serve again within about 2 s. After every case: each acknowledged enqueue
 ends SUCCEEDED, no job is handed out twice (the load sends a failed ack again on
 another server, so a second run is a double hand-out unless that ack landed only after
@@ -59,9 +60,17 @@ assert FROZEN_S < SESSION_TIMEOUT_MS / 1000
 # A frozen server answers nothing: the client gives up on a call to it after this, so
 # an ack stuck there is sent again elsewhere well within the claim timeout.
 FROZEN_CALL_TIMEOUT_S = 2.0
-# More callers than the other chaos cases: a call is in flight at most moments, so a
-# fault that breaks calls in flight shows as failed calls (SIGKILL does).
-LOAD: dict[str, Any] = {"producers": 2, "workers": 4}
+# More callers than the other chaos cases, pausing less: a call is in flight at most
+# moments and pooled connections are reused at once, so a stop that drops a call in
+# flight or sent on a connection it closes shows as a failed call (measured on the code
+# of 2026-11-28: one or two in about half of the SIGTERMs; with two producers and four
+# workers, in one of ten).
+LOAD: dict[str, Any] = {"producers": 3, "workers": 6, "pause_s": 0.01}
+# At each SIGTERM, this many enqueues of this many jobs are started together, just
+# before the signal: calls in flight on the stopping server, whatever the load's timing.
+BURST_CALLS = 12
+BURST_BATCH = 50
+BURST_LEAD_S = 0.01
 # How long a new server may take to join the owners' group.
 JOIN_LIMIT_S = 60
 
@@ -120,16 +129,23 @@ def pooled(server: ServerProcess) -> int:
     return open_now
 
 
-def stop(server: ServerProcess) -> float:
-    """SIGTERM; the seconds until it exited, which must be cleanly (0)."""
+def stop(server: ServerProcess, load: ClientLoad) -> float:
+    """SIGTERM while a burst of enqueues is on its way (some to this server, some on
+    connections just opened); the seconds until it exited, which must be cleanly (0).
+    Returns once the burst's calls are answered too."""
+    burst = load.burst(BURST_CALLS, BURST_BATCH)
+    time.sleep(BURST_LEAD_S)
     sent = time.monotonic()
     server.stop()
+    exited_s = time.monotonic() - sent
+    for thread in burst:
+        thread.join(RECOVERY_LIMIT_S)
     assert server.proc is not None
     assert server.proc.returncode == 0, (
         f"the SIGTERMed server exited {server.proc.returncode} (not 0) after "
-        f"{time.monotonic() - sent:.1f} s:\n{server.log_tail()}"
+        f"{exited_s:.1f} s:\n{server.log_tail()}"
     )
-    return time.monotonic() - sent
+    return exited_s
 
 
 @contextmanager
@@ -198,10 +214,11 @@ def nothing_lost_or_run_twice(row: Row, load: ClientLoad, lost: list[str]) -> No
     )
 
 
-def no_failed_call(row: Row) -> None:
-    assert row.failed_calls == 0, (
-        f"{row.fault}: callers saw {row.failed_calls} failed calls:\n"
-        + "\n".join(f"  {n} x {what}" for what, n in row.answers.most_common(8))
+def no_failed_call(row: Row, load: ClientLoad, fault_at: float) -> None:
+    failures = load.failures_between(fault_at, time.monotonic())
+    assert not failures, f"{row.fault}: callers saw {len(failures)} failed calls:\n" + "\n".join(
+        f"  at +{f.started - fault_at:.3f} s, after {f.seconds:.3f} s: {f.what}"
+        for f in failures[:10]
     )
 
 
@@ -209,7 +226,7 @@ def test_a_server_stopped_under_load_costs_callers_nothing(trio: Stage, tmp_path
     with loaded(trio, tmp_path) as load:
         connections = pooled(trio.servers[1])
         fault_at = time.monotonic()
-        exited_s = stop(trio.servers[1])
+        exited_s = stop(trio.servers[1], load)
         exited_at = fault_at + exited_s
         recovered_s = served_again(trio, load, fault_at, "the SIGTERM")
         after_exit_s = served_again(trio, load, exited_at, "the stopped server's exit")
@@ -230,7 +247,7 @@ def test_a_server_stopped_under_load_costs_callers_nothing(trio: Stage, tmp_path
     still_running(trio, {1})
     replay_is_identical(trio)
     nothing_lost_or_run_twice(row, load, lost)
-    no_failed_call(row)
+    no_failed_call(row, load, fault_at)
 
 
 def test_one_of_three_servers_killed(trio: Stage, tmp_path: Path) -> None:
@@ -302,7 +319,7 @@ def test_a_rolling_restart_of_all_three(trio: Stage, tmp_path: Path) -> None:
         for index in range(3):
             connections = pooled(trio.servers[index])
             stopped_at = time.monotonic()
-            exited_s = stop(trio.servers[index])
+            exited_s = stop(trio.servers[index], load)
             gone.add(index)
             served_s = served_again(trio, load, stopped_at, f"server {index}'s SIGTERM")
             new = trio.new_server()
@@ -336,4 +353,4 @@ def test_a_rolling_restart_of_all_three(trio: Stage, tmp_path: Path) -> None:
     still_running(trio, gone)
     replay_is_identical(trio)
     nothing_lost_or_run_twice(row, load, lost)
-    no_failed_call(row)
+    no_failed_call(row, load, fault_at)
