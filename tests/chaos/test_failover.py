@@ -62,9 +62,9 @@ assert FROZEN_S < SESSION_TIMEOUT_MS / 1000
 FROZEN_CALL_TIMEOUT_S = 2.0
 # More callers than the other chaos cases, pausing less: a call is in flight at most
 # moments and pooled connections are reused at once, so a stop that drops a call in
-# flight or sent on a connection it closes shows as a failed call. Measured on the code
-# of 2026-11-28: through two servers, one to three failed calls in 13 of 22 SIGTERMs;
-# through three, none in 4; with two producers and four workers, in 1 of about 20.
+# flight or sent on a connection it closes shows as a failed call. Measured before
+# issue 43's failover (090ac1a): through two servers, one to three failed calls in 13
+# of 22 SIGTERMs; with it (19f5510), through three servers, one in 3 of 15.
 LOAD: dict[str, Any] = {"producers": 3, "workers": 6, "pause_s": 0.01}
 # At each SIGTERM, this many enqueues of this many jobs are started together, just
 # before the signal: calls in flight on the stopping server, whatever the load's timing.
