@@ -59,6 +59,13 @@ def stage(cluster: str, tmp_path: Path) -> Iterator[Stage]:
 
 
 @pytest.fixture
+def trio(cluster: str, tmp_path: Path) -> Iterator[Stage]:
+    """The stage with three servers sharing the queue's partitions."""
+    with staged(cluster, tmp_path, servers=3) as made:
+        yield made
+
+
+@pytest.fixture
 def sharded_stage(cluster: str, tmp_path: Path) -> Iterator[Stage]:
     """The stage on two store shards: Postgres (home, "a") and MariaDB ("b"); the
     queue's four partitions are placed a, b, a, b."""
@@ -68,6 +75,6 @@ def sharded_stage(cluster: str, tmp_path: Path) -> Iterator[Stage]:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if ROWS:
-        terminalreporter.section("chaos: one fault at a time, two servers under load")
+        terminalreporter.section("chaos: one fault at a time, under load")
         for line in table(ROWS):
             terminalreporter.write_line(line)

@@ -26,7 +26,7 @@ from pinledger.service.assembly import open_shards
 from pinledger.service.security.password import hash_password
 from pinledger.service.shards.shard_map import load_shard_map
 from pinledger.service.testing.servers import ServerProcess, context, wait_for
-from tests.chaos.load import Load
+from tests.chaos.load import Traffic
 from tests.settings import stack_settings
 
 PARTITIONS = 4
@@ -72,8 +72,11 @@ class Stage:
 
 
 @contextmanager
-def staged(cluster: str, tmp_path: Path, sharded: bool = False) -> Iterator[Stage]:
-    """Two servers and the queue QUEUE; everything the stage made is removed after."""
+def staged(
+    cluster: str, tmp_path: Path, sharded: bool = False, servers: int = 2
+) -> Iterator[Stage]:
+    """`servers` servers and the queue QUEUE; everything the stage made is removed
+    after."""
     tag = uuid.uuid4().hex[:10]
     prefix, schema = f"chaos{tag}.", f"chaos_{tag}"
     settings = {
@@ -94,7 +97,7 @@ def staged(cluster: str, tmp_path: Path, sharded: bool = False) -> Iterator[Stag
         settings["PINLEDGER_STORE_SHARDS"] = shard_map
     stage = Stage(cluster, [], prefix, schema, settings, tmp_path, shard_map=shard_map)
     try:
-        for _ in range(2):
+        for _ in range(servers):
             server = stage.new_server()
             stage.servers.append(server)
             server.start(tmp_path)
@@ -125,7 +128,7 @@ def staged(cluster: str, tmp_path: Path, sharded: bool = False) -> Iterator[Stag
                 mariadb.close()
 
 
-def drain(stage: Stage, load: Load, killed: Collection[int] = ()) -> list[str]:
+def drain(stage: Stage, load: Traffic, killed: Collection[int] = ()) -> list[str]:
     """Let the workers finish; the acknowledged enqueues still not SUCCEEDED then."""
     survivor = next(i for i in range(len(stage.servers)) if i not in killed)
     client = stage.servers[survivor].client()
