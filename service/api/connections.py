@@ -149,9 +149,16 @@ class ThriftServer:
 
     def _dispatch(self, client: TSocket) -> None:
         if self._slots.acquire(blocking=False):
+            # Counted from here (not once its thread runs): `linger` and `drain` wait
+            # for a connection taken as the server began to stop.
+            with self._ended:
+                self._clients.add(client)
             try:
                 self._start(self._serve, client, "thrift-conn")
             except BaseException:
+                with self._ended:
+                    self._clients.discard(client)
+                    self._ended.notify_all()
                 self._slots.release()
                 raise
         elif self._refusers.acquire(blocking=False):
@@ -234,23 +241,10 @@ class ThriftServer:
             itrans = TCyFramedTransport(frames)
             iprot = _PROTOCOLS.get_protocol(itrans)
             oprot = _PROTOCOLS.get_protocol(TCyFramedTransport(client))
-            with self._ended:
-                self._clients.add(client)
-                if self._draining.is_set():
-                    return  # accepted as the server finished stopping
-            while not self._draining.is_set():
-                frames.next()
-                itrans.clean()  # each call is read from its own frame only
-                try:
-                    self._processor.process(iprot, oprot)
-                except MalformedCall as malformed:
-                    self._malformed(client, peer, frames.payload, malformed)
-                if self._lingering.is_set():
-                    # The end right behind the answer: the client sees it before it
-                    # could reuse the connection.
-                    _stop_writing(client)
-                    reason = "stopping"
-                    break
+            if self._draining.is_set():
+                return  # accepted as the server finished stopping
+            if self._answer_calls(client, peer, frames, itrans, iprot, oprot):
+                reason = "stopping"
         except FrameRefused as refused:
             reason = "oversized"
             self._oversized(client, refused, peer)
@@ -278,6 +272,31 @@ class ThriftServer:
                 self._ended.notify_all()
             self._opened(-1)
             self._slots.release()
+
+    def _answer_calls(
+        self, client: TSocket, peer: str, frames: Frames, itrans: Any, iprot: Any, oprot: Any
+    ) -> bool:
+        """Answer the connection's calls until it is drained; True when it ends after
+        its last call because the server is stopping."""
+        while not self._draining.is_set():
+            frames.next()
+            itrans.clean()  # each call is read from its own frame only
+            last = self._lingering.is_set()
+            if last:
+                # The connection's last answer: corked, it leaves in one segment with
+                # the end of the stream, so the client cannot send another call in
+                # between (which would find the connection closed).
+                _cork(client)
+            try:
+                self._processor.process(iprot, oprot)
+            except MalformedCall as malformed:
+                self._malformed(client, peer, frames.payload, malformed)
+            if last:
+                # Not after a call that began before the stop: its answer has left
+                # uncorked, and the client may be sending its next call already.
+                _stop_writing(client)
+                return True
+        return False
 
     def _refuse(self, client: TSocket) -> None:
         peer = _peer(client)
@@ -442,9 +461,20 @@ def _set_timeout(client: TSocket, seconds: float | None) -> None:
         client.sock.settimeout(seconds)
 
 
+def _cork(client: TSocket) -> None:
+    """Hold what is written until the end of the stream is sent with it (Linux's
+    TCP_CORK; elsewhere the end follows the answer as soon as it can)."""
+    sock = client.sock
+    cork = getattr(socket, "TCP_CORK", None)
+    if sock is None or cork is None:
+        return
+    with contextlib.suppress(OSError):
+        socket.socket.setsockopt(sock, socket.IPPROTO_TCP, cork, 1)
+
+
 def _stop_writing(client: TSocket) -> None:
-    """Send the end of the stream after the answer just written (on the plain socket,
-    as `_stop_reading` says why)."""
+    """Send the end of the stream after the answer just written (with it when corked;
+    on the plain socket, as `_stop_reading` says why)."""
     sock = client.sock
     if sock is None:
         return

@@ -140,3 +140,25 @@ def test_linger_leaves_idle_connections_to_drain(
     assert server.drain(5)
     assert idle.recv(1) == b""
     idle.close()
+
+
+def test_a_call_in_flight_at_the_stop_keeps_its_connection_for_one_more_call(
+    served: tuple[ThriftServer, SlowHandler, int],
+) -> None:
+    """Its answer left before the stop could cork it: ending the connection right after
+    it would race the client's next call (seen as a failed call under load)."""
+    server, handler, port = served
+    client = connect(port, timeout_ms=10_000)
+    handler.hold = True
+    answers: list[list[str]] = []
+    call = threading.Thread(target=lambda: answers.append(client.getQueueNames(None)))
+    call.start()
+    assert handler.entered.wait(5)
+    server.close()
+    handler.release.set()
+    call.join(5)
+    assert answers == [["mail"]]
+    handler.hold = False
+    assert client.getQueueNames(None) == ["mail"]  # the next call: answered, the last
+    assert _eof_waiting(client._iprot.trans.sock)
+    client.close()
