@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 # again the same way: a refusal (a plain StoreError), not an unreachable Postgres, so a
 # record holding such a value pauses its partition alone (decision 0032).
 _LIMIT_EXCEEDED = "54"
+# idle_in_transaction_session_timeout ended the session (IDLE_IN_TRANSACTION_TIMEOUT_MS).
+_IDLE_IN_TRANSACTION_ENDED = "25P03"
 
 
 def store_error(
@@ -74,6 +76,16 @@ def store_error(
         return InvalidRegexError(
             f"invalid body regex (Postgres regular expression syntax) while {what}: "
             f"{exc.diag.message_primary or exc}"
+        )
+    if exc.sqlstate == _IDLE_IN_TRANSACTION_ENDED:
+        # This server stalled inside a transaction (frozen, starved) past the timeout
+        # it set itself, and Postgres ended its session: not a refusal of what it
+        # wrote (that would pause the partition as if its record were bad), a
+        # connection to open again.
+        return StoreUnavailableError(
+            f"Postgres ended a session idle in a transaction for over "
+            f"{IDLE_IN_TRANSACTION_TIMEOUT_MS} ms ({what}, schema {schema}): this server "
+            "stalled; going on with a new connection"
         )
     limit = (exc.sqlstate or "").startswith(_LIMIT_EXCEEDED)
     if isinstance(exc, psycopg.OperationalError) and not limit:  # PoolTimeout, PoolClosed

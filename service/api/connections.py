@@ -128,10 +128,21 @@ class ThriftServer:
         self._closed = threading.Event()
         # Stopping: each connection closes after answering its next call.
         self._lingering = threading.Event()
+        # The accept loop runs, and has ended (`close` waits for it: a connection it
+        # accepted is counted before `close` returns).
+        self._accepting = threading.Event()
+        self._accept_done = threading.Event()
         self._draining = threading.Event()
         self._noise = RateLimitedLog(log)
 
     def serve_forever(self) -> None:
+        self._accepting.set()
+        try:
+            self._accept_until_closed()
+        finally:
+            self._accept_done.set()
+
+    def _accept_until_closed(self) -> None:
         while not self._closed.is_set():
             try:
                 client = self._listener.accept()
@@ -187,6 +198,8 @@ class ThriftServer:
                     client.setblocking(True)
                     self._dispatch(TSocket(sock=client))
         self._listener.close()
+        if self._accepting.is_set():
+            self._accept_done.wait(2.0)
 
     def linger(self, timeout_s: float) -> bool:
         """Wait (after `close`) until every connection has closed after its next call,

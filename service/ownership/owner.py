@@ -182,24 +182,9 @@ class Owner:
         # Exported from the start: an alert on their increase needs the series.
         for counter in (catalogue.PEERS_REMOVED_TOTAL, catalogue.OWNER_LEASE_LAPSES_TOTAL):
             metrics.count(counter, 0)
-        # What this server advertises in the owners' group beyond its ledger formats:
-        # its liveness endpoint, which the other servers watch (liveness.py).
-        self.advertised = ""
+        # The liveness listener and watch (liveness.py), made at start.
         self._listener: LivenessListener | None = None
         self._watch: LivenessWatch | None = None
-        if config.liveness:
-            token = new_token()
-            self._listener = LivenessListener(config.host, config.liveness_port, token)
-            host = config.address.rpartition(":")[0]
-            self.advertised = advertisement(Endpoint(token, host, self._listener.port))
-            self._watch = LivenessWatch(
-                token,
-                lambda: self.peers.members,
-                lambda member: kafka.remove_member(self.group, member),
-                self._rejoin_now,
-                metrics,
-                self._stop,
-            )
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -208,8 +193,9 @@ class Owner:
         UnreadableFormatError, before joining, when the cluster writes a ledger format
         this release cannot read."""
         self.format.start()
-        if self._listener is not None:
-            self._listener.start()
+        advertised = formats.advertisement()
+        if self.config.liveness:
+            advertised += self._start_liveness()
         self._reader = self.kafka.group_reader(
             self.group,
             self.topics.initial(),
@@ -217,7 +203,7 @@ class Owner:
             self.partitions.revoked,
             self.partitions.assigned,
             self.config.session_timeout_ms,
-            advertised=formats.advertisement() + self.advertised,
+            advertised=advertised,
         )
         self.partitions.attach(self._reader)
         self.lease.attach(self._reader.confirmed_at)
@@ -258,6 +244,23 @@ class Owner:
             self._listener.close()
         if self._watch is not None:
             self._watch.thread.join(timeout=2)
+
+    def _start_liveness(self) -> str:
+        """Listen on the liveness port and make the watch of the others (started once
+        this server has joined); what to advertise of it."""
+        token = new_token()
+        self._listener = LivenessListener(self.config.host, self.config.liveness_port, token)
+        self._listener.start()
+        self._watch = LivenessWatch(
+            token,
+            lambda: self.peers.members,
+            lambda member: self.kafka.remove_member(self.group, member),
+            self._rejoin_now,
+            self.metrics,
+            self._stop,
+        )
+        host = self.config.address.rpartition(":")[0]
+        return advertisement(Endpoint(token, host, self._listener.port))
 
     def _rejoin_now(self) -> None:
         """A peer was found gone: rejoin the group at once rather than at the next
