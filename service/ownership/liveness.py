@@ -29,7 +29,7 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from pinledger.ledger.log import GroupMember, LogError
@@ -50,6 +50,10 @@ RETRY_EVERY_S = 1.0
 # How long the watch waits for a held connection to close before looking at the
 # members again.
 WATCH_TICK_S = 0.1
+# How long a peer whose connection ended is tried for a refusal before it counts as
+# alive: a process being killed closes its sockets one by one, and a connect can reach
+# its listening socket just before that closes too.
+SUSPECT_FOR_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +220,8 @@ class LivenessWatch:
         # names them).
         self._gone: dict[str, GroupMember] = {}
         self._done: set[str] = set()
+        # Peers whose greeted connection ended, until when they are tried for a refusal.
+        self._suspects: dict[str, float] = {}
         self.thread = threading.Thread(target=self._run, name="liveness-watch", daemon=True)
 
     def _run(self) -> None:
@@ -247,15 +253,31 @@ class LivenessWatch:
             if (endpoint := advertised_endpoint(member.advertised)) is not None
             and endpoint.token != self._own
         }
+        self._forget_unlisted(listed.keys())
+        self._connect_new(listed)
+        for token in _ended_among(self._held, WATCH_TICK_S):
+            held = self._held.pop(token)
+            _close(held.sock)
+            if held.greeted:
+                self._suspects[token] = time.monotonic() + SUSPECT_FOR_S
+            # Never greeted (not the advertised peer's port, or it went first): tried
+            # again after RETRY_EVERY_S, and never taken for dead.
+        self._judge_suspects(listed)
+        for token, member in list(self._gone.items()):
+            self._remove_gone(token, member)
+
+    def _forget_unlisted(self, listed: Collection[str]) -> None:
         for token in [t for t in self._held if t not in listed]:
             _close(self._held.pop(token).sock)
-        for token in [t for t in self._gone if t not in listed]:
-            del self._gone[token]
-        self._done &= listed.keys()
-        for token in [t for t in self._tried if t not in listed]:
-            del self._tried[token]
+        for state in (self._gone, self._suspects, self._tried):
+            for token in [t for t in state if t not in listed]:
+                del state[token]
+        self._done &= set(listed)
+
+    def _connect_new(self, listed: dict[str, tuple[GroupMember, Endpoint]]) -> None:
+        busy = self._held.keys() | self._gone.keys() | self._done | self._suspects.keys()
         for token, (_, endpoint) in listed.items():
-            if token in self._held or token in self._gone or token in self._done:
+            if token in busy:
                 continue
             if time.monotonic() - self._tried.get(token, float("-inf")) < RETRY_EVERY_S:
                 continue
@@ -263,20 +285,18 @@ class LivenessWatch:
             sock = _connected(endpoint)
             if sock is not None:
                 self._held[token] = _Held(sock, _greeting(endpoint.token))
-        for token in _ended_among(self._held, WATCH_TICK_S):
-            held = self._held.pop(token)
-            _close(held.sock)
+
+    def _judge_suspects(self, listed: dict[str, tuple[GroupMember, Endpoint]]) -> None:
+        for token, until in list(self._suspects.items()):
             member, endpoint = listed[token]
-            if held.greeted and _refused(endpoint):
+            if _refused(endpoint):
+                del self._suspects[token]
                 self._gone[token] = member
-            elif held.greeted:
-                # Closed for another reason (the peer's listener was full, a network
-                # blip): connect again at once.
+            elif time.monotonic() >= until:
+                # Its port still takes connections: alive, its connection closed for
+                # another reason (its listener full, a network blip). Watched again.
+                del self._suspects[token]
                 self._tried.pop(token, None)
-            # Never greeted (not the advertised peer's port, or it went first): tried
-            # again after RETRY_EVERY_S, and never taken for dead.
-        for token, member in list(self._gone.items()):
-            self._remove_gone(token, member)
 
     def _remove_gone(self, token: str, member: GroupMember) -> None:
         try:

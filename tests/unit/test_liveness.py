@@ -222,3 +222,30 @@ def test_a_busy_server_that_greets_late_is_watched_all_the_same() -> None:
     accepted[0].close()
     assert w.ticks(lambda: bool(w.removed))
     assert w.removed == [member]
+
+
+def test_a_dying_server_whose_port_still_answers_a_moment_is_removed_all_the_same() -> None:
+    """A process being killed closes its sockets one by one: the watcher's connection
+    can end while the listening socket still completes a connect for a moment (seen
+    under load: the check found it open, and the death waited for the session
+    timeout)."""
+    token = new_token()
+    server = socket.create_server((HOST, 0))
+    port = server.getsockname()[1]
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        conn.sendall(b"pinledger-live " + token.encode() + b"\n")
+        held.append(conn)
+
+    threading.Thread(target=serve, daemon=True).start()
+    member = GroupMember("pinledger@b:1", [], advertisement(Endpoint(token, HOST, port)), "b")
+    w = Watcher([member])
+    assert w.ticks(lambda: bool(w.watch.watching()))
+    held[0].close()  # the watcher's connection ends first ...
+    w.watch.tick()  # ... and its check finds the port still taking connections
+    assert not w.removed
+    server.close()  # then the listening socket goes
+    assert w.ticks(lambda: bool(w.removed))
+    assert w.removed == [member]
