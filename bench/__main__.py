@@ -43,11 +43,13 @@ from bench.measure import (
     meter,
     windows,
 )
+from bench.metrics_page import counter_sum, metrics_page
 from bench.table import Row, render
 from pinledger.ledger.kafka import KafkaLog, KafkaSettings
 from pinledger.projections.dsn import is_mysql
 from pinledger.projections.factory import open_store
 from pinledger.service.config import Config
+from pinledger.service.observability.catalogue import GROUP_REBALANCES_TOTAL as REBALANCES
 from pinledger.service.testing.servers import ServerProcess, running
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -312,8 +314,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     meter(pinledger_groups(server.proc.pid, os.getpid(), config.store_url))
                 )
                 systems.append(("pinledger", ours_cpu))
+                rebalanced = counter_sum(metrics_page(server), REBALANCES)
                 with profiled(server.proc.pid, args.profile):
                     ours = measure_pinledger(server, args, sizes, config, ours_cpu)
+                # Under full load no server may lose its partitions (issue 43).
+                rebalanced = counter_sum(metrics_page(server), REBALANCES) - rebalanced
+                setup.append(("rebalances", f"{rebalanced:.0f} while measured (0 expected)"))
             replayed = load.replay_rate(
                 config.kafka, config.store_url, server.prefix, server.schema, config.kafka_client
             )

@@ -65,6 +65,7 @@ from bench.failover_load import (
     Failure,
     Load,
 )
+from bench.metrics_page import counter_sum, metrics_page
 from bench.stats import Counter, Progress
 from bench.table import Row, render
 from pinledger.idl import pinlater
@@ -166,16 +167,6 @@ def stood_still(
     ready = work_from(enqueues, answers, wanted, since)
     first = first_answers(answers, wanted, since)
     return {p: max(0.0, seconds - (ready.get(p, since) - since)) for p, seconds in first.items()}
-
-
-def handoffs_in_metrics(text: str) -> float:
-    """The sum of every series of HANDOFFS in a /metrics page (0 when none is written
-    yet: a counter is written from its first increment)."""
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith(HANDOFFS) and line[len(HANDOFFS) : len(HANDOFFS) + 1] in ("{", " ")
-    )
 
 
 def owning_lines(log_text: str, topic: str) -> int:
@@ -430,7 +421,7 @@ def steady_run(log: Log, stage: Stage, load: Load, seconds: float) -> Steady:
 
     def count() -> list[float]:
         if by_metric:
-            return [handoffs_in_metrics(_metrics(s)) for s in stage.servers]
+            return [counter_sum(metrics_page(s), HANDOFFS) for s in stage.servers]
         return [float(owning_lines(s.log(), stage.topic)) for s in stage.servers]
 
     before = count()
@@ -448,12 +439,6 @@ def steady_run(log: Log, stage: Stage, load: Load, seconds: float) -> Steady:
         source=source,
         failures=load.record.failures_between(started, ended),
     )
-
-
-def _metrics(server: ServerProcess) -> str:
-    with server.admin_get("/metrics") as answer:
-        text: str = answer.read().decode()
-        return text
 
 
 def fill_backlog(stage: Stage, jobs: int, priority: int) -> None:

@@ -11,11 +11,11 @@ from pathlib import Path
 from pytest import approx
 
 from bench.failover import (
+    HANDOFFS,
     PARTITIONS,
     Stage,
     figures,
     first_answers,
-    handoffs_in_metrics,
     member,
     owning_lines,
     recovery,
@@ -24,6 +24,7 @@ from bench.failover import (
     work_from,
 )
 from bench.failover_load import Answer, Enqueue
+from bench.metrics_page import counter_sum
 from pinledger.service.config import Config
 from pinledger.service.testing.servers import ServerProcess
 
@@ -115,9 +116,9 @@ def test_handoffs_are_summed_over_the_series_of_the_counter() -> None:
             'pinledger_jobs_total{queue="a",action="dequeue"} 100',
         ]
     )
-    assert handoffs_in_metrics(page) == 5.0
-    assert handoffs_in_metrics("pinledger_partition_handoffs_total 7\n") == 7.0
-    assert handoffs_in_metrics("# TYPE pinledger_rpc_total counter\n") == 0.0
+    assert counter_sum(page, HANDOFFS) == 5.0
+    assert counter_sum("pinledger_partition_handoffs_total 7\n", HANDOFFS) == 7.0
+    assert counter_sum("# TYPE pinledger_rpc_total counter\n", HANDOFFS) == 0.0
 
 
 def test_owning_lines_count_the_queues_topic_only() -> None:
