@@ -88,12 +88,12 @@ class Claims:
         caller and a counter, as PinLater made them."""
         return f"{self.server_id}:{self.started_ms}:{source}:{next(self._claims)}"
 
-    def _serving(self, queue: str, coverage: float) -> list[Owned]:
-        """Call with the partitions' lock held."""
-        if self._closed:
+    def _serving(self, queue: str, coverage: float, leased: bool) -> list[Owned]:
+        """Call with the partitions' lock held; `leased`: the lease, checked before
+        (it reads the group reader and may log: not under this lock)."""
+        if self._closed or not leased:
             return []
-        parts = serving_parts(list(self.partitions.owned.values()), queue, coverage)
-        return parts if parts and self.lease() else []
+        return serving_parts(list(self.partitions.owned.values()), queue, coverage)
 
     def close(self, timeout_s: float) -> bool:
         """Stop serving before the server leaves the owners' group: every owned partition
@@ -115,6 +115,7 @@ class Claims:
 
     def peek(self, queue: str, limit: int, now: int, coverage: float = 1.0) -> list[DequeuedJob]:
         """dryRun: the jobs a dequeue would get, untouched."""
+        leased = self.lease()
         with self.partitions.lock:
             found = [
                 (
@@ -129,7 +130,7 @@ class Claims:
                         ),
                     ),
                 )
-                for o in self._serving(queue, coverage)
+                for o in self._serving(queue, coverage, leased)
                 for job in o.buffer.due(now, limit)
             ]
         found.sort(key=lambda item: (item[0], item[1]))
@@ -149,8 +150,9 @@ class Claims:
         call's piggybacked acks) is appended in the same round trip, before the claims,
         and whether or not any job is claimed."""
         claim = self.new_claim(actor.source)
+        leased = self.lease()
         with self.partitions.lock:
-            parts = self._serving(queue, coverage)
+            parts = self._serving(queue, coverage, leased)
             taken = take([o.buffer for o in parts], now, limit) if limit > 0 else []
             contexts = [parts[index].traceparents.get(job.local_id) for index, job in taken]
             if taken:
