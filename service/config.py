@@ -462,12 +462,12 @@ class Config:
 
     @property
     def stop_s(self) -> float:
-        """The longest a graceful stop takes (Server.stop): the calls in flight answered
-        (forward_timeout_s), then the owner's threads joined while the claims those
-        calls started land (claim_append_s, counted from the owner's stop, so the two
-        overlap), then leaving the owners' group and closing the log. `serve
-        --processes`' supervisor waits this long before it kills a process; the chart's
-        grace period and the systemd unit's TimeoutStopSec cover it."""
+        """The longest a graceful stop takes (Server.stop): the owner's threads joined
+        while the claims in flight land (claim_append_s) and the owners' group left,
+        then each connection's next call answered (the linger, 1 s: inside the margin),
+        then the calls still in flight answered (forward_timeout_s) and the log closed.
+        `serve --processes`' supervisor waits this long before it kills a process; the
+        chart's grace period and the systemd unit's TimeoutStopSec cover it."""
         return self.forward_timeout_s + max(self.claim_append_s, OWNER_JOINS_S) + STOP_MARGIN_S
 
     @property
