@@ -19,7 +19,7 @@ from typing import Any
 
 from pinledger.idl import pinlater as p
 from pinledger.ledger import descriptor
-from pinledger.service.testing.servers import ServerProcess, connect
+from pinledger.service.testing.servers import ServerProcess, connect, describe
 
 # A client gives up on a call after this long and moves to the next server.
 CALL_TIMEOUT_MS = 10_000
@@ -98,15 +98,6 @@ class Record:
         counts."""
         with self.lock:
             return [f for f in self.failures if start <= f.ended <= end]
-
-
-def describe(exc: BaseException) -> str:
-    """What a client saw, on one line: the PinLater error code and message, or the
-    transport error."""
-    if isinstance(exc, p.PinLaterException):
-        code = p.ErrorCode._VALUES_TO_NAMES.get(exc.errorCode, exc.errorCode)
-        return f"PinLaterException {code}: {exc.message}"
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _context(source: str) -> Any:

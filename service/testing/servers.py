@@ -41,6 +41,15 @@ def connect(port: int, host: str = "127.0.0.1", timeout_ms: int = 30_000) -> Any
     )
 
 
+def describe(exc: BaseException) -> str:
+    """What a client saw, on one line: the PinLater error code and message, or the
+    transport error (the chaos suite's and the failover benchmark's failed calls)."""
+    if isinstance(exc, pinlater.PinLaterException):
+        code = pinlater.ErrorCode._VALUES_TO_NAMES.get(exc.errorCode, exc.errorCode)
+        return f"PinLaterException {code}: {exc.message}"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def context(source: str = "tests:host") -> Any:
     return pinlater.RequestContext(source=source, requestId="r1")
 

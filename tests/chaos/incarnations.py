@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pinledger.idl import pinlater as p
-from pinledger.service.testing.servers import ServerProcess, connect, context
-from tests.chaos.load import CALL_TIMEOUT_MS, describe
+from pinledger.service.testing.servers import ServerProcess, connect, context, describe
+from tests.chaos.load import CALL_TIMEOUT_MS
 
 SETTLED, DELETING, CREATING = "settled", "deleting", "creating"
 SOURCE = "chaos:incarnations"

@@ -28,7 +28,7 @@ from thriftpy2.thrift import TApplicationException
 
 from pinledger.idl import pinlater as p
 from pinledger.ledger import descriptor
-from pinledger.service.testing.servers import ServerProcess, connect, context
+from pinledger.service.testing.servers import ServerProcess, connect, context, describe
 
 # Longer than the server's own bound on a call (PINLEDGER_APPEND_TIMEOUT_S, 15 s), so
 # what a call answers is what gets recorded; past it the client gives up on a frozen
@@ -88,15 +88,6 @@ class Record:
         what = f"{call}: {describe(exc)}" if call else describe(exc)
         with self.lock:
             self.failures.append(Failure(started, time.monotonic() - started, what))
-
-
-def describe(exc: BaseException) -> str:
-    """What a client saw, on one line: the PinLater error code and message, or the
-    transport error."""
-    if isinstance(exc, p.PinLaterException):
-        code = p.ErrorCode._VALUES_TO_NAMES.get(exc.errorCode, exc.errorCode)
-        return f"PinLaterException {code}: {exc.message}"
-    return f"{type(exc).__name__}: {exc}"
 
 
 class Caller(Protocol):

@@ -42,9 +42,9 @@ from pinledger.idl import pinlater as p
 from pinledger.ledger import codec
 from pinledger.ledger.events import Actor, Envelope, QueueDeleted
 from pinledger.ledger.log import Append, catalog_topic
-from pinledger.service.testing.servers import context, wait_for
+from pinledger.service.testing.servers import context, describe, wait_for
 from tests.chaos.incarnations import CREATING, DELETING, SETTLED, Incarnations, round_of
-from tests.chaos.load import Load, describe
+from tests.chaos.load import Load
 from tests.chaos.report import ROWS, Row
 from tests.chaos.stage import (
     ADMIN_PASSWORD,
