@@ -48,6 +48,9 @@ class NoOwner:
     def peers_for(self, queue: str) -> list[str]:
         return []
 
+    def is_peer(self, address: str) -> bool:
+        return False
+
     def peek(
         self, queue: str, limit: int, now: int, coverage: float = 1.0
     ) -> Sequence[DequeuedJob]:

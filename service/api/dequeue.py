@@ -3,9 +3,10 @@ up from the servers that own the queue's other partitions."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from pinledger.idl import pinlater
@@ -30,11 +31,17 @@ log = logging.getLogger(__name__)
 
 class _PeerOwners(Protocol):
     def peers_for(self, queue: str) -> list[str]: ...
+    def is_peer(self, address: str) -> bool: ...
 
 
 class _Peers(Protocol):
     def dequeue(
-        self, address: str, caller: Caller | None, request: DequeueRequest, limit: int
+        self,
+        address: str,
+        caller: Caller | None,
+        request: DequeueRequest,
+        limit: int,
+        gone: Callable[[], bool] | None = None,
     ) -> Any: ...
 
 
@@ -136,10 +143,17 @@ def forward(
         wanted = request.limit - convert.dequeued_count(response)
         if wanted <= 0:
             break
+        # A peer that stops answering and leaves the owners' group (frozen) is not
+        # waited out: its partitions went to the servers left (service/api/peers.py).
+        gone = functools.partial(_left, owner, address)
         try:
-            more = peers.dequeue(address, caller, request, wanted)
+            more = peers.dequeue(address, caller, request, wanted, gone)
         except Exception as exc:  # a peer going away must not fail this call
             log.warning("forwarding a dequeue to %s failed: %s", address, exc)
             continue
         convert.merge_dequeued(response, more)
     return response
+
+
+def _left(owner: _PeerOwners, address: str) -> bool:
+    return not owner.is_peer(address)

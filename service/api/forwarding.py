@@ -20,6 +20,7 @@ from __future__ import annotations
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pinledger.ledger.clock import SYSTEM_CLOCK, Clock
@@ -77,7 +78,12 @@ class CountingPeerPool(PeerPool):
             return False
 
     def dequeue(
-        self, address: str, caller: Caller | None, request: DequeueRequest, limit: int
+        self,
+        address: str,
+        caller: Caller | None,
+        request: DequeueRequest,
+        limit: int,
+        gone: Callable[[], bool] | None = None,
     ) -> Any:
         key = (address, request.queue)
         if self._quiet_s > 0 and self._is_quiet(key):
@@ -85,7 +91,7 @@ class CountingPeerPool(PeerPool):
             return dequeue_response([], request.queue)
         started = time.perf_counter()
         try:
-            response = super().dequeue(address, caller, request, limit)
+            response = super().dequeue(address, caller, request, limit, gone)
         except Exception:
             self._metrics.count(FORWARDS, outcome="failed")
             raise

@@ -182,8 +182,9 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "calls",
         "Dequeues this server forwarded to another owner of the queue's partitions",
         "because its own had too few due jobs, by outcome: jobs, empty, failed (the peer",
-        "did not answer in time: see its log), quiet (not asked, it had nothing a moment",
-        "ago; PINLEDGER_FORWARD_QUIET_MS). Many failed: a peer is down or overloaded.",
+        "did not answer in time, or froze and left the owners' group: see this server's",
+        "log), quiet (not asked, it had nothing a moment ago; PINLEDGER_FORWARD_QUIET_MS).",
+        "Many failed: a peer is down or overloaded.",
     ),
     _spec(
         FORWARDED_JOBS_TOTAL,

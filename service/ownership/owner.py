@@ -341,6 +341,11 @@ class Owner:
         """Addresses (host:port) of other live servers owning partitions of `queue`."""
         return self.peers.peers_for(self.writer.topic(queue), self.partitions.retired_from(queue))
 
+    def is_peer(self, address: str) -> bool:
+        """Whether the server at `address` (host:port) is a member of the owners' group,
+        as the last listing of the members saw it."""
+        return self.peers.is_member(address)
+
     # -- dequeue (Thrift handler threads) and maintenance -------------------------------
 
     def note_dequeue(self, queue: str, jobs: int) -> None:

@@ -129,3 +129,9 @@ class Peers:
         """Addresses (host:port) of other live servers owning partitions of `topic`
         (retired ones, from `retired_from` on, left out)."""
         return peer_addresses(self.members, topic, self.member_id, retired_from)
+
+    def is_member(self, address: str) -> bool:
+        """Whether the server at `address` is in the group's last listing (refreshed every
+        MEMBERS_EVERY_S; a listing Kafka did not answer leaves the last one)."""
+        member_id = member_id_of(address)
+        return any(member.member_id == member_id for member in self.members)

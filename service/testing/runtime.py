@@ -523,8 +523,14 @@ class _LocalPeers(PeerPool):
         self._runtime = runtime
 
     def dequeue(
-        self, address: str, caller: Caller | None, request: DequeueRequest, limit: int
+        self,
+        address: str,
+        caller: Caller | None,
+        request: DequeueRequest,
+        limit: int,
+        gone: Callable[[], bool] | None = None,
     ) -> Any:
+        """In-process calls do not hang: `gone` is never needed."""
         node = self._runtime.node_at(address)
         context = (
             None

@@ -183,17 +183,25 @@ def signal_server(index: int, signum: signal.Signals) -> Callable[[Stage], None]
 
 
 def test_a_server_frozen_past_its_session_timeout(stage: Stage) -> None:
-    check(
-        survive(
-            stage,
-            Fault(
-                f"server frozen (SIGSTOP) {3 * SESSION_TIMEOUT_MS // 1000} s",
-                inject=signal_server(1, signal.SIGSTOP),
-                hold_s=3 * SESSION_TIMEOUT_MS / 1000,
-                repair=signal_server(1, signal.SIGCONT),
-                measured_from="fault",
-            ),
-        )
+    frozen_s = 3 * SESSION_TIMEOUT_MS / 1000
+    row = survive(
+        stage,
+        Fault(
+            f"server frozen (SIGSTOP) {3 * SESSION_TIMEOUT_MS // 1000} s",
+            inject=signal_server(1, signal.SIGSTOP),
+            hold_s=frozen_s,
+            repair=signal_server(1, signal.SIGCONT),
+            measured_from="fault",
+        ),
+    )
+    check(row)
+    # The other server served every partition while the frozen one still slept: its
+    # workers did not sit in dequeues forwarded to the frozen peer until the thaw (they
+    # did before: 18.3 s; service/api/peers.py gives such a forward up once the group
+    # has lost the peer).
+    assert row.recovered_s < frozen_s, (
+        f"every partition served again only {row.recovered_s:.1f} s after the freeze, "
+        f"after the thaw at {frozen_s:g} s"
     )
 
 

@@ -144,13 +144,18 @@ class _Peers:
             "c:1": pinlater.PinLaterDequeueResponse(jobs={"q:s2:p1:1": b"c"}, jobMetadata={}),
         }
 
-    def dequeue(self, address: str, caller: object, request: object, limit: int) -> object:
+    def dequeue(
+        self, address: str, caller: object, request: object, limit: int, gone: object = None
+    ) -> object:
         return self.answers[address]
 
 
 class _Owner:
     def peers_for(self, queue: str) -> list[str]:
         return ["b:1", "c:1"]
+
+    def is_peer(self, address: str) -> bool:
+        return True
 
 
 def test_forwarded_dequeues_keep_the_peers_trace_contexts() -> None:
