@@ -6,11 +6,12 @@
         [descriptor] = pl.enqueue("emails", [Job(b"hello")])
 
 Every call goes to the next server of the list (round robin). A server that cannot be
-reached is skipped. A call that is safe to repeat (lookups, counts, scans, acks,
-checkpoints, createQueue, deleteQueue) is retried on the next server when the
-connection breaks or the server reports its storage unavailable; a call that is not
-(enqueue, dequeue, retryFailedJobs, deleteJobs) is retried only when it never left
-this process, and otherwise fails with ServerUnavailableError saying it may have applied.
+reached is skipped, and tried after the others for a while (client/health.py). A call
+that is safe to repeat (lookups, counts, scans, acks, checkpoints, createQueue,
+deleteQueue) is retried on the next server when the connection breaks or the server
+reports its storage unavailable; a call that is not (enqueue, dequeue, retryFailedJobs,
+deleteJobs) is retried only when it never left this process, and otherwise fails with
+ServerUnavailableError saying it may have applied.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pinledger.client.errors import (
     PinLaterError,
     ServerUnavailableError,
 )
+from pinledger.client.health import ServerHealth
 from pinledger.client.jobs import Ack, Checkpoint, DequeuedJob, Job, JobInfo, JobState, ScanPage
 from pinledger.client.pool import Connection, ConnectionPool
 from pinledger.client.servers import Address, ServerList
@@ -117,6 +119,7 @@ class PinLaterClient:
         # Built once, here: a TLS file that cannot be used fails the constructor.
         context = tls.context() if isinstance(tls, Tls) else tls
         self.pool = ConnectionPool(connect_timeout_s, timeout_s, pool_size, context)
+        self.health = ServerHealth(clock)
         self._request_ids = itertools.count(1)
         self._client_id = uuid.uuid4().hex[:8]
 
@@ -145,12 +148,14 @@ class PinLaterClient:
         for round_ in range(self.retries + 1):
             if round_:
                 self.clock.sleep(self.retry_backoff_s * 2 ** (round_ - 1))
-            for address in self.servers.current():
+            for address in self.health.order(self.servers.current()):
                 try:
                     connection, _fresh = self.pool.acquire(address)
                 except _CONNECTION_ERRORS as exc:
+                    self.health.failed(address, exc)
                     failures.append(f"{address}: cannot connect: {exc}")
                     continue
+                self.health.connected(address)
                 try:
                     result = invoke(connection.client)
                 except pinlater.PinLaterException as exc:

@@ -39,11 +39,13 @@ class Connection:
         means the server closed it (EOF) or sent something unasked for."""
         if self.sock is None:
             return False
+        # poll, not select: an application's descriptors may run past select's 1024.
+        waiting = select.poll()
         try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
+            waiting.register(self.sock, select.POLLIN)
+            return not waiting.poll(0)
         except (OSError, ValueError):
             return False
-        return not readable
 
     def close(self) -> None:
         # Closing a broken connection may fail again; it is gone either way.
