@@ -44,7 +44,7 @@ from thriftpy2.transport import TCyMemoryBuffer
 
 from bench.pinledger_load import BODY, context
 from pinledger.idl import pinlater
-from pinledger.service.testing.servers import connect, free_port
+from pinledger.service.testing.servers import connect, free_port, wait_listening
 
 _SERVICE = pinlater.PinLater
 _LEN = struct.Struct("!i")
@@ -234,7 +234,7 @@ def measure(mode: str, bootstrap: str, topic: str, threads: int, calls: int) -> 
         env={**os.environ, "PINLEDGER_KAFKA": bootstrap},
     )
     try:
-        _wait_port(port)
+        wait_listening(port)
         _load(port, threads, min(calls // 5, 1000))  # warm-up
         cpu0, sw0 = _cpu_and_switches(server.pid)
         seconds = _load(port, threads, calls)
@@ -248,17 +248,6 @@ def measure(mode: str, bootstrap: str, topic: str, threads: int, calls: int) -> 
         "switches": (sw1 - sw0) / done,
         "rate": done / seconds,
     }
-
-
-def _wait_port(port: int) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"the {port} server did not start")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -31,6 +31,18 @@ def free_port() -> int:
         return port
 
 
+def wait_listening(port: int, timeout_s: float = 20, host: str = "127.0.0.1") -> None:
+    """Wait until something accepts connections on `port`; RuntimeError past `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"nothing listens on {host}:{port} after {timeout_s:g} s")
+
+
 def connect(port: int, host: str = "127.0.0.1", timeout_ms: int = 30_000) -> Any:
     return make_client(
         pinlater.PinLater,

@@ -25,6 +25,7 @@ from pinledger.service.api.forwarding import CountingPeerPool
 from pinledger.service.api.peers import PeerGoneError, PeerPool
 from pinledger.service.observability import catalogue
 from pinledger.service.observability.metrics import Metrics
+from pinledger.service.testing.servers import wait_listening
 
 
 @pytest.fixture
@@ -59,15 +60,8 @@ def _answering(delay_s: float, descriptor: str = "q:s1:p2:7") -> Iterator[str]:
         trans_factory=TCyFramedTransportFactory(),
     )
     threading.Thread(target=server.serve, daemon=True).start()
-    address = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.02)
-    yield address
+    wait_listening(port, timeout_s=5)
+    yield f"127.0.0.1:{port}"
     server.close()
 
 
