@@ -153,16 +153,16 @@ def test_one_statement_upserts_project_the_same_rows_on_postgres(
     scratch: LedgerStore,
 ) -> None:
     # Postgres only: only its store has two ways to upsert a batch's jobs. The live side
-    # upserts row by row (small batches); the replay here upserts every batch as one
-    # statement (staged binary COPY): the tables must come out identical.
+    # upserts every batch as one statement (staged binary COPY, the default); the replay
+    # here upserts row by row (pipelined): the tables must come out identical.
     assert store.kind == "postgres"
     writer.create_queue("q", 2, 0, ADMIN)
     Workload(writer, "q", 2, seed=21).run(120)
     _project(store, kafka, prefix)
-    staged = PgStore(store_dsn("postgres"), scratch.schema, one_statement_upserts=1)
+    row_by_row = PgStore(store_dsn("postgres"), scratch.schema, one_statement_upserts=10**9)
     try:
-        report = replay(store, staged, kafka, prefix, Scope())
+        report = replay(store, row_by_row, kafka, prefix, Scope())
     finally:
-        staged.close()
+        row_by_row.close()
     assert report.events > 0
     assert report.identical, report.diffs
