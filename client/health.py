@@ -50,7 +50,9 @@ class ServerHealth:
             backoff = min(FIRST_BACKOFF_S * 2**failures, MAX_BACKOFF_S)
             self._down[address] = (self._clock.monotonic() + backoff, failures + 1)
         if failures == 0:
-            log.warning(
+            # INFO: the call's own error says what failed when no server serves it (a
+            # one-shot command's stderr keeps its one line); a worker's log shows it.
+            log.info(
                 "pinledger server %s cannot be connected to (%s); trying it after the other "
                 "servers until a connect works",
                 address,

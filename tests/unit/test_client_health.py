@@ -60,8 +60,8 @@ def test_a_connect_that_works_clears_the_mark_and_the_count(
         health.failed(DEAD, ConnectionRefusedError("refused"))
         health.failed(DEAD, ConnectionRefusedError("refused"))
         health.connected(DEAD)
-    assert health.set_aside() == []
-    health.failed(DEAD, ConnectionRefusedError("refused"))
+        assert health.set_aside() == []
+        health.failed(DEAD, ConnectionRefusedError("refused"))
     clock.advance(1.01)  # the first backoff again, not the third
     assert health.set_aside() == []
     # One line when it was set aside (not one per failure in a row), one when it was
